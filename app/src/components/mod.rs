@@ -1,0 +1,4 @@
+//! Pieces shared by the pages.
+
+pub mod live;
+pub mod status;

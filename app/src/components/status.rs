@@ -1,0 +1,73 @@
+//! Status badges: every status has its own colour (SPEC §8), and AVAILABLE
+//! (ready, nobody has claimed it) must never be mistaken for PENDING
+//! (blocked by a gate) or RUNNING (executing).
+//!
+//! Class lists are written out in full so the stylesheet generator, which
+//! scans these sources for class names, finds every one of them.
+
+use leptos::prelude::*;
+
+use crate::model::{PlanStatus, TaskStatus};
+
+const BADGE: &str = "inline-flex items-center rounded-sm px-2 py-0.5 text-xs font-medium";
+
+pub fn task_status_class(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::NotStarted => "bg-slate-100 text-slate-700 ring-1 ring-slate-300",
+        TaskStatus::Pending => "bg-amber-100 text-amber-800 ring-1 ring-amber-300",
+        TaskStatus::Available => "bg-cyan-100 text-cyan-800 ring-1 ring-cyan-300",
+        TaskStatus::Running => "bg-blue-600 text-white ring-1 ring-blue-700",
+        TaskStatus::Done => "bg-emerald-100 text-emerald-800 ring-1 ring-emerald-300",
+        TaskStatus::Failed => "bg-red-100 text-red-800 ring-1 ring-red-300",
+        TaskStatus::Canceled => "bg-orange-100 text-orange-800 ring-1 ring-orange-300",
+        TaskStatus::Skipped => "bg-violet-100 text-violet-800 ring-1 ring-violet-300",
+    }
+}
+
+/// A plan's status wears the colour of the task status of the same name.
+pub fn plan_status_class(status: PlanStatus) -> &'static str {
+    task_status_class(match status {
+        PlanStatus::NotStarted => TaskStatus::NotStarted,
+        PlanStatus::Running => TaskStatus::Running,
+        PlanStatus::Failed => TaskStatus::Failed,
+        PlanStatus::Done => TaskStatus::Done,
+        PlanStatus::Canceled => TaskStatus::Canceled,
+    })
+}
+
+#[component]
+pub fn PlanStatusBadge(status: PlanStatus) -> impl IntoView {
+    view! {
+        <span class=format!("{BADGE} {}", plan_status_class(status)) data-status=status.as_str()>
+            {status.as_str()}
+        </span>
+    }
+}
+
+/// `count` tasks in `status`, e.g. "AVAILABLE 3".
+#[component]
+pub fn TaskCountBadge(status: TaskStatus, count: i64) -> impl IntoView {
+    view! {
+        <span
+            class=format!("{BADGE} gap-1 {}", task_status_class(status))
+            title=status.as_str()
+            data-status=status.as_str()
+        >
+            {status.as_str()}
+            <span class="font-semibold tabular-nums">{count}</span>
+        </span>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_task_status_has_its_own_colour() {
+        let mut seen = std::collections::HashSet::new();
+        for s in TaskStatus::ALL {
+            assert!(seen.insert(task_status_class(s)), "{s} shares a colour");
+        }
+    }
+}

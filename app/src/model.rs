@@ -1,0 +1,375 @@
+//! The JSON view types Baton shows to the world.
+//!
+//! The REST API serialises exactly these, and the dashboard's server
+//! functions return them, so the two can never disagree about a field. They
+//! compile to wasm as well, so nothing here may touch the database.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Status of one task run (one attempt). See SPEC §2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RunStatus {
+    /// Waiting for a gate; `waiting_cause` says which.
+    Pending,
+    /// Every gate passed; any eligible replica may claim it.
+    Available,
+    /// Claimed by exactly one replica and executing.
+    Running,
+    Done,
+    Failed,
+    Canceled,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Pending,
+        RunStatus::Available,
+        RunStatus::Running,
+        RunStatus::Done,
+        RunStatus::Failed,
+        RunStatus::Canceled,
+    ];
+
+    /// The spelling stored in the database and used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "PENDING",
+            RunStatus::Available => "AVAILABLE",
+            RunStatus::Running => "RUNNING",
+            RunStatus::Done => "DONE",
+            RunStatus::Failed => "FAILED",
+            RunStatus::Canceled => "CANCELED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// DONE, FAILED and CANCELED end a run; nothing moves it afterwards.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Done | RunStatus::Failed | RunStatus::Canceled
+        )
+    }
+
+    /// AVAILABLE and RUNNING hold a target and count against a plan's limit.
+    pub fn holds_slot(self) -> bool {
+        matches!(self, RunStatus::Available | RunStatus::Running)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Status of a task: the status of its latest run, or one of the two states
+/// that have no run behind them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskStatus {
+    NotStarted,
+    Pending,
+    Available,
+    Running,
+    Done,
+    Failed,
+    Canceled,
+    /// An operator decided the task counts as complete without running it.
+    Skipped,
+}
+
+impl TaskStatus {
+    pub const ALL: [TaskStatus; 8] = [
+        TaskStatus::NotStarted,
+        TaskStatus::Pending,
+        TaskStatus::Available,
+        TaskStatus::Running,
+        TaskStatus::Done,
+        TaskStatus::Failed,
+        TaskStatus::Canceled,
+        TaskStatus::Skipped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::NotStarted => "NOT_STARTED",
+            TaskStatus::Pending => "PENDING",
+            TaskStatus::Available => "AVAILABLE",
+            TaskStatus::Running => "RUNNING",
+            TaskStatus::Done => "DONE",
+            TaskStatus::Failed => "FAILED",
+            TaskStatus::Canceled => "CANCELED",
+            TaskStatus::Skipped => "SKIPPED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// The task needs nothing more: DONE or SKIPPED.
+    pub fn is_complete(self) -> bool {
+        matches!(self, TaskStatus::Done | TaskStatus::Skipped)
+    }
+
+    /// A run of the task is waiting, ready or executing.
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Pending | TaskStatus::Available | TaskStatus::Running
+        )
+    }
+}
+
+impl From<RunStatus> for TaskStatus {
+    fn from(status: RunStatus) -> Self {
+        match status {
+            RunStatus::Pending => TaskStatus::Pending,
+            RunStatus::Available => TaskStatus::Available,
+            RunStatus::Running => TaskStatus::Running,
+            RunStatus::Done => TaskStatus::Done,
+            RunStatus::Failed => TaskStatus::Failed,
+            RunStatus::Canceled => TaskStatus::Canceled,
+        }
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Status of a plan, derived from its tasks' statuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PlanStatus {
+    /// Some task has no run yet (submitted with `start: false`) and nothing
+    /// is active.
+    NotStarted,
+    /// Some task is pending, ready or executing.
+    Running,
+    /// A task failed and nothing is active any more.
+    Failed,
+    /// Every task is DONE or SKIPPED.
+    Done,
+    /// Nothing is active, none failed, and at least one task was cancelled.
+    Canceled,
+}
+
+impl PlanStatus {
+    pub const ALL: [PlanStatus; 5] = [
+        PlanStatus::NotStarted,
+        PlanStatus::Running,
+        PlanStatus::Failed,
+        PlanStatus::Done,
+        PlanStatus::Canceled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanStatus::NotStarted => "NOT_STARTED",
+            PlanStatus::Running => "RUNNING",
+            PlanStatus::Failed => "FAILED",
+            PlanStatus::Done => "DONE",
+            PlanStatus::Canceled => "CANCELED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Derives a plan's status from how many of its tasks are in each status.
+    ///
+    /// The store computes the same rule in SQL to filter plan lists; the
+    /// conformance suite checks that the two agree.
+    pub fn from_counts(counts: &BTreeMap<TaskStatus, i64>) -> Self {
+        let n = |s: TaskStatus| counts.get(&s).copied().unwrap_or(0);
+        let active = n(TaskStatus::Pending) + n(TaskStatus::Available) + n(TaskStatus::Running);
+        if active > 0 {
+            PlanStatus::Running
+        } else if n(TaskStatus::NotStarted) > 0 {
+            PlanStatus::NotStarted
+        } else if n(TaskStatus::Failed) > 0 {
+            PlanStatus::Failed
+        } else if n(TaskStatus::Canceled) > 0 {
+            PlanStatus::Canceled
+        } else {
+            PlanStatus::Done
+        }
+    }
+}
+
+impl fmt::Display for PlanStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One line of `GET /api/v1/plans`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanSummary {
+    pub id: i64,
+    pub name: String,
+    pub status: PlanStatus,
+    /// Number of tasks in each status; statuses with no task are left out.
+    pub counts: BTreeMap<TaskStatus, i64>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A page of plans, newest first, and how many match in all.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanList {
+    pub plans: Vec<PlanSummary>,
+    pub total: i64,
+}
+
+/// `GET /api/v1/plans/{id}`: a plan with every task's current state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanView {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub status: PlanStatus,
+    pub parallel_limit: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub created_by: String,
+    pub tasks: Vec<TaskView>,
+}
+
+/// A task and what its latest run is doing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskView {
+    pub id: i64,
+    pub name: String,
+    pub target: String,
+    pub exclusive: bool,
+    pub version: Option<String>,
+    pub node: Option<String>,
+    pub status: TaskStatus,
+    /// Attempt number of the latest run (1 for the first).
+    pub attempt: Option<i64>,
+    pub run_id: Option<i64>,
+    pub replica_id: Option<String>,
+    /// Why the latest run is still PENDING; null otherwise.
+    pub waiting_cause: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub error: Option<String>,
+}
+
+/// `GET /api/v1/runs/{id}`: one attempt with its event history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    pub id: i64,
+    pub task_id: i64,
+    pub plan_id: i64,
+    pub task_name: String,
+    pub target: String,
+    pub attempt: i64,
+    pub status: RunStatus,
+    pub replica_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub run_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    pub heartbeat_deadline: Option<DateTime<Utc>>,
+    pub deadline: Option<DateTime<Utc>>,
+    pub waiting_cause: Option<String>,
+    /// Exit code of a command, or HTTP status of a request.
+    pub result_code: Option<i64>,
+    pub error: Option<String>,
+    pub events: Vec<EventView>,
+}
+
+/// One status transition of a run, as recorded in the event history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventView {
+    pub id: i64,
+    pub run_id: i64,
+    /// Null for the event that created the run.
+    pub from: Option<RunStatus>,
+    pub to: RunStatus,
+    pub replica_id: Option<String>,
+    /// Who caused it: `scheduler`, a replica id, or an operator's name.
+    pub actor: String,
+    pub at: DateTime<Utc>,
+    pub detail: Option<String>,
+}
+
+/// `GET /api/v1/replicas`: one running (or recently running) process.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaView {
+    pub replica_id: String,
+    pub hostname: String,
+    pub labels: Vec<String>,
+    pub version: String,
+    pub started_at: DateTime<Utc>,
+    pub last_heartbeat: DateTime<Utc>,
+    pub alive: bool,
+    pub leader: bool,
+    /// Runs this replica is executing now.
+    pub running: i64,
+}
+
+/// The body of every 4xx/5xx answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    /// Path of the offending input field, e.g. `tasks[2].timeout`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub field: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(pairs: &[(TaskStatus, i64)]) -> BTreeMap<TaskStatus, i64> {
+        pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn plan_status_follows_its_tasks() {
+        use TaskStatus::*;
+        let cases = [
+            (counts(&[(NotStarted, 3)]), PlanStatus::NotStarted),
+            (counts(&[(Done, 1), (Running, 1)]), PlanStatus::Running),
+            (counts(&[(Failed, 1), (Pending, 1)]), PlanStatus::Running),
+            (counts(&[(Failed, 1), (Done, 2)]), PlanStatus::Failed),
+            (counts(&[(Done, 2), (Skipped, 1)]), PlanStatus::Done),
+            (counts(&[(Done, 2), (Canceled, 1)]), PlanStatus::Canceled),
+            (
+                counts(&[(Skipped, 1), (NotStarted, 1)]),
+                PlanStatus::NotStarted,
+            ),
+            (counts(&[(Failed, 1), (Canceled, 1)]), PlanStatus::Failed),
+        ];
+        for (c, want) in cases {
+            assert_eq!(PlanStatus::from_counts(&c), want, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn statuses_round_trip_through_their_spelling() {
+        for s in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
+        }
+        for s in TaskStatus::ALL {
+            assert_eq!(TaskStatus::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! One module per page; each holds the server functions it calls.
+
+pub mod plans;

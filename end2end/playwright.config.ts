@@ -1,0 +1,60 @@
+import { defineConfig, devices } from '@playwright/test';
+import path from 'node:path';
+
+// scripts/test.sh builds these first: the debug server and the debug site
+// root (a bundle only hydrates pages from a server of the same profile).
+const root = path.resolve(__dirname, '..');
+const port = Number(process.env.BATON_E2E_PORT ?? 3917);
+const dataDir = path.join(root, 'target', 'e2e');
+
+export default defineConfig({
+  testDir: './tests',
+  // The tests share one server and database; one at a time keeps them honest.
+  fullyParallel: false,
+  workers: 1,
+  forbidOnly: !!process.env.CI,
+  retries: 0,
+  timeout: 30_000,
+  reporter: 'list',
+  use: {
+    baseURL: `http://127.0.0.1:${port}`,
+    trace: 'retain-on-failure',
+  },
+  projects: [
+    {
+      name: 'chromium',
+      use: {
+        ...devices['Desktop Chrome'],
+        launchOptions: {
+          // Playwright's own browser download fails here; Debian's works.
+          executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+          args: [
+            '--headless',
+            '--no-sandbox',
+            '--disable-gpu',
+            '--disable-quic',
+            '--no-first-run',
+            '--disable-background-networking',
+            '--disable-component-update',
+            '--disable-sync',
+          ],
+        },
+      },
+    },
+  ],
+  webServer: {
+    // A fresh SQLite database per run, so earlier runs cannot leak in.
+    command: `rm -rf '${dataDir}' && mkdir -p '${dataDir}' && exec '${root}/target/debug/baton' serve`,
+    url: `http://127.0.0.1:${port}/healthz`,
+    // Never test a server left over from another build.
+    reuseExistingServer: false,
+    timeout: 60_000,
+    stdout: 'pipe',
+    stderr: 'pipe',
+    env: {
+      BATON_LISTEN: `127.0.0.1:${port}`,
+      BATON_DATABASE_URL: `sqlite://${dataDir}/baton.db`,
+      BATON_SITE_ROOT: path.join(root, 'target', 'site'),
+    },
+  },
+});

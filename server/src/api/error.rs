@@ -1,0 +1,99 @@
+//! The one place engine errors become HTTP answers. Database text never
+//! reaches a client: it is logged, and the client gets a generic 500.
+
+use app::model::ErrorBody;
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::plan::InvalidPlan;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Input that cannot be accepted, with the field at fault (422).
+    #[error("{message}")]
+    Invalid {
+        message: String,
+        field: Option<String>,
+    },
+    #[error("{0}")]
+    NotFound(String),
+    /// The action does not apply to the current status (409).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("service unavailable: {0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        ApiError::Invalid {
+            message: message.into(),
+            field: Some(field.to_owned()),
+        }
+    }
+}
+
+impl From<InvalidPlan> for ApiError {
+    fn from(e: InvalidPlan) -> Self {
+        ApiError::Invalid {
+            message: e.message,
+            field: e.field,
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound { .. } => ApiError::NotFound(e.to_string()),
+            StoreError::Conflict(message) => ApiError::Conflict(message),
+            // Two actions raced on one task: the loser is told to look again.
+            StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                ApiError::Conflict(
+                    "another action changed this task at the same moment; reload and try again"
+                        .into(),
+                )
+            }
+            other => ApiError::Internal(other.into()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, field) = match &self {
+            ApiError::Invalid { field, .. } => (StatusCode::UNPROCESSABLE_ENTITY, field.clone()),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, None),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, None),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, None),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, None),
+        };
+        let error = match &self {
+            ApiError::Internal(e) => {
+                tracing::error!(error = format!("{e:#}"), "request failed");
+                "internal error; the server log has the details".to_owned()
+            }
+            other => other.to_string(),
+        };
+        (status, Json(ErrorBody { error, field })).into_response()
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// Parses an id from the path; axum's own rejection would not be JSON.
+pub fn parse_id(text: &str, what: &str) -> ApiResult<i64> {
+    text.parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "id",
+                format!("`{text}` is not a {what} id (a positive integer)"),
+            )
+        })
+}

@@ -1,0 +1,54 @@
+//! The REST API under `/api/v1`, plus `/healthz` and `/readyz`.
+//!
+//! Handlers are thin: parse and check input, call one store method, return
+//! a view from `app::model`. Errors go through [`error::ApiError`].
+
+mod error;
+mod health;
+mod plans;
+mod replicas;
+mod runs;
+mod tasks;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+pub use self::error::{ApiError, ApiResult};
+use crate::store::{ReplicaInfo, Store};
+
+/// What every handler may use.
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Arc<dyn Store>,
+    /// This process, for `/api/v1/replicas`.
+    pub replica: ReplicaInfo,
+    /// A replica whose heartbeat is older than this is not alive.
+    pub stale_after: Duration,
+}
+
+/// Until authentication lands every action is recorded under this name.
+pub const ANONYMOUS: &str = "anonymous";
+
+pub fn router(state: ApiState) -> Router {
+    let api = Router::new()
+        .route("/plans", post(plans::submit).get(plans::list))
+        .route("/plans/{id}", get(plans::get))
+        .route("/plans/{id}/run", post(plans::run))
+        .route("/plans/{id}/retry", post(plans::retry))
+        .route("/plans/{id}/cancel", post(plans::cancel))
+        .route("/tasks/{id}/retry", post(tasks::retry))
+        .route("/tasks/{id}/cancel", post(tasks::cancel))
+        .route("/tasks/{id}/skip", post(tasks::skip))
+        .route("/runs/{id}", get(runs::get))
+        .route("/runs/{id}/log", get(runs::log))
+        .route("/replicas", get(replicas::list))
+        .fallback(|| async { ApiError::NotFound("no such API endpoint".into()) });
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .with_state(state)
+}

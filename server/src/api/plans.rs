@@ -1,0 +1,133 @@
+//! `/api/v1/plans`: submit, list, show, and the plan-wide actions.
+
+use app::model::{PlanList, PlanStatus, PlanView};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use serde::Deserialize;
+
+use super::error::parse_id;
+use super::{ANONYMOUS, ApiError, ApiResult, ApiState};
+use crate::plan;
+use crate::store::Ts;
+
+/// Plans per page when the client names no limit, and the most it may ask.
+const DEFAULT_LIMIT: i64 = 50;
+const MAX_LIMIT: i64 = 500;
+
+/// `POST /api/v1/plans` with a plan file as JSON, or YAML when the
+/// Content-Type says so.
+pub async fn submit(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<PlanView>)> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let new_plan = if content_type.contains("yaml") {
+        let text = std::str::from_utf8(&body).map_err(|_| ApiError::Invalid {
+            message: "the body is not UTF-8 text".into(),
+            field: None,
+        })?;
+        plan::parse_yaml(text)?
+    } else {
+        plan::parse_json(&body)?
+    };
+    let id = state
+        .store
+        .plan_insert(&new_plan, ANONYMOUS, Ts::now())
+        .await?;
+    Ok((StatusCode::CREATED, Json(state.store.plan_get(id).await?)))
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    status: Option<String>,
+    limit: Option<String>,
+    offset: Option<String>,
+}
+
+/// `GET /api/v1/plans?status=&limit=&offset=`
+pub async fn list(
+    State(state): State<ApiState>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<PlanList>> {
+    let status = match q.status.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => Some(
+            PlanStatus::parse(&text.to_ascii_uppercase()).ok_or_else(|| {
+                let known: Vec<&str> = PlanStatus::ALL.iter().map(|s| s.as_str()).collect();
+                ApiError::invalid(
+                    "status",
+                    format!(
+                        "`{text}` is not a plan status; use one of {}",
+                        known.join(", ")
+                    ),
+                )
+            })?,
+        ),
+    };
+    let limit = number(q.limit.as_deref(), "limit", DEFAULT_LIMIT)?;
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("limit must be between 1 and {MAX_LIMIT}"),
+        ));
+    }
+    let offset = number(q.offset.as_deref(), "offset", 0)?;
+    if offset < 0 {
+        return Err(ApiError::invalid("offset", "offset must not be negative"));
+    }
+    Ok(Json(state.store.plan_list(status, limit, offset).await?))
+}
+
+fn number(text: Option<&str>, field: &str, default: i64) -> ApiResult<i64> {
+    match text.filter(|t| !t.is_empty()) {
+        None => Ok(default),
+        Some(t) => t.parse().map_err(|_| {
+            ApiError::invalid(field, format!("{field} must be a whole number, not `{t}`"))
+        }),
+    }
+}
+
+/// `GET /api/v1/plans/{id}`
+pub async fn get(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<PlanView>> {
+    let id = parse_id(&id, "plan")?;
+    Ok(Json(state.store.plan_get(id).await?))
+}
+
+/// `POST /api/v1/plans/{id}/run`: start a plan submitted with `start: false`.
+pub async fn run(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<PlanView>> {
+    let id = parse_id(&id, "plan")?;
+    state.store.plan_start(id, ANONYMOUS, Ts::now()).await?;
+    Ok(Json(state.store.plan_get(id).await?))
+}
+
+/// `POST /api/v1/plans/{id}/retry`: new attempts for FAILED/CANCELED tasks.
+pub async fn retry(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<PlanView>> {
+    let id = parse_id(&id, "plan")?;
+    state.store.plan_retry(id, ANONYMOUS, Ts::now()).await?;
+    Ok(Json(state.store.plan_get(id).await?))
+}
+
+/// `POST /api/v1/plans/{id}/cancel`: cancel everything still live.
+pub async fn cancel(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<PlanView>> {
+    let id = parse_id(&id, "plan")?;
+    state.store.plan_cancel(id, ANONYMOUS, Ts::now()).await?;
+    Ok(Json(state.store.plan_get(id).await?))
+}

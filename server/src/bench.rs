@@ -1,0 +1,332 @@
+//! `baton bench`: end-to-end throughput and latency with no-op runs.
+//!
+//! Two measurements, in one run so their figures compare:
+//! 1. Latency on an idle system: single-task plans submitted one after the
+//!    other; submit → RUNNING is the run's `started_at` minus the plan's
+//!    `created_at` (both stamped by the same host clock).
+//! 2. Throughput: `--runs` `sleep: 0s` runs over `--plans` plans and
+//!    `--targets` targets, submitted as fast as possible; runs/s is the
+//!    number of runs over the time from the first submit until every run
+//!    is DONE.
+//!
+//! Replicas run in this process (`--replicas`, each with its own pool and
+//! id) on a scratch database, or the load goes to a running server
+//! (`--server URL`), whose own replicas do the work.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use app::model::{PlanList, PlanStatus, PlanView};
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::executor::Registry;
+use crate::scheduler::{Replica, SchedulerConfig, new_replica_id};
+use crate::store::scratch::Scratch;
+use crate::store::{ReplicaInfo, Store, Ts};
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Runs in the throughput phase.
+    #[arg(long, default_value_t = 20_000)]
+    pub runs: usize,
+    /// Plans the runs are spread over.
+    #[arg(long, default_value_t = 20)]
+    pub plans: usize,
+    /// Targets the runs are spread over.
+    #[arg(long, default_value_t = 200)]
+    pub targets: usize,
+    /// Make every task exclusive on its target (one active run per target).
+    #[arg(long)]
+    pub exclusive: bool,
+    /// Give every plan this parallel limit.
+    #[arg(long)]
+    pub limit: Option<i64>,
+    /// In-process replicas.
+    #[arg(long, default_value_t = 4)]
+    pub replicas: usize,
+    /// Worker slots per in-process replica.
+    #[arg(long, default_value_t = 512)]
+    pub bench_workers: usize,
+    /// Sequential single-run plans in the latency phase.
+    #[arg(long, default_value_t = 200)]
+    pub latency_samples: usize,
+    /// Send the load to this running server instead of in-process replicas.
+    #[arg(long)]
+    pub server: Option<String>,
+}
+
+/// What the bench needs from the system under test.
+#[async_trait::async_trait]
+trait Target: Send + Sync {
+    async fn submit(&self, plan: &serde_json::Value) -> anyhow::Result<i64>;
+    async fn plan(&self, id: i64) -> anyhow::Result<PlanView>;
+    async fn plans(&self, limit: i64) -> anyhow::Result<PlanList>;
+}
+
+struct InProcess(Arc<dyn Store>);
+
+#[async_trait::async_trait]
+impl Target for InProcess {
+    async fn submit(&self, plan: &serde_json::Value) -> anyhow::Result<i64> {
+        let plan = crate::plan::parse_json(plan.to_string().as_bytes())?;
+        Ok(self.0.plan_insert(&plan, "bench", Ts::now()).await?)
+    }
+
+    async fn plan(&self, id: i64) -> anyhow::Result<PlanView> {
+        Ok(self.0.plan_get(id).await?)
+    }
+
+    async fn plans(&self, limit: i64) -> anyhow::Result<PlanList> {
+        Ok(self.0.plan_list(None, limit, 0).await?)
+    }
+}
+
+struct OverHttp {
+    client: reqwest::Client,
+    base: String,
+}
+
+#[async_trait::async_trait]
+impl Target for OverHttp {
+    async fn submit(&self, plan: &serde_json::Value) -> anyhow::Result<i64> {
+        let response = self
+            .client
+            .post(format!("{}/api/v1/plans", self.base))
+            .json(plan)
+            .send()
+            .await?;
+        let status = response.status();
+        if !status.is_success() {
+            bail!(
+                "submit answered {status}: {}",
+                response.text().await.unwrap_or_default()
+            );
+        }
+        Ok(response.json::<PlanView>().await?.id)
+    }
+
+    async fn plan(&self, id: i64) -> anyhow::Result<PlanView> {
+        let url = format!("{}/api/v1/plans/{id}", self.base);
+        Ok(self
+            .client
+            .get(url)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?)
+    }
+
+    async fn plans(&self, limit: i64) -> anyhow::Result<PlanList> {
+        let url = format!("{}/api/v1/plans?limit={limit}", self.base);
+        Ok(self
+            .client
+            .get(url)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?)
+    }
+}
+
+pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.plans >= 1 && args.targets >= 1 && args.runs >= args.plans,
+        "need runs >= plans >= 1 and targets >= 1"
+    );
+    if let Some(server) = &args.server {
+        let target = OverHttp {
+            client: reqwest::Client::new(),
+            base: server.trim_end_matches('/').to_owned(),
+        };
+        println!("baton bench against {server} (its own replicas and settings)");
+        return measure(&target, &args).await;
+    }
+    let url = &settings.database_url.0;
+    let scratch = if url.starts_with("postgres") {
+        Scratch::postgres(url).await?
+    } else {
+        Scratch::sqlite().await?
+    };
+    let shutdown = CancellationToken::new();
+    let config = SchedulerConfig {
+        workers: args.bench_workers,
+        ..settings.scheduler()
+    };
+    let mut replicas = Vec::new();
+    for _ in 0..args.replicas.max(1) {
+        let store = scratch.store().await?;
+        let info = ReplicaInfo {
+            replica_id: new_replica_id(),
+            hostname: "bench".into(),
+            labels: Vec::new(),
+            version: crate::serve::VERSION.into(),
+            started_at: Ts::now(),
+        };
+        replicas.push(
+            Replica::start(
+                store,
+                info,
+                config.clone(),
+                Registry::builtin(),
+                shutdown.clone(),
+            )
+            .await?,
+        );
+    }
+    let backend = if url.starts_with("postgres") {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
+    println!(
+        "baton bench: {backend}, {} in-process replicas x {} workers, poll {:?}",
+        replicas.len(),
+        config.workers,
+        config.poll_interval
+    );
+    let submitter = scratch.store().await?;
+    let result = measure(&InProcess(submitter), &args).await;
+    shutdown.cancel();
+    for r in replicas {
+        r.join().await;
+    }
+    scratch.drop_database().await?;
+    result
+}
+
+async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
+    // Phase 1: latency on an idle system.
+    let mut latencies = Vec::with_capacity(args.latency_samples);
+    for i in 0..args.latency_samples {
+        let plan = serde_json::json!({
+            "name": format!("bench-latency-{i}"),
+            "tasks": [{"name": "noop", "target": "bench/latency", "sleep": "0s"}],
+        });
+        let id = target.submit(&plan).await?;
+        let view = wait_done(target, id, Duration::from_secs(30)).await?;
+        let started = view.tasks[0]
+            .started_at
+            .context("a DONE run has started_at")?;
+        latencies.push((started - view.created_at).to_std().unwrap_or_default());
+    }
+    if !latencies.is_empty() {
+        latencies.sort();
+        println!(
+            "submit -> RUNNING, idle, {} samples: p50 {} p95 {} p99 {} max {}",
+            latencies.len(),
+            ms(percentile(&latencies, 50.0)),
+            ms(percentile(&latencies, 95.0)),
+            ms(percentile(&latencies, 99.0)),
+            ms(*latencies.last().expect("not empty"))
+        );
+    }
+
+    // Phase 2: throughput.
+    let per_plan = args.runs / args.plans;
+    let plans: Vec<serde_json::Value> = (0..args.plans)
+        .map(|p| {
+            let tasks: Vec<_> = (0..per_plan)
+                .map(|t| {
+                    serde_json::json!({
+                        "name": format!("t{t}"),
+                        "target": format!("bench/target-{}", (p * per_plan + t) % args.targets),
+                        "exclusive": args.exclusive,
+                        "sleep": "0s",
+                    })
+                })
+                .collect();
+            let mut plan = serde_json::json!({"name": format!("bench-{p}"), "tasks": tasks});
+            if let Some(limit) = args.limit {
+                plan["parallel_limit"] = limit.into();
+            }
+            plan
+        })
+        .collect();
+    let total = per_plan * args.plans;
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    for plan in &plans {
+        ids.push(target.submit(plan).await?);
+    }
+    let submitted = started.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let list = target.plans((args.plans + 1) as i64).await?;
+        let done = list
+            .plans
+            .iter()
+            .filter(|p| ids.contains(&p.id) && p.status == PlanStatus::Done)
+            .count();
+        if done == ids.len() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "throughput phase did not finish within 10 minutes ({done} of {} plans done)",
+                ids.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let polled = started.elapsed();
+    let mut first_created = None;
+    let mut last_finished = None;
+    for id in &ids {
+        let view = target.plan(*id).await?;
+        first_created = first_created
+            .min(Some(view.created_at))
+            .or(Some(view.created_at));
+        for t in &view.tasks {
+            last_finished = last_finished.max(t.finished_at);
+        }
+    }
+    let (Some(first), Some(last)) = (first_created, last_finished) else {
+        bail!("no run finished");
+    };
+    let end_to_end = (last - first).to_std().unwrap_or_default();
+    println!(
+        "throughput: {total} runs, {} plans, {} targets{}{}: submitted in {}, all DONE after {} -> {:.0} runs/s end to end",
+        args.plans,
+        args.targets,
+        if args.exclusive {
+            ", exclusive"
+        } else {
+            ", shared"
+        },
+        args.limit
+            .map(|l| format!(", plan limit {l}"))
+            .unwrap_or_default(),
+        ms(submitted),
+        ms(end_to_end),
+        total as f64 / end_to_end.as_secs_f64()
+    );
+    println!("(observed by polling: {})", ms(polled));
+    Ok(())
+}
+
+async fn wait_done(target: &dyn Target, id: i64, within: Duration) -> anyhow::Result<PlanView> {
+    let deadline = Instant::now() + within;
+    loop {
+        let view = target.plan(id).await?;
+        match view.status {
+            PlanStatus::Done => return Ok(view),
+            PlanStatus::Failed | PlanStatus::Canceled => bail!("plan {id} ended {}", view.status),
+            _ if Instant::now() > deadline => bail!("plan {id} not done within {within:?}"),
+            _ => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}

@@ -1,0 +1,124 @@
+//! Command line and environment: one typed settings struct. Every flag has
+//! a `BATON_*` variable; flags win over variables, variables over defaults.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::scheduler::SchedulerConfig;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "baton",
+    version,
+    about = "A highly available task scheduler with an operator dashboard"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the scheduler loops and serve the API and dashboard (default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Measure end-to-end throughput and latency with no-op runs.
+    Bench(crate::bench::BenchArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Settings {
+    /// Database: `sqlite://PATH` or `postgres://USER@HOST/DB`.
+    #[arg(
+        long,
+        env = "BATON_DATABASE_URL",
+        default_value = "sqlite://./data/baton.db",
+        global = true
+    )]
+    pub database_url: DatabaseUrl,
+    /// Address the API and dashboard listen on.
+    #[arg(
+        long,
+        env = "BATON_LISTEN",
+        default_value = "127.0.0.1:3000",
+        global = true
+    )]
+    pub listen: SocketAddr,
+    /// Executions this replica runs at once.
+    #[arg(long, env = "BATON_WORKERS", default_value_t = crate::scheduler::DEFAULT_WORKERS, global = true)]
+    pub workers: usize,
+    /// Fallback wake-up of the scheduler loops when no notification comes.
+    #[arg(long, env = "BATON_POLL_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration, global = true)]
+    pub poll_interval: Duration,
+    /// Replica and run heartbeat period.
+    #[arg(long, env = "BATON_HEARTBEAT_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration, global = true)]
+    pub heartbeat_interval: Duration,
+    /// A replica or run without a heartbeat for this long is stale.
+    #[arg(long, env = "BATON_STALE_AFTER", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    pub stale_after: Duration,
+    /// How long shutdown lets running executions finish.
+    #[arg(long, env = "BATON_SHUTDOWN_GRACE", default_value = "30s", value_parser = humantime::parse_duration, global = true)]
+    pub shutdown_grace: Duration,
+    /// Node labels this replica carries (comma-separated), for pinned tasks.
+    #[arg(long, env = "BATON_LABELS", value_delimiter = ',', global = true)]
+    pub labels: Vec<String>,
+    /// Directory holding the dashboard's wasm bundle (`pkg/`).
+    #[arg(
+        long,
+        env = "BATON_SITE_ROOT",
+        default_value = "target/site",
+        global = true
+    )]
+    pub site_root: PathBuf,
+}
+
+impl Settings {
+    pub fn scheduler(&self) -> SchedulerConfig {
+        SchedulerConfig {
+            workers: self.workers,
+            poll_interval: self.poll_interval,
+            heartbeat_interval: self.heartbeat_interval,
+            stale_after: self.stale_after,
+            shutdown_grace: self.shutdown_grace,
+        }
+    }
+
+    pub fn labels(&self) -> Vec<String> {
+        self.labels
+            .iter()
+            .map(|l| l.trim().to_owned())
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+}
+
+/// The database URL; may hold a password, so it never prints whole.
+#[derive(Clone)]
+pub struct DatabaseUrl(pub String);
+
+impl std::str::FromStr for DatabaseUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(DatabaseUrl(s.to_owned()))
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::store::redact(&self.0))
+    }
+}
+
+impl fmt::Display for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::store::redact(&self.0))
+    }
+}

@@ -1,0 +1,77 @@
+//! `http: {url, method, headers, body, expect}` — one request; success when
+//! the status is listed in `expect` (any 2xx when the list is empty).
+
+use super::{Executor, Outcome, RunContext};
+use crate::plan::HttpSpec;
+
+/// Shares one connection pool across all HTTP tasks of the replica.
+#[derive(Default)]
+pub struct HttpExecutor {
+    client: reqwest::Client,
+}
+
+/// The response body kept in the run's log, at most.
+const BODY_LOG_LIMIT: usize = 64 * 1024;
+
+#[async_trait::async_trait]
+impl Executor for HttpExecutor {
+    async fn execute(&self, spec: &serde_json::Value, ctx: &RunContext) -> Outcome {
+        let spec: HttpSpec = match super::spec_of(spec) {
+            Ok(s) => s,
+            Err(outcome) => return outcome,
+        };
+        let method = match reqwest::Method::from_bytes(spec.method.as_bytes()) {
+            Ok(m) => m,
+            Err(_) => {
+                return Outcome::failed(None, format!("`{}` is not an HTTP method", spec.method));
+            }
+        };
+        let mut request = self.client.request(method.clone(), &spec.url);
+        for (name, value) in &spec.headers {
+            request = request.header(name, value);
+        }
+        if let Some(body) = spec.body {
+            request = request.body(body);
+        }
+        ctx.log.line("stdout", format!("{method} {}", spec.url));
+        let sent = tokio::select! {
+            sent = request.send() => sent,
+            _ = ctx.cancel.cancelled() => return Outcome::failed(None, "interrupted"),
+        };
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => return Outcome::failed(None, format!("request to {} failed: {e}", spec.url)),
+        };
+        let status = response.status().as_u16();
+        ctx.log.line("stdout", format!("HTTP {status}"));
+        if let Ok(body) = response.text().await {
+            let shown = &body[..floor_char_boundary(&body, BODY_LOG_LIMIT)];
+            for line in shown.lines() {
+                ctx.log.line("stdout", line);
+            }
+        }
+        let accepted = if spec.expect.is_empty() {
+            (200..300).contains(&status)
+        } else {
+            spec.expect.contains(&status)
+        };
+        if accepted {
+            Outcome::done(Some(status.into()))
+        } else {
+            Outcome::failed(
+                Some(status.into()),
+                format!("unexpected HTTP status {status}"),
+            )
+        }
+    }
+}
+
+fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if s.len() <= max {
+        return s.len();
+    }
+    (0..=max)
+        .rev()
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(0)
+}

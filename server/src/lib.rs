@@ -1,0 +1,27 @@
+//! Baton: a highly available task scheduler with an operator dashboard.
+//!
+//! Every replica of the `baton` binary runs the scheduling loops in-process
+//! and serves the REST API and the Leptos dashboard; replicas coordinate
+//! only through the database.
+//!
+//! Layout:
+//! - [`plan`]: plan files (JSON/YAML) and their validation.
+//! - [`store`]: the store seam, its PostgreSQL and SQLite backends, the
+//!   promotion gates.
+//! - [`scheduler`]: promoter, claimer and worker loops.
+//! - [`executor`]: `command`, `http`, `sleep`, and the trait for more.
+//! - [`liveness`]: replica heartbeat.
+//! - [`api`]: the REST API; [`dashboard`]: the Leptos routes.
+//! - [`serve`], [`bench`], [`config`], [`telemetry`]: the binary's edges.
+
+pub mod api;
+pub mod bench;
+pub mod config;
+pub mod dashboard;
+pub mod executor;
+pub mod liveness;
+pub mod plan;
+pub mod scheduler;
+pub mod serve;
+pub mod store;
+pub mod telemetry;

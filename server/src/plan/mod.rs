@@ -1,0 +1,125 @@
+//! Plan files: what an operator submits, and the validated form the store
+//! accepts.
+//!
+//! Input arrives as JSON or YAML with the same fields ([`file`]); it is
+//! parsed into a JSON value first so both formats share one deserialiser and
+//! one set of field paths in error messages, then checked ([`validate`]) into
+//! a [`NewPlan`] that can no longer be wrong.
+
+mod file;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+pub use validate::{parse_json, parse_yaml};
+
+/// Why a plan file was refused, and which field is at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidPlan {
+    pub message: String,
+    /// Path of the offending field, like `tasks[2].timeout`; `None` when the
+    /// document as a whole is malformed.
+    pub field: Option<String>,
+}
+
+/// A plan that passed validation, ready to be stored.
+#[derive(Debug, Clone)]
+pub struct NewPlan {
+    pub name: String,
+    pub description: String,
+    pub parallel_limit: Option<i64>,
+    /// Create PENDING runs at once (`start: true`) or leave the tasks
+    /// NOT_STARTED until an operator runs the plan.
+    pub start: bool,
+    pub tasks: Vec<NewTask>,
+}
+
+/// One validated task of a [`NewPlan`].
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub name: String,
+    pub target: String,
+    pub exclusive: bool,
+    pub version: Option<String>,
+    pub run_at: Option<DateTime<Utc>>,
+    pub node: Option<String>,
+    pub timeout: Duration,
+    pub max_attempts: i64,
+    /// Per-run liveness; `None` takes the replica's default.
+    pub heartbeat_interval: Option<Duration>,
+    pub heartbeat_timeout: Option<Duration>,
+    pub executor: ExecutorSpec,
+}
+
+/// What a task runs, for the three built-in executors. Stored as JSON
+/// (`{"kind": "command", ...}`); a library user's own executor kinds use the
+/// same column with their own fields, so executors receive the raw JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ExecutorSpec {
+    Command(CommandSpec),
+    Http(HttpSpec),
+    Sleep {
+        #[serde(with = "duration_ms")]
+        duration: Duration,
+    },
+}
+
+impl ExecutorSpec {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ExecutorSpec::Command(_) => "command",
+            ExecutorSpec::Http(_) => "http",
+            ExecutorSpec::Sleep { .. } => "sleep",
+        }
+    }
+}
+
+/// Runs a program; exit code 0 is success.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandSpec {
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// Sends one HTTP request; success is a status listed in `expect`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpSpec {
+    pub url: String,
+    #[serde(default = "default_method")]
+    pub method: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Accepted statuses; empty means any 2xx.
+    #[serde(default)]
+    pub expect: Vec<u16>,
+}
+
+fn default_method() -> String {
+    "GET".to_owned()
+}
+
+/// Durations inside stored executor specs are milliseconds.
+mod duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}

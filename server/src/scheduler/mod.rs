@@ -1,0 +1,144 @@
+//! The scheduling loops every replica runs in-process (SPEC §3–4).
+//!
+//! ```text
+//!  submit/retry ──► PENDING ──promoter──► AVAILABLE ──claimer──► RUNNING ──worker──► DONE/FAILED
+//!                     ▲   (gates, one replica           (SKIP LOCKED,        (executors, logs,
+//!                     │    at a time)                    free slots)          run heartbeat)
+//!                     └──────────── automatic retry (backoff) ◄──────────────────────┘
+//! ```
+//!
+//! Loops wake on [`crate::store::Signals`] (in-process commits and, on
+//! PostgreSQL, other replicas' NOTIFYs) and fall back to polling every
+//! `poll_interval`. Each loop is one file with a `run(self, shutdown)`
+//! method and a `run_once` that tests call directly.
+
+mod claimer;
+mod promoter;
+mod signals;
+mod worker;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use self::claimer::Claimer;
+pub use self::promoter::Promoter;
+pub use self::signals::SignalForwarder;
+pub use self::worker::Worker;
+use crate::executor::Registry;
+use crate::liveness::ReplicaHeartbeat;
+use crate::store::{ReplicaInfo, Store, Ts};
+
+/// Settings shared by a replica's loops.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Executions this replica runs at once. Default 16.
+    pub workers: usize,
+    /// Fallback wake-up when no signal arrives. Default 1 s.
+    pub poll_interval: Duration,
+    /// Replica and run heartbeat period. Default 2 s.
+    pub heartbeat_interval: Duration,
+    /// A replica (or a run) with no heartbeat for this long is stale.
+    /// Default 10 s.
+    pub stale_after: Duration,
+    /// How long shutdown waits for running executions. Default 30 s.
+    pub shutdown_grace: Duration,
+}
+
+pub const DEFAULT_WORKERS: usize = 16;
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
+pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(10);
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            workers: DEFAULT_WORKERS,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            stale_after: DEFAULT_STALE_AFTER,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+        }
+    }
+}
+
+impl SchedulerConfig {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.workers >= 1, "BATON_WORKERS must be at least 1");
+        anyhow::ensure!(
+            !self.poll_interval.is_zero(),
+            "BATON_POLL_INTERVAL must be longer than zero"
+        );
+        anyhow::ensure!(
+            !self.heartbeat_interval.is_zero() && self.heartbeat_interval * 2 <= self.stale_after,
+            "BATON_HEARTBEAT_INTERVAL must be above zero and at most half of BATON_STALE_AFTER"
+        );
+        Ok(())
+    }
+}
+
+/// A new replica id: unique per process start (SPEC §1).
+pub fn new_replica_id() -> String {
+    format!("r-{:08x}", fastrand::u32(..))
+}
+
+/// One replica's loops, running until `shutdown` fires.
+pub struct Replica {
+    tasks: JoinSet<()>,
+    pub worker: Arc<Worker>,
+    pub info: ReplicaInfo,
+}
+
+impl Replica {
+    /// Writes the first heartbeat (a replica executes nothing before), then
+    /// starts the promoter, claimer, worker and heartbeat loops.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        info: ReplicaInfo,
+        config: SchedulerConfig,
+        registry: Registry,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Self> {
+        config.validate()?;
+        store.replica_upsert(&info, Ts::now()).await?;
+        let worker = Arc::new(Worker::new(
+            store.clone(),
+            info.replica_id.clone(),
+            registry,
+            &config,
+        ));
+        let mut tasks = JoinSet::new();
+        tasks
+            .spawn(SignalForwarder::new(store.clone(), config.poll_interval).run(shutdown.clone()));
+        tasks.spawn(
+            ReplicaHeartbeat::new(store.clone(), info.clone(), config.heartbeat_interval)
+                .run(shutdown.clone()),
+        );
+        tasks.spawn(Promoter::new(store.clone(), &config).run(shutdown.clone()));
+        // Workers outlive the claimer: on shutdown the claimer stops at once
+        // and the worker drains within the grace period.
+        let claim_stop = shutdown.clone();
+        tasks.spawn(
+            Claimer::new(store.clone(), worker.clone(), info.labels.clone(), &config)
+                .run(claim_stop),
+        );
+        tasks.spawn(worker.clone().run(shutdown));
+        Ok(Replica {
+            tasks,
+            worker,
+            info,
+        })
+    }
+
+    /// Waits until every loop has ended (after shutdown fired).
+    pub async fn join(mut self) {
+        while let Some(result) = self.tasks.join_next().await {
+            if let Err(e) = result {
+                tracing::error!(error = %e, "a scheduler loop panicked");
+            }
+        }
+    }
+}

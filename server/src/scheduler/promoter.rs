@@ -1,0 +1,90 @@
+//! Promotes PENDING runs whose gates all pass (SPEC §3).
+//!
+//! Every replica runs this loop; the store lets one round run at a time
+//! (advisory lock on PostgreSQL, the write lock on SQLite), so a replica
+//! that finds the lock taken simply waits for its next wake-up.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::SchedulerConfig;
+use crate::store::{NodeLabels, PromoteReport, Store, Ts};
+
+pub struct Promoter {
+    store: Arc<dyn Store>,
+    poll_interval: Duration,
+    stale_after: Duration,
+    /// Node labels of live replicas, refreshed at most every heartbeat.
+    nodes: Option<(Instant, NodeLabels)>,
+    nodes_max_age: Duration,
+}
+
+impl Promoter {
+    pub fn new(store: Arc<dyn Store>, config: &SchedulerConfig) -> Self {
+        Promoter {
+            store,
+            poll_interval: config.poll_interval,
+            stale_after: config.stale_after,
+            nodes: None,
+            nodes_max_age: config.heartbeat_interval,
+        }
+    }
+
+    pub async fn run_once(&mut self) -> anyhow::Result<PromoteReport> {
+        let now = Ts::now();
+        let fresh = matches!(&self.nodes, Some((at, _)) if at.elapsed() < self.nodes_max_age);
+        if !fresh {
+            let labels = node_labels(self.store.as_ref(), self.stale_after, now).await?;
+            self.nodes = Some((Instant::now(), labels));
+        }
+        let nodes = &self.nodes.as_ref().expect("just set").1;
+        let report = self.store.run_promote_round(nodes, now).await?;
+        if report.promoted > 0 {
+            tracing::debug!(
+                promoted = report.promoted,
+                waiting = report.waiting,
+                "promoted runs"
+            );
+        }
+        Ok(report)
+    }
+
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let signals = self.store.signals().clone();
+        loop {
+            if let Err(e) = self.run_once().await {
+                tracing::warn!(error = %e, "promotion round failed; will retry");
+            }
+            tokio::select! {
+                _ = signals.changed.notified() => {}
+                _ = tokio::time::sleep(self.poll_interval) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// Which labels live replicas carry, and when each label was last seen.
+pub async fn node_labels(
+    store: &dyn Store,
+    stale_after: Duration,
+    now: Ts,
+) -> anyhow::Result<NodeLabels> {
+    let mut nodes = NodeLabels::default();
+    let live_since = now.minus(stale_after);
+    for replica in store.replica_list().await? {
+        for label in replica.info.labels {
+            if replica.last_heartbeat >= live_since {
+                nodes.live.insert(label.clone());
+            }
+            let seen = nodes
+                .last_seen
+                .entry(label)
+                .or_insert(replica.last_heartbeat);
+            *seen = (*seen).max(replica.last_heartbeat);
+        }
+    }
+    Ok(nodes)
+}

@@ -1,0 +1,316 @@
+//! Executes claimed runs and reports how they ended.
+//!
+//! Each claimed run gets a task that drives its executor, a log writer and
+//! a cancellation token. Three things end an execution early: the hard
+//! deadline (the run FAILS with "timed out"), and losing the run — a fenced
+//! write (heartbeat or log line) affected no row because the run was
+//! cancelled, swept or taken over. A lost run is killed at once and nothing
+//! more is written to it. Finishes go through one batched writer
+//! (`run_finish_many`), so a busy replica spends one transaction on many
+//! runs; a worker slot frees only once its finish is stored.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use app::model::RunStatus;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::SchedulerConfig;
+use crate::executor::{LogSink, Outcome, Registry, RunContext};
+use crate::store::{ClaimedRun, Finish, LogLine, Store, Ts};
+
+/// Finishes written per transaction, at most.
+const FINISH_BATCH: usize = 2048;
+/// Log lines written per transaction, at most.
+const LOG_BATCH: usize = 512;
+
+struct RunHandle {
+    cancel: CancellationToken,
+    /// The replica no longer owns the run: write nothing more.
+    lost: AtomicBool,
+}
+
+pub struct Worker {
+    store: Arc<dyn Store>,
+    replica_id: String,
+    registry: Registry,
+    workers: usize,
+    heartbeat_interval: Duration,
+    stale_after: Duration,
+    shutdown_grace: Duration,
+    running: Mutex<HashMap<i64, Arc<RunHandle>>>,
+    finishes: mpsc::UnboundedSender<Finish>,
+    finish_queue: Mutex<Option<mpsc::UnboundedReceiver<Finish>>>,
+    /// Raised when a slot frees up, for the claimer.
+    pub slot_freed: Notify,
+}
+
+impl Worker {
+    pub fn new(
+        store: Arc<dyn Store>,
+        replica_id: String,
+        registry: Registry,
+        config: &SchedulerConfig,
+    ) -> Self {
+        let (finishes, queue) = mpsc::unbounded_channel();
+        Worker {
+            store,
+            replica_id,
+            registry,
+            workers: config.workers,
+            heartbeat_interval: config.heartbeat_interval,
+            stale_after: config.stale_after,
+            shutdown_grace: config.shutdown_grace,
+            running: Mutex::new(HashMap::new()),
+            finishes,
+            finish_queue: Mutex::new(Some(queue)),
+            slot_freed: Notify::new(),
+        }
+    }
+
+    pub fn replica_id(&self) -> &str {
+        &self.replica_id
+    }
+
+    /// Worker slots not taken by a run that is executing or whose finish is
+    /// not stored yet.
+    pub fn free_slots(&self) -> usize {
+        self.workers
+            .saturating_sub(self.running.lock().expect("poisoned").len())
+    }
+
+    /// Ids of runs this replica is executing.
+    pub fn running_ids(&self) -> Vec<i64> {
+        self.running
+            .lock()
+            .expect("poisoned")
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Starts executing freshly claimed runs.
+    pub fn spawn_all(self: &Arc<Self>, claimed: Vec<ClaimedRun>) {
+        for run in claimed {
+            let handle = Arc::new(RunHandle {
+                cancel: CancellationToken::new(),
+                lost: AtomicBool::new(false),
+            });
+            self.running
+                .lock()
+                .expect("poisoned")
+                .insert(run.id, handle.clone());
+            tokio::spawn(self.clone().execute(run, handle));
+        }
+    }
+
+    async fn execute(self: Arc<Self>, run: ClaimedRun, handle: Arc<RunHandle>) {
+        let (log, lines) = LogSink::new();
+        let writer = tokio::spawn(self.clone().write_logs(run.id, lines, handle.clone()));
+        let ctx = RunContext {
+            run_id: run.id,
+            attempt: run.attempt,
+            cancel: handle.cancel.clone(),
+            log,
+        };
+        let outcome = match self.registry.get(&run.executor) {
+            Ok(executor) => {
+                let execution = executor.execute(&run.executor, &ctx);
+                tokio::pin!(execution);
+                let left = (run.deadline.0 - Ts::now().0).to_std().unwrap_or_default();
+                tokio::select! {
+                    outcome = &mut execution => outcome,
+                    _ = tokio::time::sleep(left) => {
+                        handle.cancel.cancel();
+                        execution.await;
+                        let timeout = (run.deadline.0 - run.started_at.0).to_std().unwrap_or_default();
+                        Outcome::failed(None, format!("timed out after {}", humantime::format_duration(timeout)))
+                    }
+                }
+            }
+            Err(message) => Outcome::failed(None, message),
+        };
+        drop(ctx);
+        // Every captured line is stored (or the run is known lost) before
+        // the finish, so a DONE run's log is complete.
+        let _ = writer.await;
+        if handle.lost.load(Ordering::SeqCst) {
+            tracing::warn!(
+                run_id = run.id,
+                "run lost to another actor; execution stopped, nothing written"
+            );
+            self.release(&[run.id]);
+            return;
+        }
+        let finish = Finish {
+            run_id: run.id,
+            status: if outcome.success {
+                RunStatus::Done
+            } else {
+                RunStatus::Failed
+            },
+            result_code: outcome.result_code,
+            error: outcome.error,
+        };
+        if self.finishes.send(finish).is_err() {
+            self.release(&[run.id]);
+        }
+    }
+
+    async fn write_logs(
+        self: Arc<Self>,
+        run_id: i64,
+        mut lines: mpsc::UnboundedReceiver<LogLine>,
+        handle: Arc<RunHandle>,
+    ) {
+        let mut batch = Vec::new();
+        while lines.recv_many(&mut batch, LOG_BATCH).await > 0 {
+            if handle.lost.load(Ordering::SeqCst) {
+                batch.clear();
+                continue;
+            }
+            match self
+                .store
+                .run_log_append(&self.replica_id, run_id, &batch)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => self.lose(run_id, &handle),
+                Err(e) => {
+                    tracing::warn!(run_id, error = %e, "could not store log lines; they are dropped")
+                }
+            }
+            batch.clear();
+        }
+    }
+
+    fn lose(&self, run_id: i64, handle: &RunHandle) {
+        if !handle.lost.swap(true, Ordering::SeqCst) {
+            tracing::info!(run_id, "run no longer owned by this replica; stopping it");
+        }
+        handle.cancel.cancel();
+    }
+
+    fn release(&self, run_ids: &[i64]) {
+        let mut running = self.running.lock().expect("poisoned");
+        for id in run_ids {
+            running.remove(id);
+        }
+        drop(running);
+        self.slot_freed.notify_one();
+    }
+
+    /// Extends the heartbeat deadline of every run this replica executes and
+    /// stops those it no longer owns. Returns how many were lost.
+    pub async fn heartbeat_once(&self) -> anyhow::Result<usize> {
+        let handles: Vec<(i64, Arc<RunHandle>)> = self
+            .running
+            .lock()
+            .expect("poisoned")
+            .iter()
+            .filter(|(_, h)| !h.lost.load(Ordering::SeqCst))
+            .map(|(id, h)| (*id, h.clone()))
+            .collect();
+        if handles.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<i64> = handles.iter().map(|(id, _)| *id).collect();
+        let owned: std::collections::HashSet<i64> = self
+            .store
+            .run_heartbeat_many(&self.replica_id, &ids, self.stale_after, Ts::now())
+            .await?
+            .into_iter()
+            .collect();
+        let mut lost = 0;
+        for (id, handle) in handles {
+            // A run whose finish was stored meanwhile is not RUNNING either;
+            // it is already released or about to be, and losing it is moot.
+            if !owned.contains(&id) && self.running.lock().expect("poisoned").contains_key(&id) {
+                self.lose(id, &handle);
+                lost += 1;
+            }
+        }
+        Ok(lost)
+    }
+
+    /// Stores finishes in batches and runs the run heartbeat, until
+    /// shutdown; then waits up to the grace period for executions to end.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let Some(mut queue) = self.finish_queue.lock().expect("poisoned").take() else {
+            return;
+        };
+        let canceled = self.store.signals().clone();
+        let mut beat = tokio::time::interval(self.heartbeat_interval);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut batch = Vec::new();
+        let grace = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(self.shutdown_grace).await;
+        };
+        tokio::pin!(grace);
+        loop {
+            if shutdown.is_cancelled() && self.running.lock().expect("poisoned").is_empty() {
+                break;
+            }
+            tokio::select! {
+                n = queue.recv_many(&mut batch, FINISH_BATCH) => {
+                    if n == 0 { break; }
+                    self.store_finishes(&mut batch, &shutdown).await;
+                }
+                _ = beat.tick() => self.beat().await,
+                _ = canceled.canceled.notified() => self.beat().await,
+                _ = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
+                _ = &mut grace => {
+                    let left = self.running_ids();
+                    tracing::warn!(runs = ?left, "shutdown grace period over; stopping executions left running");
+                    for handle in self.running.lock().expect("poisoned").values() {
+                        handle.cancel.cancel();
+                    }
+                    break;
+                }
+            }
+        }
+    }
+
+    async fn beat(&self) {
+        match self.heartbeat_once().await {
+            Ok(0) => {}
+            Ok(lost) => tracing::info!(lost, "stopped runs this replica no longer owns"),
+            Err(e) => tracing::warn!(error = %e, "run heartbeat failed; will retry"),
+        }
+    }
+
+    /// Writes one batch of finishes, retrying until it is stored: a finish
+    /// is never dropped while the process lives.
+    async fn store_finishes(&self, batch: &mut Vec<Finish>, shutdown: &CancellationToken) {
+        let mut delay = Duration::from_millis(50);
+        loop {
+            match self
+                .store
+                .run_finish_many(&self.replica_id, batch, Ts::now())
+                .await
+            {
+                Ok(report) => {
+                    if !report.fenced.is_empty() {
+                        tracing::info!(runs = ?report.fenced, "finished runs were no longer ours; not recorded");
+                    }
+                    let ids: Vec<i64> = batch.iter().map(|f| f.run_id).collect();
+                    batch.clear();
+                    self.release(&ids);
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, runs = batch.len(), "could not store finished runs; retrying");
+                    if shutdown.is_cancelled() && delay > self.shutdown_grace {
+                        return;
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}

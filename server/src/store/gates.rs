@@ -1,0 +1,419 @@
+//! The five promotion gates (SPEC §3), evaluated in memory for one round.
+//!
+//! A backend loads every PENDING run and every run that holds a slot
+//! (AVAILABLE or RUNNING) inside one serialised transaction, asks
+//! [`evaluate`] which runs to promote and which waiting causes changed, and
+//! writes both back. Runs promoted earlier in the same round count against
+//! the target locks and plan limits they take (the seeds' in-memory round
+//! tracking), so one round can never over-promote.
+
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+
+use super::time::Ts;
+use super::version;
+
+/// A PENDING run as the promoter sees it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PendingRun {
+    pub id: i64,
+    pub plan_id: i64,
+    pub target: String,
+    pub exclusive: bool,
+    pub version: Option<String>,
+    pub node: Option<String>,
+    pub run_at: Option<Ts>,
+    pub waiting_cause: Option<String>,
+    pub parallel_limit: Option<i64>,
+}
+
+/// An AVAILABLE or RUNNING run: it holds its target and a plan slot.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct HolderRun {
+    pub id: i64,
+    pub plan_id: i64,
+    pub target: String,
+    pub exclusive: bool,
+    pub version: Option<String>,
+}
+
+/// Which node labels live replicas carry, and when a label was last seen.
+#[derive(Debug, Clone, Default)]
+pub struct NodeLabels {
+    pub live: HashSet<String>,
+    /// Last heartbeat of any replica (live or not) carrying each label.
+    pub last_seen: HashMap<String, Ts>,
+}
+
+/// What one round decided.
+#[derive(Debug, Default, PartialEq)]
+pub struct Decisions {
+    /// Runs to move PENDING → AVAILABLE, in id order.
+    pub promote: Vec<i64>,
+    /// Runs that stay PENDING and whose waiting cause changed.
+    pub causes: Vec<(i64, String)>,
+}
+
+/// The cause every run carries from its creation until the first round.
+pub const CAUSE_NEW: &str = "waiting for the scheduler's next round";
+
+/// Decides one promotion round. `pending` must be ordered by id (oldest
+/// first: first come, first served).
+pub fn evaluate(
+    pending: &[PendingRun],
+    holders: &[HolderRun],
+    nodes: &NodeLabels,
+    now: Ts,
+) -> Decisions {
+    let lowest = lowest_versions(pending, holders);
+    let mut targets: HashMap<&str, TargetState> = HashMap::new();
+    let mut plan_active: HashMap<i64, i64> = HashMap::new();
+    for h in holders {
+        targets
+            .entry(&h.target)
+            .or_default()
+            .hold(h.id, h.exclusive);
+        *plan_active.entry(h.plan_id).or_default() += 1;
+    }
+
+    let mut out = Decisions::default();
+    for run in pending {
+        let active = plan_active.get(&run.plan_id).copied().unwrap_or(0);
+        let target = targets.entry(&run.target).or_default();
+        let blocked = scheduled_later(run, now)
+            .or_else(|| older_version_first(run, &lowest))
+            .or_else(|| target.refuses(run))
+            .or_else(|| limit_reached(run, active))
+            .or_else(|| node_missing(run, nodes, now));
+        match blocked {
+            None => {
+                target.hold(run.id, run.exclusive);
+                *plan_active.entry(run.plan_id).or_default() += 1;
+                out.promote.push(run.id);
+            }
+            Some(Blocked::Target(cause)) => {
+                // First come, first served: an exclusive run kept out only by
+                // the lock reserves the target, so a stream of later shared
+                // runs cannot starve it.
+                if run.exclusive
+                    && limit_reached(run, active).is_none()
+                    && node_missing(run, nodes, now).is_none()
+                {
+                    target.reserve(run.id);
+                }
+                note_cause(&mut out, run, cause);
+            }
+            Some(Blocked::Other(cause)) => note_cause(&mut out, run, cause),
+        }
+    }
+    out
+}
+
+enum Blocked {
+    /// Kept out by the target lock (gate 3).
+    Target(String),
+    Other(String),
+}
+
+fn note_cause(out: &mut Decisions, run: &PendingRun, cause: String) {
+    if run.waiting_cause.as_deref() != Some(cause.as_str()) {
+        out.causes.push((run.id, cause));
+    }
+}
+
+/// Gate 1: `run_at <= now`.
+fn scheduled_later(run: &PendingRun, now: Ts) -> Option<Blocked> {
+    let at = run.run_at?;
+    (at > now).then(|| Blocked::Other(format!("scheduled for {}", describe_time(at, now))))
+}
+
+fn describe_time(at: Ts, now: Ts) -> String {
+    if at.0.date_naive() == now.0.date_naive() {
+        at.clock()
+    } else {
+        at.0.format("%Y-%m-%d %H:%M:%SZ").to_string()
+    }
+}
+
+/// The run with the smallest version on each target among every run that is
+/// not finished.
+fn lowest_versions<'a>(
+    pending: &'a [PendingRun],
+    holders: &'a [HolderRun],
+) -> HashMap<&'a str, (&'a str, i64)> {
+    let mut lowest: HashMap<&str, (&str, i64)> = HashMap::new();
+    let all = pending
+        .iter()
+        .map(|r| (r.target.as_str(), r.version.as_deref(), r.id))
+        .chain(
+            holders
+                .iter()
+                .map(|h| (h.target.as_str(), h.version.as_deref(), h.id)),
+        );
+    for (target, version, id) in all {
+        let Some(version) = version else { continue };
+        lowest
+            .entry(target)
+            .and_modify(|(v, i)| {
+                if version::compare(version, v) == Ordering::Less {
+                    *v = version;
+                    *i = id;
+                }
+            })
+            .or_insert((version, id));
+    }
+    lowest
+}
+
+/// Gate 2: no smaller version on the target is PENDING, AVAILABLE or RUNNING.
+fn older_version_first(run: &PendingRun, lowest: &HashMap<&str, (&str, i64)>) -> Option<Blocked> {
+    let version = run.version.as_deref()?;
+    let (low, low_id) = lowest.get(run.target.as_str())?;
+    (version::compare(low, version) == Ordering::Less).then(|| {
+        Blocked::Other(format!(
+            "waits for run #{low_id} (version {low}) on {}",
+            run.target
+        ))
+    })
+}
+
+/// Gate 4: AVAILABLE + RUNNING in the plan stays below its limit.
+fn limit_reached(run: &PendingRun, active: i64) -> Option<Blocked> {
+    let limit = run.parallel_limit?;
+    (active >= limit).then(|| Blocked::Other(format!("plan limit {limit} reached")))
+}
+
+/// Gate 5: some live replica carries the run's node label.
+fn node_missing(run: &PendingRun, nodes: &NodeLabels, now: Ts) -> Option<Blocked> {
+    let label = run.node.as_deref()?;
+    if nodes.live.contains(label) {
+        return None;
+    }
+    let seen = match nodes.last_seen.get(label) {
+        Some(at) => format!("last seen {}", ago(*at, now)),
+        None => "never seen".to_owned(),
+    };
+    Some(Blocked::Other(format!(
+        "no live replica labelled {label} ({seen})"
+    )))
+}
+
+fn ago(at: Ts, now: Ts) -> String {
+    let secs = (now.0 - at.0).num_seconds().max(0);
+    match secs {
+        0..=59 => format!("{secs} s ago"),
+        60..=3599 => format!("{} min ago", secs / 60),
+        _ => format!("{} h ago", secs / 3600),
+    }
+}
+
+/// Gate 3 bookkeeping for one target: a reader-writer lock.
+#[derive(Default)]
+struct TargetState {
+    /// The exclusive run holding the target.
+    exclusive: Option<i64>,
+    /// Some non-exclusive run holding the target, and how many do.
+    shared: Option<i64>,
+    shared_count: usize,
+    /// An earlier exclusive run waiting only for the lock.
+    reserved_for: Option<i64>,
+}
+
+impl TargetState {
+    fn hold(&mut self, id: i64, exclusive: bool) {
+        if exclusive {
+            self.exclusive = Some(id);
+        } else {
+            self.shared.get_or_insert(id);
+            self.shared_count += 1;
+        }
+    }
+
+    fn reserve(&mut self, id: i64) {
+        self.reserved_for.get_or_insert(id);
+    }
+
+    fn refuses(&self, run: &PendingRun) -> Option<Blocked> {
+        let holder = if run.exclusive {
+            self.exclusive.or(self.shared)
+        } else {
+            self.exclusive
+        };
+        if let Some(holder) = holder {
+            let others = if run.exclusive && self.exclusive.is_none() && self.shared_count > 1 {
+                format!(" and {} more", self.shared_count - 1)
+            } else {
+                String::new()
+            };
+            return Some(Blocked::Target(format!(
+                "{} is busy with run #{holder}{others}",
+                run.target
+            )));
+        }
+        self.reserved_for.map(|first| {
+            Blocked::Target(format!(
+                "{} is reserved for run #{first}, which is earlier in line",
+                run.target
+            ))
+        })
+    }
+}
+
+/// Promoter round: every PENDING run with its plan's limit, oldest first.
+pub const PENDING_RUNS: &str =
+    "SELECT r.id, r.plan_id, r.target, r.exclusive, r.version, r.node, r.run_at,
+        r.waiting_cause, p.parallel_limit
+    FROM task_run r JOIN plan p ON p.id = r.plan_id
+    WHERE r.status = 'PENDING' ORDER BY r.id";
+
+/// Promoter round: every run holding a target and a plan slot.
+pub const HOLDER_RUNS: &str = "SELECT id, plan_id, target, exclusive, version FROM task_run
+    WHERE status IN ('AVAILABLE', 'RUNNING')";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(id: i64, plan: i64, target: &str) -> PendingRun {
+        PendingRun {
+            id,
+            plan_id: plan,
+            target: target.into(),
+            exclusive: true,
+            version: None,
+            node: None,
+            run_at: None,
+            waiting_cause: Some(CAUSE_NEW.into()),
+            parallel_limit: None,
+        }
+    }
+
+    fn holder(id: i64, plan: i64, target: &str, exclusive: bool) -> HolderRun {
+        HolderRun {
+            id,
+            plan_id: plan,
+            target: target.into(),
+            exclusive,
+            version: None,
+        }
+    }
+
+    fn cause_of(d: &Decisions, id: i64) -> &str {
+        &d.causes.iter().find(|(i, _)| *i == id).expect("a cause").1
+    }
+
+    #[test]
+    fn exclusive_runs_take_a_target_one_at_a_time() {
+        let runs = [
+            pending(1, 1, "db/a"),
+            pending(2, 1, "db/a"),
+            pending(3, 1, "db/b"),
+        ];
+        let d = evaluate(&runs, &[], &NodeLabels::default(), Ts::now());
+        assert_eq!(d.promote, vec![1, 3]);
+        assert_eq!(cause_of(&d, 2), "db/a is busy with run #1");
+    }
+
+    #[test]
+    fn shared_runs_run_together_but_not_beside_an_exclusive_one() {
+        let mut a = pending(1, 1, "db/a");
+        a.exclusive = false;
+        let mut b = pending(2, 1, "db/a");
+        b.exclusive = false;
+        let d = evaluate(
+            &[a.clone(), b.clone()],
+            &[],
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert_eq!(d.promote, vec![1, 2]);
+        let d = evaluate(
+            &[a],
+            &[holder(9, 2, "db/a", true)],
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert_eq!(cause_of(&d, 1), "db/a is busy with run #9");
+    }
+
+    #[test]
+    fn a_waiting_exclusive_run_is_not_starved_by_later_shared_runs() {
+        let first = pending(1, 1, "db/a");
+        let mut later = pending(2, 1, "db/a");
+        later.exclusive = false;
+        let d = evaluate(
+            &[first, later],
+            &[holder(9, 2, "db/a", false)],
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert!(d.promote.is_empty());
+        assert_eq!(
+            cause_of(&d, 2),
+            "db/a is reserved for run #1, which is earlier in line"
+        );
+    }
+
+    #[test]
+    fn versions_go_in_natural_order_across_plans() {
+        let mut v10 = pending(1, 1, "db/a");
+        v10.version = Some("10".into());
+        let mut v2 = pending(2, 2, "db/a");
+        v2.version = Some("2".into());
+        let d = evaluate(&[v10, v2], &[], &NodeLabels::default(), Ts::now());
+        assert_eq!(d.promote, vec![2]);
+        assert_eq!(cause_of(&d, 1), "waits for run #2 (version 2) on db/a");
+    }
+
+    #[test]
+    fn plan_limit_counts_runs_promoted_this_round() {
+        let mut runs: Vec<_> = (1..=4).map(|i| pending(i, 7, &format!("t{i}"))).collect();
+        for r in &mut runs {
+            r.parallel_limit = Some(2);
+        }
+        let d = evaluate(
+            &runs,
+            &[holder(9, 7, "x", true)],
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert_eq!(d.promote, vec![1]);
+        assert_eq!(cause_of(&d, 2), "plan limit 2 reached");
+    }
+
+    #[test]
+    fn run_at_and_node_gates_say_why() {
+        let now = Ts::now();
+        let mut later = pending(1, 1, "a");
+        later.run_at = Some(now.plus(std::time::Duration::from_secs(60)));
+        let mut gpu = pending(2, 1, "b");
+        gpu.node = Some("gpu".into());
+        let mut nodes = NodeLabels::default();
+        nodes
+            .last_seen
+            .insert("gpu".into(), now.minus(std::time::Duration::from_secs(180)));
+        let d = evaluate(&[later.clone(), gpu.clone()], &[], &nodes, now);
+        assert!(d.promote.is_empty());
+        assert!(cause_of(&d, 1).starts_with("scheduled for "));
+        assert_eq!(
+            cause_of(&d, 2),
+            "no live replica labelled gpu (last seen 3 min ago)"
+        );
+        nodes.live.insert("gpu".into());
+        let d = evaluate(&[gpu], &[], &nodes, now);
+        assert_eq!(d.promote, vec![2]);
+    }
+
+    #[test]
+    fn unchanged_causes_are_not_rewritten() {
+        let mut waiting = pending(2, 1, "db/a");
+        waiting.waiting_cause = Some("db/a is busy with run #1".into());
+        let d = evaluate(
+            &[waiting],
+            &[holder(1, 1, "db/a", true)],
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert_eq!(d, Decisions::default());
+    }
+}

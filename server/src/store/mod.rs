@@ -1,0 +1,277 @@
+//! The store seam: everything Baton keeps, behind one trait with a
+//! PostgreSQL and a SQLite implementation.
+//!
+//! Methods are named noun-then-verb (`run_claim_many`). Every status change
+//! is one conditional UPDATE (`WHERE status = <expected>`) and appends to the
+//! event history in the same transaction. Writes an executing replica makes
+//! to its run are fenced: they only apply while the run is RUNNING and owned
+//! by that replica. `now` is passed in so tests control time.
+//!
+//! sqlx cannot check queries against two databases at compile time; the
+//! conformance suite in `tests/conformance/`, run against both backends, is
+//! what proves they behave the same.
+
+pub mod gates;
+mod postgres;
+mod rows;
+pub mod scratch;
+pub mod signals;
+mod sqlite;
+pub mod time;
+pub mod version;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
+
+pub use self::gates::NodeLabels;
+pub use self::postgres::PgStore;
+pub use self::signals::{Signal, Signals};
+pub use self::sqlite::SqliteStore;
+pub use self::time::Ts;
+use crate::plan::NewPlan;
+
+/// Errors the store reports to its callers.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{what} {id} does not exist")]
+    NotFound { what: &'static str, id: i64 },
+    /// The action does not apply to the current status.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Something in the database that Baton itself could not have written.
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// What a replica asks for when it claims runs.
+#[derive(Debug, Clone)]
+pub struct Claim<'a> {
+    pub replica_id: &'a str,
+    /// Node labels this replica carries; pinned runs need one of them.
+    pub labels: &'a [String],
+    /// Free worker slots.
+    pub limit: i64,
+    /// Heartbeat deadline for runs whose task sets none.
+    pub heartbeat_timeout: Duration,
+}
+
+/// A run a replica has just claimed, with what it needs to execute it.
+#[derive(Debug, Clone)]
+pub struct ClaimedRun {
+    pub id: i64,
+    pub task_id: i64,
+    pub plan_id: i64,
+    pub attempt: i64,
+    /// The task's executor spec: `{"kind": "...", ...}`.
+    pub executor: serde_json::Value,
+    pub started_at: Ts,
+    pub deadline: Ts,
+}
+
+/// How an execution ended, as reported by the replica that ran it.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    pub run_id: i64,
+    /// DONE or FAILED.
+    pub status: RunStatus,
+    /// Exit code or HTTP status.
+    pub result_code: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// What [`Store::run_finish_many`] did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct FinishReport {
+    /// Runs moved from RUNNING to their final status.
+    pub finished: Vec<i64>,
+    /// Runs this replica no longer owns (cancelled, swept): nothing written.
+    pub fenced: Vec<i64>,
+    /// New PENDING attempts created by automatic retry.
+    pub retried: Vec<i64>,
+}
+
+/// What one promotion round did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct PromoteReport {
+    /// Another replica held the promotion lock; this round did nothing.
+    pub skipped: bool,
+    pub promoted: usize,
+    pub waiting: usize,
+}
+
+/// One captured line of a command's output.
+#[derive(Debug, Clone)]
+pub struct LogLine {
+    pub at: Ts,
+    /// `stdout` or `stderr`.
+    pub stream: &'static str,
+    pub line: String,
+}
+
+/// A replica's identity, as written by its heartbeat.
+#[derive(Debug, Clone)]
+pub struct ReplicaInfo {
+    pub replica_id: String,
+    pub hostname: String,
+    pub labels: Vec<String>,
+    pub version: String,
+    pub started_at: Ts,
+}
+
+/// A replica row with how many runs it is executing.
+#[derive(Debug, Clone)]
+pub struct ReplicaRecord {
+    pub info: ReplicaInfo,
+    pub last_heartbeat: Ts,
+    pub running: i64,
+}
+
+/// Who asked for a change: recorded on every event.
+pub type Actor<'a> = &'a str;
+
+/// The actor name the engine uses for its own transitions.
+pub const SCHEDULER: &str = "scheduler";
+
+/// Exponential backoff before automatic retry number `attempt` (the attempt
+/// that failed): 1 s, 2 s, 4 s, … capped at 10 minutes.
+pub fn retry_backoff(failed_attempt: i64) -> Duration {
+    let exp = failed_attempt.clamp(1, 20) as u32 - 1;
+    Duration::from_secs(1u64 << exp).min(Duration::from_secs(600))
+}
+
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    fn backend(&self) -> Backend;
+
+    /// Wake-ups raised by this store's commits (and, on PostgreSQL, by other
+    /// replicas' commits once [`Store::signals_forward`] runs).
+    fn signals(&self) -> &Arc<Signals>;
+
+    /// Forwards other replicas' NOTIFYs to [`Store::signals`] until the
+    /// connection fails; never returns on SQLite (one process, nothing to
+    /// hear).
+    async fn signals_forward(&self) -> Result<()>;
+
+    /// Applies pending migrations (idempotent).
+    async fn migrate(&self) -> Result<()>;
+
+    /// The database answers and every migration is applied.
+    async fn ready(&self) -> Result<()>;
+
+    // ---- plans and tasks ----
+
+    /// Stores a validated plan; creates PENDING runs when `plan.start`.
+    async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    async fn plan_get(&self, id: i64) -> Result<PlanView>;
+    async fn plan_list(
+        &self,
+        status: Option<PlanStatus>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<PlanList>;
+    /// Creates PENDING runs for every NOT_STARTED task of the plan.
+    async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
+    /// New attempts for every FAILED or CANCELED task of the plan.
+    async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
+    /// Cancels every PENDING, AVAILABLE or RUNNING run of the plan.
+    async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
+    /// New attempt of a FAILED or CANCELED task; returns its plan id.
+    async fn task_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    /// Cancels the task's PENDING, AVAILABLE or RUNNING run; returns its plan id.
+    async fn task_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    /// Marks a NOT_STARTED, FAILED or CANCELED task SKIPPED; returns its plan id.
+    async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
+
+    // ---- the scheduler ----
+
+    /// One promotion round (SPEC §3), serialised across replicas.
+    async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport>;
+    /// Claims up to `claim.limit` AVAILABLE runs this replica may execute.
+    async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>>;
+    /// Records how executions ended (fenced), creating automatic retries.
+    async fn run_finish_many(
+        &self,
+        replica_id: &str,
+        finishes: &[Finish],
+        now: Ts,
+    ) -> Result<FinishReport>;
+    /// Extends the heartbeat deadline of the replica's runs (fenced) and
+    /// returns the ids it still owns.
+    async fn run_heartbeat_many(
+        &self,
+        replica_id: &str,
+        run_ids: &[i64],
+        beat: Duration,
+        now: Ts,
+    ) -> Result<Vec<i64>>;
+    /// Appends log lines (fenced); false when the replica lost the run.
+    async fn run_log_append(
+        &self,
+        replica_id: &str,
+        run_id: i64,
+        lines: &[LogLine],
+    ) -> Result<bool>;
+    async fn run_get(&self, id: i64) -> Result<RunView>;
+    async fn run_log(&self, id: i64) -> Result<String>;
+    /// Events with id > `after_id`, oldest first (history checks, timelines).
+    async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>>;
+
+    // ---- replicas ----
+
+    async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()>;
+    async fn replica_list(&self) -> Result<Vec<ReplicaRecord>>;
+    async fn replica_delete(&self, replica_id: &str) -> Result<()>;
+}
+
+/// Opens the database a URL names: `postgres://…` or `sqlite://…`.
+pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    use anyhow::Context;
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let store = PgStore::connect(url)
+            .await
+            .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(url)))?;
+        Ok(Arc::new(store))
+    } else if let Some(path) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        let store = SqliteStore::open(path)
+            .await
+            .with_context(|| format!("cannot open SQLite database {path}"))?;
+        Ok(Arc::new(store))
+    } else {
+        anyhow::bail!(
+            "BATON_DATABASE_URL must start with postgres:// or sqlite:// (got {})",
+            redact(url)
+        )
+    }
+}
+
+/// The URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}

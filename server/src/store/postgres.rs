@@ -1,0 +1,721 @@
+//! The PostgreSQL store: the high-availability deployment, where several
+//! replicas share one database.
+//!
+//! Lists travel as arrays (`= ANY($1)`, `UNNEST`), claims use `FOR UPDATE
+//! SKIP LOCKED`, a transaction-scoped advisory lock lets one replica promote
+//! at a time, and status changes write their events in the same statement
+//! through data-modifying CTEs, so a batch costs one round trip.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{EventView, PlanList, PlanStatus, PlanView, RunView};
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
+
+use super::gates::{self, HolderRun, NodeLabels, PendingRun};
+use super::rows::{
+    self, ClaimRow, EventRow, FinishedRow, LogRow, PlanListRow, PlanRow, ReplicaRow, RunRow,
+    TaskRow, millis,
+};
+use super::signals::{CHANNEL, Signal, Signals};
+use super::{
+    Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
+    ReplicaRecord, Result, SCHEDULER, Store, StoreError, Ts,
+};
+use crate::plan::NewPlan;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// Key of the advisory lock that serialises promotion rounds ("baton:p").
+const PROMOTER_LOCK: i64 = 0x0062_6174_6f6e_3a70;
+
+/// Connections per replica: the loops, the API and a few spares.
+const DEFAULT_POOL_SIZE: u32 = 12;
+
+pub struct PgStore {
+    pool: PgPool,
+    signals: Arc<Signals>,
+}
+
+impl PgStore {
+    pub async fn connect(url: &str) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(DEFAULT_POOL_SIZE)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await?;
+        Ok(PgStore {
+            pool,
+            signals: Arc::default(),
+        })
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Queues a NOTIFY, delivered to every listener when `tx` commits.
+    async fn notify(tx: &mut Transaction<'_, Postgres>, signal: Signal) -> Result<()> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(signal.payload())
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Creates the next attempt (PENDING) of each task, points the task at
+    /// it and records the creation event. `run_at[i]` overrides the task's
+    /// own `run_at` (automatic retries wait out their backoff).
+    async fn runs_create(
+        tx: &mut Transaction<'_, Postgres>,
+        task_ids: &[i64],
+        run_at: &[Option<Ts>],
+        actor: Actor<'_>,
+        detail: &str,
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        if task_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // New PENDING runs must not slip in under a promotion round that
+        // already read the PENDING set (the version gate would miss them):
+        // creators share the lock that a round takes exclusively.
+        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
+            .bind(PROMOTER_LOCK)
+            .execute(&mut **tx)
+            .await?;
+        // Who: plan submit/start, retries (operator and automatic).
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "WITH made AS (
+                INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive, version,
+                    node, timeout_ms, max_attempts, run_at, created_at, waiting_cause)
+                SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
+                    t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
+                    COALESCE(x.run_at, t.run_at), $3, $4
+                FROM UNNEST($1::bigint[], $2::timestamptz[]) AS x(task_id, run_at)
+                JOIN task t ON t.id = x.task_id
+                LEFT JOIN task_run prev ON prev.id = t.latest_run_id
+                RETURNING id, task_id),
+            linked AS (
+                UPDATE task SET latest_run_id = made.id FROM made WHERE task.id = made.task_id)
+            INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+            SELECT id, NULL, 'PENDING', $5, $3, $6 FROM made
+            RETURNING run_id",
+        )
+        .bind(task_ids)
+        .bind(run_at)
+        .bind(now)
+        .bind(gates::CAUSE_NEW)
+        .bind(actor)
+        .bind(detail)
+        .fetch_all(&mut **tx)
+        .await?;
+        Self::notify(tx, Signal::Changed).await?;
+        Ok(ids)
+    }
+
+    /// Moves the given live runs to CANCELED, recording each one's previous
+    /// status. Returns how many moved.
+    async fn runs_cancel(
+        tx: &mut Transaction<'_, Postgres>,
+        run_ids: &[i64],
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<u64> {
+        // Who: operator cancel of a task or a plan. A RUNNING run's replica
+        // notices through its fence (heartbeat or the NOTIFY below).
+        let moved = sqlx::query(
+            "WITH old AS (
+                SELECT id, status FROM task_run
+                WHERE id = ANY($1) AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')
+                FOR UPDATE),
+            moved AS (
+                UPDATE task_run r SET status = 'CANCELED', finished_at = $2, waiting_cause = NULL,
+                    error = 'canceled by ' || $3
+                FROM old WHERE r.id = old.id
+                RETURNING r.id, old.status AS from_status, r.replica_id)
+            INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+            SELECT id, from_status, 'CANCELED', replica_id, $3, $2, 'canceled by ' || $3 FROM moved",
+        )
+        .bind(run_ids)
+        .bind(now)
+        .bind(actor)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        Self::notify(tx, Signal::Canceled).await?;
+        Self::notify(tx, Signal::Changed).await?;
+        Ok(moved)
+    }
+
+    async fn plan_exists(tx: &mut Transaction<'_, Postgres>, id: i64) -> Result<()> {
+        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM plan WHERE id = $1 FOR SHARE")
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        found
+            .map(|_| ())
+            .ok_or(StoreError::NotFound { what: "plan", id })
+    }
+
+    /// The task's plan and its current status, with the task row locked so
+    /// two actions on one task serialise.
+    async fn task_lock(
+        tx: &mut Transaction<'_, Postgres>,
+        id: i64,
+    ) -> Result<(i64, String, Option<i64>)> {
+        let sql = sqlx::AssertSqlSafe(format!("{} FOR UPDATE OF t", rows::TASK_STATE));
+        sqlx::query_as(sql)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?
+            .ok_or(StoreError::NotFound { what: "task", id })
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    fn signals(&self) -> &Arc<Signals> {
+        &self.signals
+    }
+
+    async fn signals_forward(&self) -> Result<()> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(CHANNEL).await?;
+        loop {
+            let note = listener.recv().await?;
+            if let Some(signal) = Signal::from_payload(note.payload()) {
+                self.signals.raise(signal);
+            }
+        }
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ready(&self) -> Result<()> {
+        let applied: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await?;
+        let known = MIGRATOR.iter().count() as i64;
+        if applied < known {
+            return Err(StoreError::Conflict(format!(
+                "{applied} of {known} migrations applied; run `baton migrate`"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        let mut tx = self.pool.begin().await?;
+        let plan_id: i64 = sqlx::query_scalar(
+            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by)
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(&plan.name)
+        .bind(&plan.description)
+        .bind(plan.parallel_limit)
+        .bind(now)
+        .bind(actor)
+        .fetch_one(&mut *tx)
+        .await?;
+        let t = &plan.tasks;
+        let executors = t
+            .iter()
+            .map(|t| serde_json::to_string(&t.executor))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let task_ids: Vec<i64> = sqlx::query_scalar(
+            "INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
+                max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor)
+             SELECT $1, x.name, x.target, x.exclusive, x.version, x.run_at, x.node, x.timeout_ms,
+                x.max_attempts, x.hbi, x.hbt, x.executor
+             FROM UNNEST($2::text[], $3::text[], $4::bool[], $5::text[], $6::timestamptz[],
+                $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[])
+                WITH ORDINALITY AS x(name, target, exclusive, version, run_at, node, timeout_ms,
+                    max_attempts, hbi, hbt, executor, ord)
+             ORDER BY x.ord RETURNING id",
+        )
+        .bind(plan_id)
+        .bind(t.iter().map(|t| t.name.clone()).collect::<Vec<_>>())
+        .bind(t.iter().map(|t| t.target.clone()).collect::<Vec<_>>())
+        .bind(t.iter().map(|t| t.exclusive).collect::<Vec<_>>())
+        .bind(t.iter().map(|t| t.version.clone()).collect::<Vec<_>>())
+        .bind(t.iter().map(|t| t.run_at.map(Ts::from)).collect::<Vec<_>>())
+        .bind(t.iter().map(|t| t.node.clone()).collect::<Vec<_>>())
+        .bind(t.iter().map(|t| millis(t.timeout)).collect::<Vec<_>>())
+        .bind(t.iter().map(|t| t.max_attempts).collect::<Vec<_>>())
+        .bind(
+            t.iter()
+                .map(|t| t.heartbeat_interval.map(millis))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            t.iter()
+                .map(|t| t.heartbeat_timeout.map(millis))
+                .collect::<Vec<_>>(),
+        )
+        .bind(executors)
+        .fetch_all(&mut *tx)
+        .await?;
+        if plan.start {
+            let run_at = vec![None; task_ids.len()];
+            Self::runs_create(&mut tx, &task_ids, &run_at, actor, "submitted", now).await?;
+        }
+        tx.commit().await?;
+        if plan.start {
+            self.signals.raise(Signal::Changed);
+        }
+        Ok(plan_id)
+    }
+
+    async fn plan_get(&self, id: i64) -> Result<PlanView> {
+        let plan: PlanRow = sqlx::query_as(rows::PLAN_GET)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StoreError::NotFound { what: "plan", id })?;
+        let tasks: Vec<TaskRow> = sqlx::query_as(rows::PLAN_TASKS)
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows::plan_view(plan, tasks)
+    }
+
+    async fn plan_list(
+        &self,
+        status: Option<PlanStatus>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<PlanList> {
+        let page: Vec<PlanListRow> = sqlx::query_as(rows::PLAN_LIST)
+            .bind(status.map(|s| s.as_str()))
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await?;
+        let total = if page.is_empty() && status.is_none() {
+            sqlx::query_scalar(rows::PLAN_COUNT)
+                .fetch_one(&self.pool)
+                .await?
+        } else {
+            0
+        };
+        rows::plan_list(page, total)
+    }
+
+    async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        Self::plan_exists(&mut tx, id).await?;
+        let tasks: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM task WHERE plan_id = $1 AND latest_run_id IS NULL AND skipped_at IS NULL
+             ORDER BY id FOR UPDATE",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if tasks.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "plan {id} has no NOT_STARTED task to run; it has already started"
+            )));
+        }
+        let run_at = vec![None; tasks.len()];
+        Self::runs_create(
+            &mut tx,
+            &tasks,
+            &run_at,
+            actor,
+            &format!("started by {actor}"),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(())
+    }
+
+    async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        Self::plan_exists(&mut tx, id).await?;
+        let tasks: Vec<i64> = sqlx::query_scalar(
+            "SELECT t.id FROM task t JOIN task_run r ON r.id = t.latest_run_id
+             WHERE t.plan_id = $1 AND t.skipped_at IS NULL AND r.status IN ('FAILED', 'CANCELED')
+             ORDER BY t.id FOR UPDATE OF t",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if tasks.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "plan {id} has no FAILED or CANCELED task to retry"
+            )));
+        }
+        let run_at = vec![None; tasks.len()];
+        Self::runs_create(
+            &mut tx,
+            &tasks,
+            &run_at,
+            actor,
+            &format!("retried by {actor}"),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(())
+    }
+
+    async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        Self::plan_exists(&mut tx, id).await?;
+        let live: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM task_run WHERE plan_id = $1 AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if Self::runs_cancel(&mut tx, &live, actor, now).await? == 0 {
+            return Err(StoreError::Conflict(format!(
+                "plan {id} has nothing PENDING, AVAILABLE or RUNNING to cancel"
+            )));
+        }
+        tx.commit().await?;
+        self.signals.raise(Signal::Canceled);
+        self.signals.raise(Signal::Changed);
+        Ok(())
+    }
+
+    async fn task_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        let mut tx = self.pool.begin().await?;
+        let (plan_id, status, _) = Self::task_lock(&mut tx, id).await?;
+        if status != "FAILED" && status != "CANCELED" {
+            return Err(StoreError::Conflict(format!(
+                "task {id} is {status}; only FAILED or CANCELED tasks can be retried"
+            )));
+        }
+        Self::runs_create(
+            &mut tx,
+            &[id],
+            &[None],
+            actor,
+            &format!("retried by {actor}"),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(plan_id)
+    }
+
+    async fn task_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        let mut tx = self.pool.begin().await?;
+        let (plan_id, status, run) = Self::task_lock(&mut tx, id).await?;
+        let live = matches!(status.as_str(), "PENDING" | "AVAILABLE" | "RUNNING");
+        let (true, Some(run)) = (live, run) else {
+            return Err(StoreError::Conflict(format!(
+                "task {id} is {status}; only PENDING, AVAILABLE or RUNNING tasks can be canceled"
+            )));
+        };
+        Self::runs_cancel(&mut tx, &[run], actor, now).await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Canceled);
+        self.signals.raise(Signal::Changed);
+        Ok(plan_id)
+    }
+
+    async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        let mut tx = self.pool.begin().await?;
+        let (plan_id, status, _) = Self::task_lock(&mut tx, id).await?;
+        if !matches!(status.as_str(), "NOT_STARTED" | "FAILED" | "CANCELED") {
+            return Err(StoreError::Conflict(format!(
+                "task {id} is {status}; only NOT_STARTED, FAILED or CANCELED tasks can be skipped"
+            )));
+        }
+        sqlx::query(rows::TASK_SKIP)
+            .bind(id)
+            .bind(now)
+            .bind(actor)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(plan_id)
+    }
+
+    async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport> {
+        let mut tx = self.pool.begin().await?;
+        // One promoter at a time across replicas; the others skip their
+        // round (the holder hears the same wake-ups and runs another).
+        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(PROMOTER_LOCK)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !locked {
+            return Ok(PromoteReport {
+                skipped: true,
+                ..Default::default()
+            });
+        }
+        let pending: Vec<PendingRun> = sqlx::query_as(gates::PENDING_RUNS)
+            .fetch_all(&mut *tx)
+            .await?;
+        if pending.is_empty() {
+            return Ok(PromoteReport::default());
+        }
+        let holders: Vec<HolderRun> = sqlx::query_as(gates::HOLDER_RUNS)
+            .fetch_all(&mut *tx)
+            .await?;
+        let decided = gates::evaluate(&pending, &holders, nodes, now);
+        let promoted = if decided.promote.is_empty() {
+            0
+        } else {
+            let n = sqlx::query(
+                "WITH moved AS (
+                    UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
+                    WHERE id = ANY($1) AND status = 'PENDING' RETURNING id)
+                INSERT INTO run_event (run_id, from_status, to_status, actor, at)
+                SELECT id, 'PENDING', 'AVAILABLE', $2, $3 FROM moved",
+            )
+            .bind(&decided.promote)
+            .bind(SCHEDULER)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            Self::notify(&mut tx, Signal::Available).await?;
+            n as usize
+        };
+        if !decided.causes.is_empty() {
+            let (ids, causes): (Vec<i64>, Vec<String>) = decided.causes.into_iter().unzip();
+            sqlx::query(
+                "UPDATE task_run r SET waiting_cause = c.cause
+                 FROM UNNEST($1::bigint[], $2::text[]) AS c(id, cause)
+                 WHERE r.id = c.id AND r.status = 'PENDING'",
+            )
+            .bind(ids)
+            .bind(causes)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        if promoted > 0 {
+            self.signals.raise(Signal::Available);
+        }
+        Ok(PromoteReport {
+            skipped: false,
+            promoted,
+            waiting: pending.len() - promoted,
+        })
+    }
+
+    async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>> {
+        if claim.limit <= 0 {
+            return Ok(Vec::new());
+        }
+        // Who: every replica's claimer, whenever it has free worker slots.
+        let rows: Vec<ClaimRow> = sqlx::query_as(
+            "WITH picked AS (
+                SELECT id FROM task_run
+                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
+                ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED),
+            claimed AS (
+                UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
+                    last_heartbeat_at = $4,
+                    deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
+                    heartbeat_deadline = $4 + COALESCE(
+                        (SELECT heartbeat_timeout_ms FROM task WHERE id = r.task_id), $5)
+                        * INTERVAL '1 millisecond'
+                FROM picked WHERE r.id = picked.id AND r.status = 'AVAILABLE'
+                RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline),
+            logged AS (
+                INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
+                SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
+            SELECT c.id, c.task_id, c.plan_id, c.attempt, c.started_at, c.deadline, t.executor
+            FROM claimed c JOIN task t ON t.id = c.task_id ORDER BY c.id",
+        )
+        .bind(claim.replica_id)
+        .bind(claim.labels)
+        .bind(claim.limit)
+        .bind(now)
+        .bind(millis(claim.heartbeat_timeout))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(ClaimRow::into_claimed).collect()
+    }
+
+    async fn run_finish_many(
+        &self,
+        replica_id: &str,
+        finishes: &[Finish],
+        now: Ts,
+    ) -> Result<FinishReport> {
+        if finishes.is_empty() {
+            return Ok(FinishReport::default());
+        }
+        let mut tx = self.pool.begin().await?;
+        // Who: the replica that executed the runs, in batches. Fenced: only
+        // runs still RUNNING and owned by this replica change.
+        let done: Vec<FinishedRow> = sqlx::query_as(
+            "WITH f AS (
+                SELECT * FROM UNNEST($2::bigint[], $3::text[], $4::bigint[], $5::text[])
+                    AS f(id, status, code, error)),
+            done AS (
+                UPDATE task_run r SET status = f.status, finished_at = $6, result_code = f.code,
+                    error = f.error
+                FROM f WHERE r.id = f.id AND r.status = 'RUNNING' AND r.replica_id = $1
+                RETURNING r.id, r.status, r.task_id, r.attempt, r.max_attempts, r.error),
+            logged AS (
+                INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+                SELECT id, 'RUNNING', status, $1, $1, $6, error FROM done)
+            SELECT id, status, task_id, attempt, max_attempts FROM done",
+        )
+        .bind(replica_id)
+        .bind(finishes.iter().map(|f| f.run_id).collect::<Vec<_>>())
+        .bind(finishes.iter().map(|f| f.status.as_str()).collect::<Vec<_>>())
+        .bind(finishes.iter().map(|f| f.result_code).collect::<Vec<_>>())
+        .bind(finishes.iter().map(|f| f.error.clone()).collect::<Vec<_>>())
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        let report = FinishedRow::report(&done, finishes);
+        let (retry_tasks, retry_at) = FinishedRow::retries(&done, now);
+        let retried = Self::runs_create(
+            &mut tx,
+            &retry_tasks,
+            &retry_at,
+            SCHEDULER,
+            "automatic retry",
+            now,
+        )
+        .await?;
+        Self::notify(&mut tx, Signal::Changed).await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(FinishReport { retried, ..report })
+    }
+
+    async fn run_heartbeat_many(
+        &self,
+        replica_id: &str,
+        run_ids: &[i64],
+        beat: Duration,
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Who: each replica's run heartbeat, one statement for all its runs.
+        Ok(sqlx::query_scalar(
+            "UPDATE task_run SET last_heartbeat_at = $3,
+                heartbeat_deadline = $3 + $4 * INTERVAL '1 millisecond'
+             WHERE id = ANY($2) AND status = 'RUNNING' AND replica_id = $1 RETURNING id",
+        )
+        .bind(replica_id)
+        .bind(run_ids)
+        .bind(now)
+        .bind(millis(beat))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn run_log_append(
+        &self,
+        replica_id: &str,
+        run_id: i64,
+        lines: &[LogLine],
+    ) -> Result<bool> {
+        // Who: executors capturing output. FOR SHARE waits for a concurrent
+        // cancel to commit and then sees it, so no line lands after one.
+        let owned: Option<i64> = sqlx::query_scalar(
+            "WITH owned AS (
+                SELECT id FROM task_run WHERE id = $2 AND status = 'RUNNING' AND replica_id = $1
+                FOR SHARE),
+            written AS (
+                INSERT INTO run_log (run_id, at, stream, line)
+                SELECT owned.id, x.at, x.stream, x.line FROM owned,
+                    UNNEST($3::timestamptz[], $4::text[], $5::text[]) AS x(at, stream, line))
+            SELECT id FROM owned",
+        )
+        .bind(replica_id)
+        .bind(run_id)
+        .bind(lines.iter().map(|l| l.at).collect::<Vec<_>>())
+        .bind(lines.iter().map(|l| l.stream).collect::<Vec<_>>())
+        .bind(lines.iter().map(|l| l.line.clone()).collect::<Vec<_>>())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(owned.is_some())
+    }
+
+    async fn run_get(&self, id: i64) -> Result<RunView> {
+        let run: RunRow = sqlx::query_as(rows::RUN_GET)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StoreError::NotFound { what: "run", id })?;
+        let events: Vec<EventRow> = sqlx::query_as(rows::RUN_EVENTS)
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows::run_view(run, events)
+    }
+
+    async fn run_log(&self, id: i64) -> Result<String> {
+        let exists: i64 = sqlx::query_scalar(rows::RUN_EXISTS)
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await?;
+        if exists == 0 {
+            return Err(StoreError::NotFound { what: "run", id });
+        }
+        let lines: Vec<LogRow> = sqlx::query_as(rows::RUN_LOG)
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows::log_text(lines))
+    }
+
+    async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
+        let events: Vec<EventRow> = sqlx::query_as(rows::EVENTS_AFTER)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        events.into_iter().map(rows::event_view).collect()
+    }
+
+    async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {
+        sqlx::query(rows::REPLICA_UPSERT)
+            .bind(&replica.replica_id)
+            .bind(&replica.hostname)
+            .bind(serde_json::to_string(&replica.labels).unwrap_or_else(|_| "[]".into()))
+            .bind(&replica.version)
+            .bind(replica.started_at)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn replica_list(&self) -> Result<Vec<ReplicaRecord>> {
+        let rows: Vec<ReplicaRow> = sqlx::query_as(rows::REPLICA_LIST)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(rows::replica_record).collect()
+    }
+
+    async fn replica_delete(&self, replica_id: &str) -> Result<()> {
+        sqlx::query(rows::REPLICA_DELETE)
+            .bind(replica_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,438 @@
+//! Row types and the read queries whose SQL is the same on both backends
+//! (both accept `$n` placeholders), with their conversion into the JSON
+//! views of `app::model`.
+
+use std::collections::BTreeMap;
+
+use app::model::{
+    EventView, PlanList, PlanStatus, PlanSummary, PlanView, RunStatus, RunView, TaskStatus,
+    TaskView,
+};
+
+use super::time::Ts;
+use super::{ReplicaInfo, ReplicaRecord, Result, StoreError};
+
+/// A task's status as SQL: skipped, never run, or its latest run's status.
+/// Used by plan pages and lists; must match `TaskStatus` derivation.
+macro_rules! task_status_sql {
+    () => {
+        "CASE WHEN t.skipped_at IS NOT NULL THEN 'SKIPPED' \
+              WHEN r.id IS NULL THEN 'NOT_STARTED' ELSE r.status END"
+    };
+}
+
+/// Plan list page (API and dashboard): each plan's task counts by status
+/// and its derived status (the rule of `PlanStatus::from_counts`, in SQL so
+/// the list can be filtered and paged by status), newest first.
+pub const PLAN_LIST: &str = concat!(
+    "WITH task_state AS (SELECT t.plan_id, ",
+    task_status_sql!(),
+    " AS status FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id),
+    counted AS (
+        SELECT plan_id,
+            SUM(CASE WHEN status = 'NOT_STARTED' THEN 1 ELSE 0 END) AS not_started,
+            SUM(CASE WHEN status = 'PENDING' THEN 1 ELSE 0 END) AS pending,
+            SUM(CASE WHEN status = 'AVAILABLE' THEN 1 ELSE 0 END) AS available,
+            SUM(CASE WHEN status = 'RUNNING' THEN 1 ELSE 0 END) AS running,
+            SUM(CASE WHEN status = 'DONE' THEN 1 ELSE 0 END) AS done,
+            SUM(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END) AS failed,
+            SUM(CASE WHEN status = 'CANCELED' THEN 1 ELSE 0 END) AS canceled,
+            SUM(CASE WHEN status = 'SKIPPED' THEN 1 ELSE 0 END) AS skipped
+        FROM task_state GROUP BY plan_id),
+    stated AS (
+        SELECT c.*, CASE
+            WHEN c.pending + c.available + c.running > 0 THEN 'RUNNING'
+            WHEN c.not_started > 0 THEN 'NOT_STARTED'
+            WHEN c.failed > 0 THEN 'FAILED'
+            WHEN c.canceled > 0 THEN 'CANCELED'
+            ELSE 'DONE' END AS status
+        FROM counted c)
+    SELECT p.id, p.name, p.created_at, s.status, s.not_started, s.pending, s.available,
+           s.running, s.done, s.failed, s.canceled, s.skipped, COUNT(*) OVER () AS total
+    FROM plan p JOIN stated s ON s.plan_id = p.id
+    WHERE CAST($1 AS TEXT) IS NULL OR s.status = $1
+    ORDER BY p.id DESC LIMIT $2 OFFSET $3"
+);
+
+/// Total for a plan list page that came back empty (offset past the end).
+pub const PLAN_COUNT: &str = "SELECT COUNT(*) FROM plan";
+
+/// Plan page: the plan row.
+pub const PLAN_GET: &str =
+    "SELECT id, name, description, parallel_limit, created_at, created_by FROM plan WHERE id = $1";
+
+/// Plan page: every task with its latest run.
+pub const PLAN_TASKS: &str = concat!(
+    "SELECT t.id, t.name, t.target, t.exclusive, t.version, t.node, ",
+    task_status_sql!(),
+    " AS status, r.attempt, r.id AS run_id, r.replica_id, r.waiting_cause, r.started_at,
+       r.finished_at, r.error
+     FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
+     WHERE t.plan_id = $1 ORDER BY t.id"
+);
+
+/// Run page: the run and its task's name.
+pub const RUN_GET: &str =
+    "SELECT r.id, r.task_id, r.plan_id, t.name AS task_name, r.target, r.attempt,
+        r.status, r.replica_id, r.created_at, r.run_at, r.started_at, r.finished_at,
+        r.last_heartbeat_at, r.heartbeat_deadline, r.deadline, r.waiting_cause, r.result_code,
+        r.error
+    FROM task_run r JOIN task t ON t.id = r.task_id WHERE r.id = $1";
+
+/// Run page: its event history, oldest first.
+pub const RUN_EVENTS: &str =
+    "SELECT id, run_id, from_status, to_status, replica_id, actor, at, detail
+    FROM run_event WHERE run_id = $1 ORDER BY id";
+
+/// Run log download.
+pub const RUN_LOG: &str = "SELECT stream, line FROM run_log WHERE run_id = $1 ORDER BY id";
+
+/// Does a run exist (to tell an empty log from a missing run)?
+pub const RUN_EXISTS: &str = "SELECT COUNT(*) FROM task_run WHERE id = $1";
+
+/// History checks and timelines: events after a cursor.
+pub const EVENTS_AFTER: &str =
+    "SELECT id, run_id, from_status, to_status, replica_id, actor, at, detail
+    FROM run_event WHERE id > $1 ORDER BY id LIMIT $2";
+
+/// Replicas page: each replica and how many runs it executes now.
+pub const REPLICA_LIST: &str = "SELECT p.replica_id, p.hostname, p.labels, p.version, p.started_at,
+        p.last_heartbeat,
+        (SELECT COUNT(*) FROM task_run r WHERE r.status = 'RUNNING' AND r.replica_id = p.replica_id)
+            AS running
+    FROM replica p ORDER BY p.started_at, p.replica_id";
+
+#[derive(sqlx::FromRow)]
+pub struct PlanListRow {
+    pub id: i64,
+    pub name: String,
+    pub created_at: Ts,
+    pub status: String,
+    pub not_started: i64,
+    pub pending: i64,
+    pub available: i64,
+    pub running: i64,
+    pub done: i64,
+    pub failed: i64,
+    pub canceled: i64,
+    pub skipped: i64,
+    pub total: i64,
+}
+
+#[derive(sqlx::FromRow)]
+pub struct PlanRow {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub parallel_limit: Option<i64>,
+    pub created_at: Ts,
+    pub created_by: String,
+}
+
+#[derive(sqlx::FromRow)]
+pub struct TaskRow {
+    pub id: i64,
+    pub name: String,
+    pub target: String,
+    pub exclusive: bool,
+    pub version: Option<String>,
+    pub node: Option<String>,
+    pub status: String,
+    pub attempt: Option<i64>,
+    pub run_id: Option<i64>,
+    pub replica_id: Option<String>,
+    pub waiting_cause: Option<String>,
+    pub started_at: Option<Ts>,
+    pub finished_at: Option<Ts>,
+    pub error: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+pub struct RunRow {
+    pub id: i64,
+    pub task_id: i64,
+    pub plan_id: i64,
+    pub task_name: String,
+    pub target: String,
+    pub attempt: i64,
+    pub status: String,
+    pub replica_id: Option<String>,
+    pub created_at: Ts,
+    pub run_at: Option<Ts>,
+    pub started_at: Option<Ts>,
+    pub finished_at: Option<Ts>,
+    pub last_heartbeat_at: Option<Ts>,
+    pub heartbeat_deadline: Option<Ts>,
+    pub deadline: Option<Ts>,
+    pub waiting_cause: Option<String>,
+    pub result_code: Option<i64>,
+    pub error: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+pub struct EventRow {
+    pub id: i64,
+    pub run_id: i64,
+    pub from_status: Option<String>,
+    pub to_status: String,
+    pub replica_id: Option<String>,
+    pub actor: String,
+    pub at: Ts,
+    pub detail: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+pub struct LogRow {
+    pub stream: String,
+    pub line: String,
+}
+
+#[derive(sqlx::FromRow)]
+pub struct ReplicaRow {
+    pub replica_id: String,
+    pub hostname: String,
+    pub labels: String,
+    pub version: String,
+    pub started_at: Ts,
+    pub last_heartbeat: Ts,
+    pub running: i64,
+}
+
+pub fn run_status(text: &str) -> Result<RunStatus> {
+    RunStatus::parse(text)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {text:?}")))
+}
+
+fn task_status(text: &str) -> Result<TaskStatus> {
+    TaskStatus::parse(text)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown task status {text:?}")))
+}
+
+fn time(ts: Option<Ts>) -> Option<chrono::DateTime<chrono::Utc>> {
+    ts.map(|t| t.0)
+}
+
+pub fn plan_list(rows: Vec<PlanListRow>, total_if_empty: i64) -> Result<PlanList> {
+    let total = rows.first().map_or(total_if_empty, |r| r.total);
+    let plans = rows
+        .into_iter()
+        .map(|r| {
+            let counts: BTreeMap<TaskStatus, i64> = [
+                (TaskStatus::NotStarted, r.not_started),
+                (TaskStatus::Pending, r.pending),
+                (TaskStatus::Available, r.available),
+                (TaskStatus::Running, r.running),
+                (TaskStatus::Done, r.done),
+                (TaskStatus::Failed, r.failed),
+                (TaskStatus::Canceled, r.canceled),
+                (TaskStatus::Skipped, r.skipped),
+            ]
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .collect();
+            let status = PlanStatus::parse(&r.status).ok_or_else(|| {
+                StoreError::Corrupt(format!("unknown plan status {:?}", r.status))
+            })?;
+            Ok(PlanSummary {
+                id: r.id,
+                name: r.name,
+                status,
+                counts,
+                created_at: r.created_at.0,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(PlanList { plans, total })
+}
+
+pub fn plan_view(plan: PlanRow, tasks: Vec<TaskRow>) -> Result<PlanView> {
+    let tasks = tasks
+        .into_iter()
+        .map(|t| {
+            Ok(TaskView {
+                id: t.id,
+                name: t.name,
+                target: t.target,
+                exclusive: t.exclusive,
+                version: t.version,
+                node: t.node,
+                status: task_status(&t.status)?,
+                attempt: t.attempt,
+                run_id: t.run_id,
+                replica_id: t.replica_id,
+                waiting_cause: t.waiting_cause,
+                started_at: time(t.started_at),
+                finished_at: time(t.finished_at),
+                error: t.error,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut counts = BTreeMap::new();
+    for t in &tasks {
+        *counts.entry(t.status).or_insert(0) += 1;
+    }
+    Ok(PlanView {
+        id: plan.id,
+        name: plan.name,
+        description: plan.description,
+        status: PlanStatus::from_counts(&counts),
+        parallel_limit: plan.parallel_limit,
+        created_at: plan.created_at.0,
+        created_by: plan.created_by,
+        tasks,
+    })
+}
+
+pub fn event_view(e: EventRow) -> Result<EventView> {
+    Ok(EventView {
+        id: e.id,
+        run_id: e.run_id,
+        from: e.from_status.as_deref().map(run_status).transpose()?,
+        to: run_status(&e.to_status)?,
+        replica_id: e.replica_id,
+        actor: e.actor,
+        at: e.at.0,
+        detail: e.detail,
+    })
+}
+
+pub fn run_view(r: RunRow, events: Vec<EventRow>) -> Result<RunView> {
+    Ok(RunView {
+        id: r.id,
+        task_id: r.task_id,
+        plan_id: r.plan_id,
+        task_name: r.task_name,
+        target: r.target,
+        attempt: r.attempt,
+        status: run_status(&r.status)?,
+        replica_id: r.replica_id,
+        created_at: r.created_at.0,
+        run_at: time(r.run_at),
+        started_at: time(r.started_at),
+        finished_at: time(r.finished_at),
+        last_heartbeat_at: time(r.last_heartbeat_at),
+        heartbeat_deadline: time(r.heartbeat_deadline),
+        deadline: time(r.deadline),
+        waiting_cause: r.waiting_cause,
+        result_code: r.result_code,
+        error: r.error,
+        events: events.into_iter().map(event_view).collect::<Result<_>>()?,
+    })
+}
+
+pub fn log_text(lines: Vec<LogRow>) -> String {
+    let mut out = String::new();
+    for l in lines {
+        if l.stream == "stderr" {
+            out.push_str("[stderr] ");
+        }
+        out.push_str(&l.line);
+        out.push('\n');
+    }
+    out
+}
+
+pub fn replica_record(r: ReplicaRow) -> Result<ReplicaRecord> {
+    let labels = serde_json::from_str(&r.labels)
+        .map_err(|e| StoreError::Corrupt(format!("labels of replica {}: {e}", r.replica_id)))?;
+    Ok(ReplicaRecord {
+        info: ReplicaInfo {
+            replica_id: r.replica_id,
+            hostname: r.hostname,
+            labels,
+            version: r.version,
+            started_at: r.started_at,
+        },
+        last_heartbeat: r.last_heartbeat,
+        running: r.running,
+    })
+}
+
+/// Replica heartbeat: insert or refresh this replica's row.
+pub const REPLICA_UPSERT: &str = "INSERT INTO replica
+        (replica_id, hostname, labels, version, started_at, last_heartbeat)
+    VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (replica_id) DO UPDATE SET hostname = excluded.hostname,
+        labels = excluded.labels, version = excluded.version,
+        last_heartbeat = excluded.last_heartbeat";
+
+/// Graceful shutdown: a replica removes its own row.
+pub const REPLICA_DELETE: &str = "DELETE FROM replica WHERE replica_id = $1";
+
+/// Skip: a task with no live run becomes SKIPPED (caller checked status).
+pub const TASK_SKIP: &str = "UPDATE task SET skipped_at = $2, skipped_by = $3 WHERE id = $1";
+
+pub fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A claimed run as the claim query returns it.
+#[derive(sqlx::FromRow)]
+pub struct ClaimRow {
+    pub id: i64,
+    pub task_id: i64,
+    pub plan_id: i64,
+    pub attempt: i64,
+    pub started_at: Ts,
+    pub deadline: Ts,
+    pub executor: String,
+}
+
+impl ClaimRow {
+    pub fn into_claimed(self) -> Result<super::ClaimedRun> {
+        let executor = serde_json::from_str(&self.executor)
+            .map_err(|e| StoreError::Corrupt(format!("executor of task {}: {e}", self.task_id)))?;
+        Ok(super::ClaimedRun {
+            id: self.id,
+            task_id: self.task_id,
+            plan_id: self.plan_id,
+            attempt: self.attempt,
+            executor,
+            started_at: self.started_at,
+            deadline: self.deadline,
+        })
+    }
+}
+
+/// A run a finish batch moved out of RUNNING.
+#[derive(sqlx::FromRow)]
+pub struct FinishedRow {
+    pub id: i64,
+    pub status: String,
+    pub task_id: i64,
+    pub attempt: i64,
+    pub max_attempts: i64,
+}
+
+impl FinishedRow {
+    /// Which asked-for runs finished and which were fenced out.
+    pub fn report(done: &[FinishedRow], asked: &[super::Finish]) -> super::FinishReport {
+        let finished: Vec<i64> = done.iter().map(|d| d.id).collect();
+        let moved: std::collections::HashSet<i64> = finished.iter().copied().collect();
+        let fenced = asked
+            .iter()
+            .map(|f| f.run_id)
+            .filter(|id| !moved.contains(id))
+            .collect();
+        super::FinishReport {
+            finished,
+            fenced,
+            retried: Vec::new(),
+        }
+    }
+
+    /// Failed runs with attempts left, and when their retry may start.
+    pub fn retries(done: &[FinishedRow], now: Ts) -> (Vec<i64>, Vec<Option<Ts>>) {
+        done.iter()
+            .filter(|d| d.status == RunStatus::Failed.as_str() && d.attempt < d.max_attempts)
+            .map(|d| (d.task_id, Some(now.plus(super::retry_backoff(d.attempt)))))
+            .unzip()
+    }
+}
+
+/// The status of a task as SQL, for actions that check it first.
+pub const TASK_STATE: &str = concat!(
+    "SELECT t.plan_id, ",
+    task_status_sql!(),
+    " AS status, r.id AS run_id FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id WHERE t.id = $1"
+);

@@ -1,0 +1,110 @@
+//! Throw-away databases for tests and `baton bench`: a fresh PostgreSQL
+//! database (dropped afterwards) or a SQLite file in a temporary directory.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
+
+use super::{PgStore, SqliteStore, Store};
+
+/// A migrated, empty database that disappears when dropped (PostgreSQL:
+/// call [`Scratch::drop_database`] for a clean removal).
+pub struct Scratch {
+    pub url: String,
+    admin_url: Option<String>,
+    name: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Scratch {
+    /// A fresh SQLite file.
+    pub async fn sqlite() -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("baton-").tempdir()?;
+        let url = format!("sqlite://{}", dir.path().join("baton.db").display());
+        Ok(Scratch {
+            url,
+            admin_url: None,
+            name: None,
+            _dir: Some(dir),
+        })
+    }
+
+    /// A fresh database on the PostgreSQL server `admin_url` points at.
+    pub async fn postgres(admin_url: &str) -> anyhow::Result<Self> {
+        let name = format!(
+            "baton_scratch_{}_{:08x}",
+            std::process::id(),
+            fastrand::u32(..)
+        );
+        let mut admin = PgConnection::connect(admin_url)
+            .await
+            .with_context(|| format!("cannot reach PostgreSQL at {}", super::redact(admin_url)))?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await?;
+        let url = with_database(admin_url, &name);
+        Ok(Scratch {
+            url,
+            admin_url: Some(admin_url.to_owned()),
+            name: Some(name),
+            _dir: None,
+        })
+    }
+
+    /// Opens a new store (its own pool) on this database, migrated.
+    pub async fn store(&self) -> anyhow::Result<Arc<dyn Store>> {
+        let store: Arc<dyn Store> = if self.admin_url.is_some() {
+            Arc::new(PgStore::connect(&self.url).await?)
+        } else {
+            Arc::new(SqliteStore::open(self.url.trim_start_matches("sqlite://")).await?)
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Drops a PostgreSQL scratch database (closing other connections).
+    pub async fn drop_database(&self) -> anyhow::Result<()> {
+        if let (Some(admin_url), Some(name)) = (&self.admin_url, &self.name) {
+            let mut admin = PgConnection::connect(admin_url).await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            )))
+            .execute(&mut admin)
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+/// The same server URL with another database name.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_part = &base[scheme_end..];
+    let server = match host_part.find('/') {
+        Some(slash) => &base[..scheme_end + slash],
+        None => base,
+    };
+    format!("{server}/{name}{query}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn swaps_the_database_name() {
+        assert_eq!(
+            super::with_database("postgres://postgres@127.0.0.1:5432/postgres", "x"),
+            "postgres://postgres@127.0.0.1:5432/x"
+        );
+        assert_eq!(super::with_database("postgres://h", "x"), "postgres://h/x");
+        assert_eq!(
+            super::with_database("postgres://h/db?sslmode=disable", "x"),
+            "postgres://h/x?sslmode=disable"
+        );
+    }
+}

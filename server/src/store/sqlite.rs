@@ -1,0 +1,767 @@
+//! The SQLite store: one file, one process, no set-up (the default).
+//!
+//! Every write transaction starts with `BEGIN IMMEDIATE`, so SQLite's single
+//! writer lock serialises them: a read-then-write inside one (a promotion
+//! round, a claim) cannot interleave with another, even from a second
+//! connection pool on the same file. Lists travel as JSON arrays expanded
+//! with `json_each`. SQLite has no data-modifying CTEs, so a status change
+//! and its events are two statements in one transaction.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{EventView, PlanList, PlanStatus, PlanView, RunView};
+use serde_json::json;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+
+use super::gates::{self, HolderRun, NodeLabels, PendingRun};
+use super::rows::{
+    self, ClaimRow, EventRow, FinishedRow, LogRow, PlanListRow, PlanRow, ReplicaRow, RunRow,
+    TaskRow, millis,
+};
+use super::signals::{Signal, Signals};
+use super::{
+    Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
+    ReplicaRecord, Result, SCHEDULER, Store, StoreError, Ts,
+};
+use crate::plan::NewPlan;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+
+/// Readers run in parallel under WAL; writers queue on SQLite's lock.
+const DEFAULT_POOL_SIZE: u32 = 8;
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+    signals: Arc<Signals>,
+    /// Queues this process's writers in order. SQLite's own busy handler
+    /// would make them poll the lock with sleeps of up to 100 ms; waiting
+    /// here instead hands the lock over at once. Other processes (or other
+    /// stores on the same file) still meet at SQLite's lock.
+    writer: tokio::sync::Mutex<()>,
+}
+
+/// A write transaction and this process's writer slot, held together.
+type WriteTx<'a> = (
+    tokio::sync::MutexGuard<'a, ()>,
+    Transaction<'static, Sqlite>,
+);
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path`.
+    pub async fn open(path: &str) -> Result<Self> {
+        if let Some(dir) = Path::new(path)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // WAL + NORMAL: durable across process crashes, fsync per
+            // checkpoint rather than per commit.
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(DEFAULT_POOL_SIZE)
+            .connect_with(options)
+            .await?;
+        Ok(SqliteStore {
+            pool,
+            signals: Arc::default(),
+            writer: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    async fn begin(&self) -> Result<WriteTx<'_>> {
+        let slot = self.writer.lock().await;
+        Ok((slot, self.pool.begin_with("BEGIN IMMEDIATE").await?))
+    }
+
+    /// Creates the next attempt (PENDING) of each task; see the PostgreSQL
+    /// twin for the contract.
+    async fn runs_create(
+        tx: &mut Transaction<'_, Sqlite>,
+        task_ids: &[i64],
+        run_at: &[Option<Ts>],
+        actor: Actor<'_>,
+        detail: &str,
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        if task_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted: Vec<_> = task_ids
+            .iter()
+            .zip(run_at)
+            .map(|(id, at)| json!([id, at.map(Ts::micros)]))
+            .collect();
+        let made: Vec<(i64, i64)> = sqlx::query_as(
+            "INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive, version,
+                node, timeout_ms, max_attempts, run_at, created_at, waiting_cause)
+             SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
+                t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
+                COALESCE(x.value ->> 1, t.run_at), $2, $3
+             FROM json_each($1) AS x
+             JOIN task t ON t.id = x.value ->> 0
+             LEFT JOIN task_run prev ON prev.id = t.latest_run_id
+             ORDER BY x.key
+             RETURNING id, task_id",
+        )
+        .bind(serde_json::Value::Array(wanted).to_string())
+        .bind(now)
+        .bind(gates::CAUSE_NEW)
+        .fetch_all(&mut **tx)
+        .await?;
+        let pairs: Vec<_> = made.iter().map(|(id, task)| json!([id, task])).collect();
+        sqlx::query(
+            "UPDATE task SET latest_run_id = x.value ->> 0
+             FROM json_each($1) AS x WHERE task.id = x.value ->> 1",
+        )
+        .bind(serde_json::Value::Array(pairs).to_string())
+        .execute(&mut **tx)
+        .await?;
+        let ids: Vec<i64> = made.into_iter().map(|(id, _)| id).collect();
+        sqlx::query(
+            "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+             SELECT x.value, NULL, 'PENDING', $2, $3, $4 FROM json_each($1) AS x",
+        )
+        .bind(id_list(&ids))
+        .bind(actor)
+        .bind(now)
+        .bind(detail)
+        .execute(&mut **tx)
+        .await?;
+        Ok(ids)
+    }
+
+    /// Moves the given live runs to CANCELED with one event each.
+    async fn runs_cancel(
+        tx: &mut Transaction<'_, Sqlite>,
+        run_ids: &[i64],
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<u64> {
+        let old: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+            "SELECT id, status, replica_id FROM task_run
+             WHERE id IN (SELECT value FROM json_each($1))
+               AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')",
+        )
+        .bind(id_list(run_ids))
+        .fetch_all(&mut **tx)
+        .await?;
+        if old.is_empty() {
+            return Ok(0);
+        }
+        let detail = format!("canceled by {actor}");
+        let ids: Vec<i64> = old.iter().map(|(id, _, _)| *id).collect();
+        sqlx::query(
+            "UPDATE task_run SET status = 'CANCELED', finished_at = $2, waiting_cause = NULL, error = $3
+             WHERE id IN (SELECT value FROM json_each($1))",
+        )
+        .bind(id_list(&ids))
+        .bind(now)
+        .bind(&detail)
+        .execute(&mut **tx)
+        .await?;
+        let events: Vec<_> = old
+            .iter()
+            .map(|(id, from, replica)| json!([id, from, replica]))
+            .collect();
+        sqlx::query(
+            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+             SELECT x.value ->> 0, x.value ->> 1, 'CANCELED', x.value ->> 2, $2, $3, $4
+             FROM json_each($1) AS x",
+        )
+        .bind(serde_json::Value::Array(events).to_string())
+        .bind(actor)
+        .bind(now)
+        .bind(&detail)
+        .execute(&mut **tx)
+        .await?;
+        Ok(old.len() as u64)
+    }
+
+    async fn plan_exists(tx: &mut Transaction<'_, Sqlite>, id: i64) -> Result<()> {
+        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM plan WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        found
+            .map(|_| ())
+            .ok_or(StoreError::NotFound { what: "plan", id })
+    }
+
+    async fn task_state(
+        tx: &mut Transaction<'_, Sqlite>,
+        id: i64,
+    ) -> Result<(i64, String, Option<i64>)> {
+        sqlx::query_as(rows::TASK_STATE)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?
+            .ok_or(StoreError::NotFound { what: "task", id })
+    }
+
+    async fn plan_tasks_where(
+        tx: &mut Transaction<'_, Sqlite>,
+        plan_id: i64,
+        condition: &'static str,
+    ) -> Result<Vec<i64>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT t.id FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
+             WHERE t.plan_id = $1 AND t.skipped_at IS NULL AND {condition} ORDER BY t.id"
+        ));
+        Ok(sqlx::query_scalar(sql)
+            .bind(plan_id)
+            .fetch_all(&mut **tx)
+            .await?)
+    }
+}
+
+fn id_list(ids: &[i64]) -> String {
+    serde_json::to_string(ids).unwrap_or_else(|_| "[]".into())
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    fn signals(&self) -> &Arc<Signals> {
+        &self.signals
+    }
+
+    async fn signals_forward(&self) -> Result<()> {
+        std::future::pending().await
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ready(&self) -> Result<()> {
+        let applied: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await?;
+        let known = MIGRATOR.iter().count() as i64;
+        if applied < known {
+            return Err(StoreError::Conflict(format!(
+                "{applied} of {known} migrations applied; run `baton migrate`"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        let (_writer, mut tx) = self.begin().await?;
+        let plan_id: i64 = sqlx::query_scalar(
+            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by)
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(&plan.name)
+        .bind(&plan.description)
+        .bind(plan.parallel_limit)
+        .bind(now)
+        .bind(actor)
+        .fetch_one(&mut *tx)
+        .await?;
+        let tasks: Vec<_> = plan
+            .tasks
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name, "target": t.target, "exclusive": t.exclusive,
+                    "version": t.version, "run_at": t.run_at.map(|at| Ts::from(at).micros()),
+                    "node": t.node, "timeout_ms": millis(t.timeout), "max_attempts": t.max_attempts,
+                    "hbi": t.heartbeat_interval.map(millis), "hbt": t.heartbeat_timeout.map(millis),
+                    "executor": serde_json::to_string(&t.executor).unwrap_or_default(),
+                })
+            })
+            .collect();
+        let task_ids: Vec<i64> = sqlx::query_scalar(
+            "INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
+                max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor)
+             SELECT $1, v ->> 'name', v ->> 'target', v ->> 'exclusive', v ->> 'version',
+                v ->> 'run_at', v ->> 'node', v ->> 'timeout_ms', v ->> 'max_attempts',
+                v ->> 'hbi', v ->> 'hbt', v ->> 'executor'
+             FROM (SELECT x.key, x.value AS v FROM json_each($2) AS x) ORDER BY key
+             RETURNING id",
+        )
+        .bind(plan_id)
+        .bind(serde_json::Value::Array(tasks).to_string())
+        .fetch_all(&mut *tx)
+        .await?;
+        if plan.start {
+            let run_at = vec![None; task_ids.len()];
+            Self::runs_create(&mut tx, &task_ids, &run_at, actor, "submitted", now).await?;
+        }
+        tx.commit().await?;
+        if plan.start {
+            self.signals.raise(Signal::Changed);
+        }
+        Ok(plan_id)
+    }
+
+    async fn plan_get(&self, id: i64) -> Result<PlanView> {
+        let plan: PlanRow = sqlx::query_as(rows::PLAN_GET)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StoreError::NotFound { what: "plan", id })?;
+        let tasks: Vec<TaskRow> = sqlx::query_as(rows::PLAN_TASKS)
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows::plan_view(plan, tasks)
+    }
+
+    async fn plan_list(
+        &self,
+        status: Option<PlanStatus>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<PlanList> {
+        let page: Vec<PlanListRow> = sqlx::query_as(rows::PLAN_LIST)
+            .bind(status.map(|s| s.as_str()))
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&self.pool)
+            .await?;
+        let total = if page.is_empty() && status.is_none() {
+            sqlx::query_scalar(rows::PLAN_COUNT)
+                .fetch_one(&self.pool)
+                .await?
+        } else {
+            0
+        };
+        rows::plan_list(page, total)
+    }
+
+    async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
+        Self::plan_exists(&mut tx, id).await?;
+        let tasks = Self::plan_tasks_where(&mut tx, id, "r.id IS NULL").await?;
+        if tasks.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "plan {id} has no NOT_STARTED task to run; it has already started"
+            )));
+        }
+        let run_at = vec![None; tasks.len()];
+        Self::runs_create(
+            &mut tx,
+            &tasks,
+            &run_at,
+            actor,
+            &format!("started by {actor}"),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(())
+    }
+
+    async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
+        Self::plan_exists(&mut tx, id).await?;
+        let tasks =
+            Self::plan_tasks_where(&mut tx, id, "r.status IN ('FAILED', 'CANCELED')").await?;
+        if tasks.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "plan {id} has no FAILED or CANCELED task to retry"
+            )));
+        }
+        let run_at = vec![None; tasks.len()];
+        Self::runs_create(
+            &mut tx,
+            &tasks,
+            &run_at,
+            actor,
+            &format!("retried by {actor}"),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(())
+    }
+
+    async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
+        Self::plan_exists(&mut tx, id).await?;
+        let live: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM task_run WHERE plan_id = $1 AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if Self::runs_cancel(&mut tx, &live, actor, now).await? == 0 {
+            return Err(StoreError::Conflict(format!(
+                "plan {id} has nothing PENDING, AVAILABLE or RUNNING to cancel"
+            )));
+        }
+        tx.commit().await?;
+        self.signals.raise(Signal::Canceled);
+        self.signals.raise(Signal::Changed);
+        Ok(())
+    }
+
+    async fn task_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        let (_writer, mut tx) = self.begin().await?;
+        let (plan_id, status, _) = Self::task_state(&mut tx, id).await?;
+        if status != "FAILED" && status != "CANCELED" {
+            return Err(StoreError::Conflict(format!(
+                "task {id} is {status}; only FAILED or CANCELED tasks can be retried"
+            )));
+        }
+        Self::runs_create(
+            &mut tx,
+            &[id],
+            &[None],
+            actor,
+            &format!("retried by {actor}"),
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(plan_id)
+    }
+
+    async fn task_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        let (_writer, mut tx) = self.begin().await?;
+        let (plan_id, status, run) = Self::task_state(&mut tx, id).await?;
+        let live = matches!(status.as_str(), "PENDING" | "AVAILABLE" | "RUNNING");
+        let (true, Some(run)) = (live, run) else {
+            return Err(StoreError::Conflict(format!(
+                "task {id} is {status}; only PENDING, AVAILABLE or RUNNING tasks can be canceled"
+            )));
+        };
+        Self::runs_cancel(&mut tx, &[run], actor, now).await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Canceled);
+        self.signals.raise(Signal::Changed);
+        Ok(plan_id)
+    }
+
+    async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        let (_writer, mut tx) = self.begin().await?;
+        let (plan_id, status, _) = Self::task_state(&mut tx, id).await?;
+        if !matches!(status.as_str(), "NOT_STARTED" | "FAILED" | "CANCELED") {
+            return Err(StoreError::Conflict(format!(
+                "task {id} is {status}; only NOT_STARTED, FAILED or CANCELED tasks can be skipped"
+            )));
+        }
+        sqlx::query(rows::TASK_SKIP)
+            .bind(id)
+            .bind(now)
+            .bind(actor)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(plan_id)
+    }
+
+    async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport> {
+        // BEGIN IMMEDIATE takes the write lock before reading: the state the
+        // gates see cannot change until this round commits.
+        let (_writer, mut tx) = self.begin().await?;
+        let pending: Vec<PendingRun> = sqlx::query_as(gates::PENDING_RUNS)
+            .fetch_all(&mut *tx)
+            .await?;
+        if pending.is_empty() {
+            return Ok(PromoteReport::default());
+        }
+        let holders: Vec<HolderRun> = sqlx::query_as(gates::HOLDER_RUNS)
+            .fetch_all(&mut *tx)
+            .await?;
+        let decided = gates::evaluate(&pending, &holders, nodes, now);
+        let mut promoted = 0;
+        if !decided.promote.is_empty() {
+            let moved: Vec<i64> = sqlx::query_scalar(
+                "UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
+                 WHERE id IN (SELECT value FROM json_each($1)) AND status = 'PENDING' RETURNING id",
+            )
+            .bind(id_list(&decided.promote))
+            .fetch_all(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO run_event (run_id, from_status, to_status, actor, at)
+                 SELECT value, 'PENDING', 'AVAILABLE', $2, $3 FROM json_each($1)",
+            )
+            .bind(id_list(&moved))
+            .bind(SCHEDULER)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            promoted = moved.len();
+        }
+        if !decided.causes.is_empty() {
+            let causes: Vec<_> = decided
+                .causes
+                .iter()
+                .map(|(id, c)| json!([id, c]))
+                .collect();
+            sqlx::query(
+                "UPDATE task_run SET waiting_cause = x.value ->> 1
+                 FROM json_each($1) AS x
+                 WHERE task_run.id = x.value ->> 0 AND task_run.status = 'PENDING'",
+            )
+            .bind(serde_json::Value::Array(causes).to_string())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        if promoted > 0 {
+            self.signals.raise(Signal::Available);
+        }
+        Ok(PromoteReport {
+            skipped: false,
+            promoted,
+            waiting: pending.len() - promoted,
+        })
+    }
+
+    async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>> {
+        if claim.limit <= 0 {
+            return Ok(Vec::new());
+        }
+        let (_writer, mut tx) = self.begin().await?;
+        // Who: every replica's claimer. The write lock makes pick-and-update
+        // atomic; `status = 'AVAILABLE'` in the UPDATE keeps it conditional.
+        let rows: Vec<ClaimRow> = sqlx::query_as(
+            "UPDATE task_run SET status = 'RUNNING', replica_id = $1, started_at = $4,
+                last_heartbeat_at = $4, deadline = $4 + timeout_ms * 1000,
+                heartbeat_deadline = $4 + COALESCE(
+                    (SELECT heartbeat_timeout_ms FROM task WHERE id = task_run.task_id), $5) * 1000
+             WHERE id IN (
+                SELECT id FROM task_run
+                WHERE status = 'AVAILABLE'
+                  AND (node IS NULL OR node IN (SELECT value FROM json_each($2)))
+                ORDER BY id LIMIT $3)
+               AND status = 'AVAILABLE'
+             RETURNING id, task_id, plan_id, attempt, started_at, deadline,
+                (SELECT executor FROM task WHERE id = task_run.task_id) AS executor",
+        )
+        .bind(claim.replica_id)
+        .bind(serde_json::to_string(claim.labels).unwrap_or_else(|_| "[]".into()))
+        .bind(claim.limit)
+        .bind(now)
+        .bind(millis(claim.heartbeat_timeout))
+        .fetch_all(&mut *tx)
+        .await?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        sqlx::query(
+            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
+             SELECT value, 'AVAILABLE', 'RUNNING', $2, $2, $3 FROM json_each($1)",
+        )
+        .bind(id_list(&ids))
+        .bind(claim.replica_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut claimed = rows
+            .into_iter()
+            .map(ClaimRow::into_claimed)
+            .collect::<Result<Vec<_>>>()?;
+        claimed.sort_by_key(|c| c.id);
+        Ok(claimed)
+    }
+
+    async fn run_finish_many(
+        &self,
+        replica_id: &str,
+        finishes: &[Finish],
+        now: Ts,
+    ) -> Result<FinishReport> {
+        if finishes.is_empty() {
+            return Ok(FinishReport::default());
+        }
+        let (_writer, mut tx) = self.begin().await?;
+        let asked: Vec<_> = finishes
+            .iter()
+            .map(|f| json!([f.run_id, f.status.as_str(), f.result_code, f.error]))
+            .collect();
+        // Fenced: only runs still RUNNING and owned by this replica change.
+        let done: Vec<FinishedRow> = sqlx::query_as(
+            "UPDATE task_run SET status = x.value ->> 1, finished_at = $3,
+                result_code = x.value ->> 2, error = x.value ->> 3
+             FROM json_each($2) AS x
+             WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
+               AND task_run.replica_id = $1
+             RETURNING task_run.id, task_run.status, task_run.task_id, task_run.attempt,
+                task_run.max_attempts",
+        )
+        .bind(replica_id)
+        .bind(serde_json::Value::Array(asked).to_string())
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        let ids: Vec<i64> = done.iter().map(|d| d.id).collect();
+        sqlx::query(
+            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+             SELECT id, 'RUNNING', status, $2, $2, $3, error FROM task_run
+             WHERE id IN (SELECT value FROM json_each($1))",
+        )
+        .bind(id_list(&ids))
+        .bind(replica_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let report = FinishedRow::report(&done, finishes);
+        let (retry_tasks, retry_at) = FinishedRow::retries(&done, now);
+        let retried = Self::runs_create(
+            &mut tx,
+            &retry_tasks,
+            &retry_at,
+            SCHEDULER,
+            "automatic retry",
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(FinishReport { retried, ..report })
+    }
+
+    async fn run_heartbeat_many(
+        &self,
+        replica_id: &str,
+        run_ids: &[i64],
+        beat: Duration,
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (_writer, mut tx) = self.begin().await?;
+        let owned = sqlx::query_scalar(
+            "UPDATE task_run SET last_heartbeat_at = $3, heartbeat_deadline = $3 + $4 * 1000
+             WHERE id IN (SELECT value FROM json_each($2)) AND status = 'RUNNING'
+               AND replica_id = $1
+             RETURNING id",
+        )
+        .bind(replica_id)
+        .bind(id_list(run_ids))
+        .bind(now)
+        .bind(millis(beat))
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(owned)
+    }
+
+    async fn run_log_append(
+        &self,
+        replica_id: &str,
+        run_id: i64,
+        lines: &[LogLine],
+    ) -> Result<bool> {
+        let (_writer, mut tx) = self.begin().await?;
+        let owned: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM task_run WHERE id = $2 AND status = 'RUNNING' AND replica_id = $1",
+        )
+        .bind(replica_id)
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if owned.is_none() {
+            return Ok(false);
+        }
+        let values: Vec<_> = lines
+            .iter()
+            .map(|l| json!([l.at.micros(), l.stream, l.line]))
+            .collect();
+        sqlx::query(
+            "INSERT INTO run_log (run_id, at, stream, line)
+             SELECT $1, x.value ->> 0, x.value ->> 1, x.value ->> 2 FROM json_each($2) AS x
+             ORDER BY x.key",
+        )
+        .bind(run_id)
+        .bind(serde_json::Value::Array(values).to_string())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn run_get(&self, id: i64) -> Result<RunView> {
+        let run: RunRow = sqlx::query_as(rows::RUN_GET)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StoreError::NotFound { what: "run", id })?;
+        let events: Vec<EventRow> = sqlx::query_as(rows::RUN_EVENTS)
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows::run_view(run, events)
+    }
+
+    async fn run_log(&self, id: i64) -> Result<String> {
+        let exists: i64 = sqlx::query_scalar(rows::RUN_EXISTS)
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await?;
+        if exists == 0 {
+            return Err(StoreError::NotFound { what: "run", id });
+        }
+        let lines: Vec<LogRow> = sqlx::query_as(rows::RUN_LOG)
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows::log_text(lines))
+    }
+
+    async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
+        let events: Vec<EventRow> = sqlx::query_as(rows::EVENTS_AFTER)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        events.into_iter().map(rows::event_view).collect()
+    }
+
+    async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {
+        sqlx::query(rows::REPLICA_UPSERT)
+            .bind(&replica.replica_id)
+            .bind(&replica.hostname)
+            .bind(serde_json::to_string(&replica.labels).unwrap_or_else(|_| "[]".into()))
+            .bind(&replica.version)
+            .bind(replica.started_at)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn replica_list(&self) -> Result<Vec<ReplicaRecord>> {
+        let rows: Vec<ReplicaRow> = sqlx::query_as(rows::REPLICA_LIST)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(rows::replica_record).collect()
+    }
+
+    async fn replica_delete(&self, replica_id: &str) -> Result<()> {
+        sqlx::query(rows::REPLICA_DELETE)
+            .bind(replica_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

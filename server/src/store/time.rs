@@ -1,0 +1,116 @@
+//! One timestamp type that both backends store natively.
+//!
+//! PostgreSQL keeps `TIMESTAMPTZ`, which operators can read and query; SQLite
+//! has no time type, so it keeps Unix microseconds in an `INTEGER`, which
+//! compares and adds with plain integer arithmetic (deadlines are computed in
+//! SQL). Row structs hold [`Ts`] and decode the same way from either backend.
+
+use std::fmt;
+
+use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef};
+use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
+use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
+
+/// A UTC instant with microsecond precision (what PostgreSQL keeps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ts(pub DateTime<Utc>);
+
+impl Ts {
+    /// The current time, truncated to microseconds so that a value read back
+    /// from either backend equals the value written.
+    pub fn now() -> Self {
+        Ts(Utc::now().trunc_subsecs(6))
+    }
+
+    pub fn from_micros(micros: i64) -> Self {
+        Ts(DateTime::from_timestamp_micros(micros).unwrap_or_default())
+    }
+
+    pub fn micros(self) -> i64 {
+        self.0.timestamp_micros()
+    }
+
+    pub fn plus(self, d: std::time::Duration) -> Self {
+        Ts(self.0 + TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX))
+    }
+
+    pub fn minus(self, d: std::time::Duration) -> Self {
+        Ts(self.0 - TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX))
+    }
+
+    /// `14:05:00Z`-style wall-clock time for waiting causes and details.
+    pub fn clock(self) -> String {
+        self.0.format("%H:%M:%SZ").to_string()
+    }
+}
+
+impl From<DateTime<Utc>> for Ts {
+    fn from(value: DateTime<Utc>) -> Self {
+        Ts(value.trunc_subsecs(6))
+    }
+}
+
+impl From<Ts> for DateTime<Utc> {
+    fn from(value: Ts) -> Self {
+        value.0
+    }
+}
+
+impl fmt::Display for Ts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}",
+            self.0.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        )
+    }
+}
+
+impl Type<Postgres> for Ts {
+    fn type_info() -> PgTypeInfo {
+        <DateTime<Utc> as Type<Postgres>>::type_info()
+    }
+}
+
+impl PgHasArrayType for Ts {
+    fn array_type_info() -> PgTypeInfo {
+        <DateTime<Utc> as PgHasArrayType>::array_type_info()
+    }
+}
+
+impl Encode<'_, Postgres> for Ts {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <DateTime<Utc> as Encode<Postgres>>::encode_by_ref(&self.0, buf)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for Ts {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(Ts(<DateTime<Utc> as Decode<Postgres>>::decode(value)?))
+    }
+}
+
+impl Type<Sqlite> for Ts {
+    fn type_info() -> SqliteTypeInfo {
+        <i64 as Type<Sqlite>>::type_info()
+    }
+
+    fn compatible(ty: &SqliteTypeInfo) -> bool {
+        <i64 as Type<Sqlite>>::compatible(ty)
+    }
+}
+
+impl Encode<'_, Sqlite> for Ts {
+    fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
+        <i64 as Encode<Sqlite>>::encode_by_ref(&self.micros(), buf)
+    }
+}
+
+impl<'r> Decode<'r, Sqlite> for Ts {
+    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(Ts::from_micros(<i64 as Decode<Sqlite>>::decode(value)?))
+    }
+}

@@ -1,0 +1,428 @@
+//! The REST API over real HTTP, with the scheduler loops running: the
+//! README's example plan runs to DONE, bad input is refused with the field
+//! at fault and changes nothing, actions answer 409 when they do not apply,
+//! and waiting causes are visible.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{PlanList, PlanStatus, PlanView, ReplicaView, RunView, TaskStatus};
+use baton::config::{Cli, Settings};
+use baton::executor::Registry;
+use baton::scheduler::{Replica, new_replica_id};
+use baton::store::{ReplicaInfo, Store, Ts};
+use clap::Parser;
+use common::{Kind, TestDb, eventually};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+    shutdown: CancellationToken,
+    _db: TestDb,
+    store: Arc<dyn Store>,
+    _replica: Replica,
+}
+
+impl Server {
+    async fn start(kind: Kind) -> Self {
+        let db = TestDb::new(kind).await;
+        let store = db.store().await;
+        let cli = Cli::parse_from([
+            "baton",
+            "--poll-interval",
+            "50ms",
+            "--heartbeat-interval",
+            "200ms",
+            "--workers",
+            "4",
+        ]);
+        let settings: Settings = cli.settings;
+        let info = ReplicaInfo {
+            replica_id: new_replica_id(),
+            hostname: "test".into(),
+            labels: vec!["local".into()],
+            version: "test".into(),
+            started_at: Ts::now(),
+        };
+        let shutdown = CancellationToken::new();
+        let replica = Replica::start(
+            store.clone(),
+            info.clone(),
+            settings.scheduler(),
+            Registry::builtin(),
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        let app = baton::serve::router(store.clone(), info, &settings);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+                .unwrap();
+        });
+        Server {
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            shutdown,
+            _db: db,
+            store,
+            _replica: replica,
+        }
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post_empty(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        r.json().await.unwrap()
+    }
+
+    async fn wait_plan(&self, id: i64, status: PlanStatus) -> PlanView {
+        eventually(
+            Duration::from_secs(30),
+            &format!("plan {id} {status}"),
+            || async move {
+                let view: PlanView = self.get(&format!("/api/v1/plans/{id}")).await;
+                (view.status == status).then_some(view)
+            },
+        )
+        .await
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// The example plan from the README.
+const README_PLAN: &str = include_str!("../../examples/release-42.yaml");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readme_example_runs_to_done_and_says_why_tasks_wait() {
+    let s = Server::start(Kind::Sqlite).await;
+    let r = s
+        .http
+        .post(format!("{}/api/v1/plans", s.base))
+        .header("content-type", "application/yaml")
+        .body(README_PLAN.replace(
+            "RUN_AT",
+            &(chrono::Utc::now() + chrono::TimeDelta::seconds(4)).to_rfc3339(),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let view: PlanView = r.json().await.unwrap();
+    assert_eq!(view.name, "release-42");
+    // While it runs, each blocked task says why.
+    let causes: Vec<String> = eventually(Duration::from_secs(10), "waiting causes", || async {
+        let v: PlanView = s.get(&format!("/api/v1/plans/{}", view.id)).await;
+        let causes: Vec<String> = v
+            .tasks
+            .iter()
+            .filter_map(|t| t.waiting_cause.clone())
+            .collect();
+        let wanted = [
+            "waits for run #",
+            "is busy with run #",
+            "plan limit",
+            "scheduled for",
+        ];
+        wanted
+            .iter()
+            .all(|w| causes.iter().any(|c| c.contains(w)))
+            .then_some(causes)
+    })
+    .await;
+    assert!(!causes.is_empty());
+    let done = s.wait_plan(view.id, PlanStatus::Done).await;
+    assert!(done.tasks.iter().all(|t| t.status == TaskStatus::Done));
+    let migrate = done
+        .tasks
+        .iter()
+        .find(|t| t.name == "migrate-orders")
+        .unwrap();
+    let log = s
+        .http
+        .get(format!(
+            "{}/api/v1/runs/{}/log",
+            s.base,
+            migrate.run_id.unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(log.headers()["content-type"], "text/plain; charset=utf-8");
+    assert!(log.text().await.unwrap().contains("migrating orders"));
+    let run: RunView = s
+        .get(&format!("/api/v1/runs/{}", migrate.run_id.unwrap()))
+        .await;
+    assert_eq!(run.events.len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_plans_are_refused_with_the_field_and_change_nothing() {
+    let s = Server::start(Kind::Sqlite).await;
+    let cases = [
+        (
+            json!({"tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}),
+            "name",
+        ),
+        (
+            json!({"name": "", "tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}),
+            "name",
+        ),
+        (
+            json!({"name": "p", "oops": 1, "tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}),
+            "oops",
+        ),
+        (
+            json!({"name": "p", "parallel_limit": 0, "tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}),
+            "parallel_limit",
+        ),
+        (
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s"}, {"name": "a", "target": "t", "sleep": "1s"}]}),
+            "tasks[1].name",
+        ),
+        (
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s"}, {"name": "b", "target": "t", "sleep": "1s"}, {"name": "c", "target": "t", "timeout": "soon", "sleep": "1s"}]}),
+            "tasks[2].timeout",
+        ),
+        (
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t"}]}),
+            "tasks[0].command",
+        ),
+        (
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s", "http": {"url": "http://x"}}]}),
+            "tasks[0].command",
+        ),
+    ];
+    for (body, field) in cases {
+        let (status, answer) = s.post("/api/v1/plans", body.clone()).await;
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(answer["field"], field, "{body}: {answer}");
+        assert!(answer["error"].as_str().is_some_and(|e| !e.is_empty()));
+    }
+    let r = s
+        .http
+        .post(format!("{}/api/v1/plans", s.base))
+        .header("content-type", "application/json")
+        .body("{nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+    let list: PlanList = s.get("/api/v1/plans").await;
+    assert_eq!(list.total, 0, "nothing was written");
+    for (query, field) in [
+        ("status=BOGUS", "status"),
+        ("limit=0", "limit"),
+        ("limit=x", "limit"),
+        ("offset=-1", "offset"),
+    ] {
+        let r = s
+            .http
+            .get(format!("{}/api/v1/plans?{query}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 422, "{query}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["field"], field);
+    }
+    let r = s
+        .http
+        .get(format!("{}/api/v1/plans/abc", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+    let r = s
+        .http
+        .get(format!("{}/api/v1/plans/999", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "plan 999 does not exist");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn actions_apply_only_where_they_make_sense() {
+    let s = Server::start(Kind::Sqlite).await;
+    let (status, view) = s
+        .post("/api/v1/plans", json!({"name": "later", "start": false, "tasks": [
+            {"name": "ok", "target": "t1", "command": {"argv": ["sh", "-c", "echo fine"]}},
+            {"name": "bad", "target": "t2", "command": {"argv": ["sh", "-c", "echo broken >&2; exit 3"]}},
+        ]}))
+        .await;
+    assert_eq!(status, 201);
+    let id = view["id"].as_i64().unwrap();
+    assert_eq!(view["status"], "NOT_STARTED");
+    let (status, body) = s.post_empty(&format!("/api/v1/plans/{id}/retry")).await;
+    assert_eq!(status, 409, "{body}");
+    let (status, _) = s.post_empty(&format!("/api/v1/plans/{id}/run")).await;
+    assert_eq!(status, 200);
+    let (status, _) = s.post_empty(&format!("/api/v1/plans/{id}/run")).await;
+    assert_eq!(status, 409);
+    let failed = s.wait_plan(id, PlanStatus::Failed).await;
+    let bad = failed.tasks.iter().find(|t| t.name == "bad").unwrap();
+    assert_eq!(bad.error.as_deref(), Some("exited with code 3"));
+    let log = s
+        .http
+        .get(format!(
+            "{}/api/v1/runs/{}/log",
+            s.base,
+            bad.run_id.unwrap()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(log, "[stderr] broken\n");
+    let ok = failed.tasks.iter().find(|t| t.name == "ok").unwrap();
+    let (status, _) = s
+        .post_empty(&format!("/api/v1/tasks/{}/retry", ok.id))
+        .await;
+    assert_eq!(status, 409, "a DONE task is not retried");
+    let (status, _) = s
+        .post_empty(&format!("/api/v1/tasks/{}/cancel", ok.id))
+        .await;
+    assert_eq!(status, 409, "a DONE task is not canceled");
+    let (status, view) = s
+        .post_empty(&format!("/api/v1/tasks/{}/skip", bad.id))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(view["status"], "DONE");
+    let (status, _) = s.post_empty("/api/v1/tasks/abc/skip").await;
+    assert_eq!(status, 422);
+    let (status, _) = s.post_empty("/api/v1/tasks/4242/skip").await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancel_kills_a_running_command_and_timeout_fails_it() {
+    let s = Server::start(Kind::Sqlite).await;
+    let marker = tempfile::tempdir().unwrap();
+    let child_pid = marker.path().join("child.pid");
+    let script = format!("sleep 60 & echo $! > {}; wait", child_pid.display());
+    let (_, view) = s
+        .post("/api/v1/plans", json!({"name": "slow", "tasks": [
+            {"name": "long", "target": "a", "command": {"argv": ["sh", "-c", script]}},
+            {"name": "limited", "target": "b", "timeout": "300ms", "command": {"argv": ["sleep", "30"]}},
+        ]}))
+        .await;
+    let id = view["id"].as_i64().unwrap();
+    let long = eventually(
+        Duration::from_secs(10),
+        "long task running with its child",
+        || async {
+            let v: PlanView = s.get(&format!("/api/v1/plans/{id}")).await;
+            let t = v.tasks.into_iter().find(|t| t.name == "long").unwrap();
+            (t.status == TaskStatus::Running && child_pid.exists()).then_some(t)
+        },
+    )
+    .await;
+    let (status, _) = s
+        .post_empty(&format!("/api/v1/tasks/{}/cancel", long.id))
+        .await;
+    assert_eq!(status, 200);
+    let pid: i32 = eventually(Duration::from_secs(5), "pid file", || async {
+        std::fs::read_to_string(&child_pid)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    })
+    .await;
+    // The grandchild (in the command's process group) dies too.
+    eventually(Duration::from_secs(5), "grandchild killed", || async move {
+        // SAFETY: signal 0 only checks that the process exists.
+        (unsafe { libc::kill(pid, 0) } != 0).then_some(())
+    })
+    .await;
+    // One task canceled, one failed: the failure decides the plan.
+    let view = s.wait_plan(id, PlanStatus::Failed).await;
+    let long = view.tasks.iter().find(|t| t.name == "long").unwrap();
+    assert_eq!(long.status, TaskStatus::Canceled);
+    let limited = view.tasks.iter().find(|t| t.name == "limited").unwrap();
+    assert_eq!(limited.status, TaskStatus::Failed);
+    assert_eq!(limited.error.as_deref(), Some("timed out after 300ms"));
+    let run: RunView = s
+        .get(&format!("/api/v1/runs/{}", long.run_id.unwrap()))
+        .await;
+    assert_eq!(run.events.last().unwrap().actor, "anonymous");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn probes_and_replicas_report_this_process() {
+    let s = Server::start(Kind::Sqlite).await;
+    let health: Value = s.get("/healthz").await;
+    assert_eq!(health["status"], "ok");
+    let ready: Value = s.get("/readyz").await;
+    assert_eq!(ready["status"], "ready");
+    let replicas: Vec<ReplicaView> = s.get("/api/v1/replicas").await;
+    assert_eq!(replicas.len(), 1);
+    assert!(replicas[0].alive);
+    assert!(replicas[0].leader, "on SQLite the single process leads");
+    assert_eq!(replicas[0].labels, vec!["local"]);
+    assert!(s.store.ready().await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn http_tasks_check_the_status() {
+    let s = Server::start(Kind::Sqlite).await;
+    let target = format!("{}/healthz", s.base);
+    let (_, view) = s
+        .post("/api/v1/plans", json!({"name": "hooks", "tasks": [
+            {"name": "ok", "target": "web", "exclusive": false, "http": {"url": target, "expect": [200]}},
+            {"name": "wrong", "target": "web", "exclusive": false, "http": {"url": format!("{}/api/v1/plans/77", s.base)}},
+        ]}))
+        .await;
+    let view = s
+        .wait_plan(view["id"].as_i64().unwrap(), PlanStatus::Failed)
+        .await;
+    let wrong = view.tasks.iter().find(|t| t.name == "wrong").unwrap();
+    assert_eq!(wrong.error.as_deref(), Some("unexpected HTTP status 404"));
+    assert_eq!(
+        view.tasks.iter().find(|t| t.name == "ok").unwrap().status,
+        TaskStatus::Done
+    );
+}

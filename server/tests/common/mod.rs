@@ -1,0 +1,143 @@
+//! Shared test helpers: a fresh database per test on either backend, and
+//! the SPEC §10 invariant checks over the event history.
+
+#![allow(dead_code)]
+
+pub mod invariants;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton::plan::NewPlan;
+use baton::store::scratch::Scratch;
+use baton::store::{Store, Ts};
+
+/// The PostgreSQL server tests create their databases on. `scripts/test.sh`
+/// makes sure one is reachable and exports this variable.
+pub fn postgres_admin_url() -> String {
+    std::env::var("BATON_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh, migrated database for one test; dropped afterwards.
+pub struct TestDb {
+    pub kind: Kind,
+    scratch: Option<Scratch>,
+}
+
+impl TestDb {
+    pub async fn new(kind: Kind) -> Self {
+        init_logs();
+        let scratch = match kind {
+            Kind::Sqlite => Scratch::sqlite().await,
+            Kind::Postgres => Scratch::postgres(&postgres_admin_url()).await,
+        }
+        .unwrap_or_else(|e| panic!("cannot create a {kind:?} test database: {e:#} (run scripts/test.sh, which starts PostgreSQL)"));
+        TestDb {
+            kind,
+            scratch: Some(scratch),
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.scratch.as_ref().expect("live").url
+    }
+
+    /// A new store (own pool) on this database.
+    pub async fn store(&self) -> Arc<dyn Store> {
+        self.scratch
+            .as_ref()
+            .expect("live")
+            .store()
+            .await
+            .expect("open store")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some(scratch) = self.scratch.take() else {
+            return;
+        };
+        if self.kind == Kind::Postgres {
+            // Drop runs outside any runtime we may block: use a private one.
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                let _ = rt.block_on(scratch.drop_database());
+            })
+            .join();
+        }
+    }
+}
+
+fn init_logs() {
+    if std::env::var_os("TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                std::env::var("TEST_LOG").unwrap_or_default(),
+            ))
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+/// Parses a plan written as JSON; panics on invalid input (tests write
+/// valid plans on purpose).
+pub fn plan(json: serde_json::Value) -> NewPlan {
+    baton::plan::parse_json(json.to_string().as_bytes()).expect("a valid plan")
+}
+
+pub fn now() -> Ts {
+    Ts::now()
+}
+
+/// Polls `check` until it returns Some, or panics after `within`.
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {within:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Instantiates each listed async test case (`async fn(Kind)`) once per
+/// backend: `sqlite::name` and `postgres::name`.
+#[macro_export]
+macro_rules! per_backend {
+    ($cases:ident: $($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    super::$cases::$case($crate::common::Kind::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    super::$cases::$case($crate::common::Kind::Postgres).await;
+                }
+            )*
+        }
+    };
+}
