@@ -88,7 +88,9 @@ cargo test --workspace
 
 scripts/build-site.sh
 step "Compiling the server (debug)"
-cargo build -p server --bin baton
+# --workspace resolves features exactly as `cargo test --workspace` did,
+# so the binary reuses the test build's artifacts.
+cargo build --workspace --bin baton
 
 step "Browser tests"
 (cd end2end && npx --no-install playwright test)

@@ -57,13 +57,18 @@ CREATE TABLE task_run (
     UNIQUE (task_id, attempt)
 ) STRICT;
 
-CREATE INDEX task_run_live ON task_run (status, id)
-    WHERE status IN ('PENDING', 'AVAILABLE', 'RUNNING');
-CREATE INDEX task_run_plan ON task_run (plan_id);
+-- One small index per live status, oldest first: the promoter reads
+-- PENDING, claimers take AVAILABLE in id order (an ordered index scan that
+-- stops after the batch instead of sorting every AVAILABLE run), the
+-- heartbeat and sweeper look at RUNNING. A run leaves each as it moves on.
+CREATE INDEX task_run_pending ON task_run (id) WHERE status = 'PENDING';
+CREATE INDEX task_run_available ON task_run (id) WHERE status = 'AVAILABLE';
+CREATE INDEX task_run_running ON task_run (id) WHERE status = 'RUNNING';
 
+-- No foreign keys from events and logs: see the PostgreSQL schema.
 CREATE TABLE run_event (
     id          INTEGER PRIMARY KEY,
-    run_id      INTEGER NOT NULL REFERENCES task_run (id) ON DELETE CASCADE,
+    run_id      INTEGER NOT NULL,
     from_status TEXT,
     to_status   TEXT    NOT NULL,
     replica_id  TEXT,
@@ -75,7 +80,7 @@ CREATE INDEX run_event_run ON run_event (run_id, id);
 
 CREATE TABLE run_log (
     id     INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL REFERENCES task_run (id) ON DELETE CASCADE,
+    run_id INTEGER NOT NULL,
     at     INTEGER NOT NULL,
     stream TEXT    NOT NULL CHECK (stream IN ('stdout', 'stderr')),
     line   TEXT    NOT NULL

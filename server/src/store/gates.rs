@@ -28,13 +28,84 @@ pub struct PendingRun {
 }
 
 /// An AVAILABLE or RUNNING run: it holds its target and a plan slot.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct HolderRun {
     pub id: i64,
     pub plan_id: i64,
     pub target: String,
     pub exclusive: bool,
     pub version: Option<String>,
+}
+
+/// Runs holding a target, grouped by target and kind.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TargetHold {
+    pub target: String,
+    pub exclusive: bool,
+    /// One of the holders, named in waiting causes.
+    pub holder: i64,
+    pub n: i64,
+}
+
+/// Runs holding a slot of a plan.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PlanHold {
+    pub plan_id: i64,
+    pub n: i64,
+}
+
+/// A holder that carries a version (the version gate needs each one).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct VersionHold {
+    pub id: i64,
+    pub target: String,
+    pub version: String,
+}
+
+/// Everything AVAILABLE or RUNNING, summarised: a busy system holds many
+/// such runs, and the gates only need counts and one name per group.
+#[derive(Debug, Clone, Default)]
+pub struct Holders {
+    pub targets: Vec<TargetHold>,
+    pub plans: Vec<PlanHold>,
+    pub versions: Vec<VersionHold>,
+}
+
+impl Holders {
+    /// Summarises individual runs (what the three queries below compute).
+    pub fn from_runs(runs: &[HolderRun]) -> Self {
+        let mut targets: HashMap<(String, bool), TargetHold> = HashMap::new();
+        let mut plans: HashMap<i64, i64> = HashMap::new();
+        let mut versions = Vec::new();
+        for r in runs {
+            let hold = targets
+                .entry((r.target.clone(), r.exclusive))
+                .or_insert(TargetHold {
+                    target: r.target.clone(),
+                    exclusive: r.exclusive,
+                    holder: r.id,
+                    n: 0,
+                });
+            hold.holder = hold.holder.min(r.id);
+            hold.n += 1;
+            *plans.entry(r.plan_id).or_default() += 1;
+            if let Some(v) = &r.version {
+                versions.push(VersionHold {
+                    id: r.id,
+                    target: r.target.clone(),
+                    version: v.clone(),
+                });
+            }
+        }
+        Holders {
+            targets: targets.into_values().collect(),
+            plans: plans
+                .into_iter()
+                .map(|(plan_id, n)| PlanHold { plan_id, n })
+                .collect(),
+            versions,
+        }
+    }
 }
 
 /// Which node labels live replicas carry, and when a label was last seen.
@@ -61,20 +132,23 @@ pub const CAUSE_NEW: &str = "waiting for the scheduler's next round";
 /// first: first come, first served).
 pub fn evaluate(
     pending: &[PendingRun],
-    holders: &[HolderRun],
+    holders: &Holders,
     nodes: &NodeLabels,
     now: Ts,
 ) -> Decisions {
-    let lowest = lowest_versions(pending, holders);
+    let lowest = lowest_versions(pending, &holders.versions);
     let mut targets: HashMap<&str, TargetState> = HashMap::new();
-    let mut plan_active: HashMap<i64, i64> = HashMap::new();
-    for h in holders {
-        targets
-            .entry(&h.target)
-            .or_default()
-            .hold(h.id, h.exclusive);
-        *plan_active.entry(h.plan_id).or_default() += 1;
+    for h in &holders.targets {
+        let state = targets.entry(&h.target).or_default();
+        if h.exclusive {
+            state.exclusive = Some(h.holder);
+        } else {
+            state.shared = Some(h.holder);
+            state.shared_count += usize::try_from(h.n).unwrap_or(0);
+        }
     }
+    let mut plan_active: HashMap<i64, i64> =
+        holders.plans.iter().map(|p| (p.plan_id, p.n)).collect();
 
     let mut out = Decisions::default();
     for run in pending {
@@ -139,7 +213,7 @@ fn describe_time(at: Ts, now: Ts) -> String {
 /// not finished.
 fn lowest_versions<'a>(
     pending: &'a [PendingRun],
-    holders: &'a [HolderRun],
+    holders: &'a [VersionHold],
 ) -> HashMap<&'a str, (&'a str, i64)> {
     let mut lowest: HashMap<&str, (&str, i64)> = HashMap::new();
     let all = pending
@@ -148,7 +222,7 @@ fn lowest_versions<'a>(
         .chain(
             holders
                 .iter()
-                .map(|h| (h.target.as_str(), h.version.as_deref(), h.id)),
+                .map(|h| (h.target.as_str(), Some(h.version.as_str()), h.id)),
         );
     for (target, version, id) in all {
         let Some(version) = version else { continue };
@@ -266,9 +340,17 @@ pub const PENDING_RUNS: &str =
     FROM task_run r JOIN plan p ON p.id = r.plan_id
     WHERE r.status = 'PENDING' ORDER BY r.id";
 
-/// Promoter round: every run holding a target and a plan slot.
-pub const HOLDER_RUNS: &str = "SELECT id, plan_id, target, exclusive, version FROM task_run
-    WHERE status IN ('AVAILABLE', 'RUNNING')";
+/// Promoter round: runs holding each target, grouped.
+pub const TARGET_HOLDS: &str = "SELECT target, exclusive, MIN(id) AS holder, COUNT(*) AS n
+    FROM task_run WHERE status IN ('AVAILABLE', 'RUNNING') GROUP BY target, exclusive";
+
+/// Promoter round: slots taken in each plan.
+pub const PLAN_HOLDS: &str = "SELECT plan_id, COUNT(*) AS n FROM task_run
+    WHERE status IN ('AVAILABLE', 'RUNNING') GROUP BY plan_id";
+
+/// Promoter round: versions of the runs holding targets.
+pub const VERSION_HOLDS: &str = "SELECT id, target, version FROM task_run
+    WHERE status IN ('AVAILABLE', 'RUNNING') AND version IS NOT NULL";
 
 #[cfg(test)]
 mod tests {
@@ -309,7 +391,12 @@ mod tests {
             pending(2, 1, "db/a"),
             pending(3, 1, "db/b"),
         ];
-        let d = evaluate(&runs, &[], &NodeLabels::default(), Ts::now());
+        let d = evaluate(
+            &runs,
+            &Holders::default(),
+            &NodeLabels::default(),
+            Ts::now(),
+        );
         assert_eq!(d.promote, vec![1, 3]);
         assert_eq!(cause_of(&d, 2), "db/a is busy with run #1");
     }
@@ -322,14 +409,14 @@ mod tests {
         b.exclusive = false;
         let d = evaluate(
             &[a.clone(), b.clone()],
-            &[],
+            &Holders::default(),
             &NodeLabels::default(),
             Ts::now(),
         );
         assert_eq!(d.promote, vec![1, 2]);
         let d = evaluate(
             &[a],
-            &[holder(9, 2, "db/a", true)],
+            &Holders::from_runs(&[holder(9, 2, "db/a", true)]),
             &NodeLabels::default(),
             Ts::now(),
         );
@@ -343,7 +430,7 @@ mod tests {
         later.exclusive = false;
         let d = evaluate(
             &[first, later],
-            &[holder(9, 2, "db/a", false)],
+            &Holders::from_runs(&[holder(9, 2, "db/a", false)]),
             &NodeLabels::default(),
             Ts::now(),
         );
@@ -360,7 +447,12 @@ mod tests {
         v10.version = Some("10".into());
         let mut v2 = pending(2, 2, "db/a");
         v2.version = Some("2".into());
-        let d = evaluate(&[v10, v2], &[], &NodeLabels::default(), Ts::now());
+        let d = evaluate(
+            &[v10, v2],
+            &Holders::default(),
+            &NodeLabels::default(),
+            Ts::now(),
+        );
         assert_eq!(d.promote, vec![2]);
         assert_eq!(cause_of(&d, 1), "waits for run #2 (version 2) on db/a");
     }
@@ -373,7 +465,7 @@ mod tests {
         }
         let d = evaluate(
             &runs,
-            &[holder(9, 7, "x", true)],
+            &Holders::from_runs(&[holder(9, 7, "x", true)]),
             &NodeLabels::default(),
             Ts::now(),
         );
@@ -392,7 +484,12 @@ mod tests {
         nodes
             .last_seen
             .insert("gpu".into(), now.minus(std::time::Duration::from_secs(180)));
-        let d = evaluate(&[later.clone(), gpu.clone()], &[], &nodes, now);
+        let d = evaluate(
+            &[later.clone(), gpu.clone()],
+            &Holders::default(),
+            &nodes,
+            now,
+        );
         assert!(d.promote.is_empty());
         assert!(cause_of(&d, 1).starts_with("scheduled for "));
         assert_eq!(
@@ -400,7 +497,7 @@ mod tests {
             "no live replica labelled gpu (last seen 3 min ago)"
         );
         nodes.live.insert("gpu".into());
-        let d = evaluate(&[gpu], &[], &nodes, now);
+        let d = evaluate(&[gpu], &Holders::default(), &nodes, now);
         assert_eq!(d.promote, vec![2]);
     }
 
@@ -410,7 +507,7 @@ mod tests {
         waiting.waiting_cause = Some("db/a is busy with run #1".into());
         let d = evaluate(
             &[waiting],
-            &[holder(1, 1, "db/a", true)],
+            &Holders::from_runs(&[holder(1, 1, "db/a", true)]),
             &NodeLabels::default(),
             Ts::now(),
         );

@@ -13,7 +13,7 @@ use app::model::{EventView, PlanList, PlanStatus, PlanView, RunView};
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use super::gates::{self, HolderRun, NodeLabels, PendingRun};
+use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::rows::{
     self, ClaimRow, EventRow, FinishedRow, LogRow, PlanListRow, PlanRow, ReplicaRow, RunRow,
     TaskRow, millis,
@@ -53,6 +53,23 @@ impl PgStore {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Keeps the rest of `tx` on its indexes.
+    ///
+    /// task_run's status mix changes far faster than autovacuum refreshes
+    /// its statistics: after a burst the planner may believe the table holds
+    /// a few hundred rows, or that nothing is AVAILABLE, and pick a
+    /// sequential or bitmap scan that reads (and sorts) every run — seen
+    /// here as claims taking seconds. The claim, finish and promotion
+    /// statements each have one right plan (a live-status partial index or
+    /// the primary key), so for them those scans are ruled out. Broader
+    /// queries (plan lists, replica counts) keep the planner's choice.
+    async fn index_only(tx: &mut Transaction<'_, Postgres>) -> Result<()> {
+        sqlx::raw_sql("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     /// Queues a NOTIFY, delivered to every listener when `tx` commits.
@@ -470,13 +487,22 @@ impl Store for PgStore {
         if pending.is_empty() {
             return Ok(PromoteReport::default());
         }
-        let holders: Vec<HolderRun> = sqlx::query_as(gates::HOLDER_RUNS)
-            .fetch_all(&mut *tx)
-            .await?;
+        let holders = Holders {
+            targets: sqlx::query_as(gates::TARGET_HOLDS)
+                .fetch_all(&mut *tx)
+                .await?,
+            plans: sqlx::query_as(gates::PLAN_HOLDS)
+                .fetch_all(&mut *tx)
+                .await?,
+            versions: sqlx::query_as(gates::VERSION_HOLDS)
+                .fetch_all(&mut *tx)
+                .await?,
+        };
         let decided = gates::evaluate(&pending, &holders, nodes, now);
         let promoted = if decided.promote.is_empty() {
             0
         } else {
+            Self::index_only(&mut tx).await?;
             let n = sqlx::query(
                 "WITH moved AS (
                     UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
@@ -520,6 +546,8 @@ impl Store for PgStore {
         if claim.limit <= 0 {
             return Ok(Vec::new());
         }
+        let mut tx = self.pool.begin().await?;
+        Self::index_only(&mut tx).await?;
         // Who: every replica's claimer, whenever it has free worker slots.
         let rows: Vec<ClaimRow> = sqlx::query_as(
             "WITH picked AS (
@@ -546,8 +574,9 @@ impl Store for PgStore {
         .bind(claim.limit)
         .bind(now)
         .bind(millis(claim.heartbeat_timeout))
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
+        tx.commit().await?;
         rows.into_iter().map(ClaimRow::into_claimed).collect()
     }
 
@@ -561,6 +590,7 @@ impl Store for PgStore {
             return Ok(FinishReport::default());
         }
         let mut tx = self.pool.begin().await?;
+        Self::index_only(&mut tx).await?;
         // Who: the replica that executed the runs, in batches. Fenced: only
         // runs still RUNNING and owned by this replica change.
         let done: Vec<FinishedRow> = sqlx::query_as(

@@ -18,7 +18,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, Transaction};
 
-use super::gates::{self, HolderRun, NodeLabels, PendingRun};
+use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::rows::{
     self, ClaimRow, EventRow, FinishedRow, LogRow, PlanListRow, PlanRow, ReplicaRow, RunRow,
     TaskRow, millis,
@@ -483,9 +483,17 @@ impl Store for SqliteStore {
         if pending.is_empty() {
             return Ok(PromoteReport::default());
         }
-        let holders: Vec<HolderRun> = sqlx::query_as(gates::HOLDER_RUNS)
-            .fetch_all(&mut *tx)
-            .await?;
+        let holders = Holders {
+            targets: sqlx::query_as(gates::TARGET_HOLDS)
+                .fetch_all(&mut *tx)
+                .await?,
+            plans: sqlx::query_as(gates::PLAN_HOLDS)
+                .fetch_all(&mut *tx)
+                .await?,
+            versions: sqlx::query_as(gates::VERSION_HOLDS)
+                .fetch_all(&mut *tx)
+                .await?,
+        };
         let decided = gates::evaluate(&pending, &holders, nodes, now);
         let mut promoted = 0;
         if !decided.promote.is_empty() {
@@ -738,6 +746,7 @@ impl Store for SqliteStore {
     }
 
     async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
         sqlx::query(rows::REPLICA_UPSERT)
             .bind(&replica.replica_id)
             .bind(&replica.hostname)
@@ -745,8 +754,9 @@ impl Store for SqliteStore {
             .bind(&replica.version)
             .bind(replica.started_at)
             .bind(now)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -758,10 +768,12 @@ impl Store for SqliteStore {
     }
 
     async fn replica_delete(&self, replica_id: &str) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
         sqlx::query(rows::REPLICA_DELETE)
             .bind(replica_id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(())
     }
 }
