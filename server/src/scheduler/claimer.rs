@@ -56,25 +56,29 @@ impl Claimer {
 
     pub async fn run(self, shutdown: CancellationToken) {
         let signals = self.store.signals().clone();
+        // Whether runs may be waiting. A claim that leaves slots free saw
+        // everything there was; after it only a promotion (its signal) or
+        // the poll can make more AVAILABLE, so a slot freeing up alone is
+        // no reason to ask the database again.
+        let mut maybe_more = true;
+        // A steady tick: frequent slot wake-ups must not keep postponing it.
+        let mut poll = tokio::time::interval(self.poll_interval);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let filled_every_slot = match self.run_once().await {
-                Ok(n) => n > 0 && self.worker.free_slots() == 0,
-                Err(e) => {
-                    tracing::warn!(error = %e, "claim failed; will retry");
-                    false
-                }
-            };
-            if filled_every_slot {
-                // More may be waiting: claim again as soon as a slot frees.
-                tokio::select! {
-                    _ = self.worker.slot_freed.notified() => continue,
-                    _ = shutdown.cancelled() => return,
-                }
+            if maybe_more && self.worker.free_slots() > 0 {
+                let free = self.worker.free_slots();
+                maybe_more = match self.run_once().await {
+                    Ok(n) => n >= free,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "claim failed; will retry");
+                        false
+                    }
+                };
             }
             tokio::select! {
-                _ = signals.available.notified() => {}
+                _ = signals.available.notified() => maybe_more = true,
                 _ = self.worker.slot_freed.notified() => {}
-                _ = tokio::time::sleep(self.poll_interval) => {}
+                _ = poll.tick() => maybe_more = true,
                 _ = shutdown.cancelled() => return,
             }
         }

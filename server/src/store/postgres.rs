@@ -14,10 +14,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::gates::{self, Holders, NodeLabels, PendingRun};
-use super::rows::{
-    self, ClaimRow, EventRow, FinishedRow, LogRow, PlanListRow, PlanRow, ReplicaRow, RunRow,
-    TaskRow, millis,
-};
+use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
 use super::signals::{CHANNEL, Signal, Signals};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
@@ -49,10 +46,6 @@ impl PgStore {
             pool,
             signals: Arc::default(),
         })
-    }
-
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
     }
 
     /// Keeps the rest of `tx` on its indexes.
@@ -167,6 +160,29 @@ impl PgStore {
         Ok(moved)
     }
 
+    /// `run` and `retry` of a whole plan: a new attempt for each task in
+    /// `which`, or a conflict when there is none.
+    async fn plan_new_attempts(
+        &self,
+        id: i64,
+        which: PlanTasks,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        Self::plan_exists(&mut tx, id).await?;
+        let sql = sqlx::AssertSqlSafe(format!("{} FOR UPDATE OF t", which.select_sql()));
+        let tasks: Vec<i64> = sqlx::query_scalar(sql).bind(id).fetch_all(&mut *tx).await?;
+        if tasks.is_empty() {
+            return Err(which.none_left(id));
+        }
+        let run_at = vec![None; tasks.len()];
+        Self::runs_create(&mut tx, &tasks, &run_at, actor, &which.detail(actor), now).await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(())
+    }
+
     async fn plan_exists(tx: &mut Transaction<'_, Postgres>, id: i64) -> Result<()> {
         let found: Option<i64> = sqlx::query_scalar("SELECT id FROM plan WHERE id = $1 FOR SHARE")
             .bind(id)
@@ -191,6 +207,8 @@ impl PgStore {
             .ok_or(StoreError::NotFound { what: "task", id })
     }
 }
+
+rows::shared_reads!(PgStore);
 
 #[async_trait::async_trait]
 impl Store for PgStore {
@@ -296,16 +314,7 @@ impl Store for PgStore {
     }
 
     async fn plan_get(&self, id: i64) -> Result<PlanView> {
-        let plan: PlanRow = sqlx::query_as(rows::PLAN_GET)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or(StoreError::NotFound { what: "plan", id })?;
-        let tasks: Vec<TaskRow> = sqlx::query_as(rows::PLAN_TASKS)
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows::plan_view(plan, tasks)
+        self.read_plan(id).await
     }
 
     async fn plan_list(
@@ -314,81 +323,17 @@ impl Store for PgStore {
         limit: i64,
         offset: i64,
     ) -> Result<PlanList> {
-        let page: Vec<PlanListRow> = sqlx::query_as(rows::PLAN_LIST)
-            .bind(status.map(|s| s.as_str()))
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&self.pool)
-            .await?;
-        let total = if page.is_empty() && status.is_none() {
-            sqlx::query_scalar(rows::PLAN_COUNT)
-                .fetch_one(&self.pool)
-                .await?
-        } else {
-            0
-        };
-        rows::plan_list(page, total)
+        self.read_plan_list(status, limit, offset).await
     }
 
     async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        Self::plan_exists(&mut tx, id).await?;
-        let tasks: Vec<i64> = sqlx::query_scalar(
-            "SELECT id FROM task WHERE plan_id = $1 AND latest_run_id IS NULL AND skipped_at IS NULL
-             ORDER BY id FOR UPDATE",
-        )
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
-        if tasks.is_empty() {
-            return Err(StoreError::Conflict(format!(
-                "plan {id} has no NOT_STARTED task to run; it has already started"
-            )));
-        }
-        let run_at = vec![None; tasks.len()];
-        Self::runs_create(
-            &mut tx,
-            &tasks,
-            &run_at,
-            actor,
-            &format!("started by {actor}"),
-            now,
-        )
-        .await?;
-        tx.commit().await?;
-        self.signals.raise(Signal::Changed);
-        Ok(())
+        self.plan_new_attempts(id, PlanTasks::NotStarted, actor, now)
+            .await
     }
 
     async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        Self::plan_exists(&mut tx, id).await?;
-        let tasks: Vec<i64> = sqlx::query_scalar(
-            "SELECT t.id FROM task t JOIN task_run r ON r.id = t.latest_run_id
-             WHERE t.plan_id = $1 AND t.skipped_at IS NULL AND r.status IN ('FAILED', 'CANCELED')
-             ORDER BY t.id FOR UPDATE OF t",
-        )
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
-        if tasks.is_empty() {
-            return Err(StoreError::Conflict(format!(
-                "plan {id} has no FAILED or CANCELED task to retry"
-            )));
-        }
-        let run_at = vec![None; tasks.len()];
-        Self::runs_create(
-            &mut tx,
-            &tasks,
-            &run_at,
-            actor,
-            &format!("retried by {actor}"),
-            now,
-        )
-        .await?;
-        tx.commit().await?;
-        self.signals.raise(Signal::Changed);
-        Ok(())
+        self.plan_new_attempts(id, PlanTasks::FailedOrCanceled, actor, now)
+            .await
     }
 
     async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
@@ -685,40 +630,15 @@ impl Store for PgStore {
     }
 
     async fn run_get(&self, id: i64) -> Result<RunView> {
-        let run: RunRow = sqlx::query_as(rows::RUN_GET)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or(StoreError::NotFound { what: "run", id })?;
-        let events: Vec<EventRow> = sqlx::query_as(rows::RUN_EVENTS)
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows::run_view(run, events)
+        self.read_run(id).await
     }
 
     async fn run_log(&self, id: i64) -> Result<String> {
-        let exists: i64 = sqlx::query_scalar(rows::RUN_EXISTS)
-            .bind(id)
-            .fetch_one(&self.pool)
-            .await?;
-        if exists == 0 {
-            return Err(StoreError::NotFound { what: "run", id });
-        }
-        let lines: Vec<LogRow> = sqlx::query_as(rows::RUN_LOG)
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows::log_text(lines))
+        self.read_run_log(id).await
     }
 
     async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
-        let events: Vec<EventRow> = sqlx::query_as(rows::EVENTS_AFTER)
-            .bind(after_id)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        events.into_iter().map(rows::event_view).collect()
+        self.read_events(after_id, limit).await
     }
 
     async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {
@@ -735,10 +655,7 @@ impl Store for PgStore {
     }
 
     async fn replica_list(&self) -> Result<Vec<ReplicaRecord>> {
-        let rows: Vec<ReplicaRow> = sqlx::query_as(rows::REPLICA_LIST)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.into_iter().map(rows::replica_record).collect()
+        self.read_replicas().await
     }
 
     async fn replica_delete(&self, replica_id: &str) -> Result<()> {

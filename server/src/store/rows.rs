@@ -436,3 +436,136 @@ pub const TASK_STATE: &str = concat!(
     task_status_sql!(),
     " AS status, r.id AS run_id FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id WHERE t.id = $1"
 );
+
+/// The read methods whose SQL and decoding are the same on both backends,
+/// written once and expanded as inherent methods of each store (sqlx offers
+/// no practical way to be generic over the two pools); each backend's
+/// `Store` impl delegates to them.
+macro_rules! shared_reads {
+    ($store:ty) => {
+        impl $store {
+            async fn read_plan(&self, id: i64) -> Result<PlanView> {
+                let plan: rows::PlanRow = sqlx::query_as(rows::PLAN_GET)
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or(StoreError::NotFound { what: "plan", id })?;
+                let tasks: Vec<rows::TaskRow> = sqlx::query_as(rows::PLAN_TASKS)
+                    .bind(id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows::plan_view(plan, tasks)
+            }
+
+            async fn read_plan_list(
+                &self,
+                status: Option<PlanStatus>,
+                limit: i64,
+                offset: i64,
+            ) -> Result<PlanList> {
+                let page: Vec<rows::PlanListRow> = sqlx::query_as(rows::PLAN_LIST)
+                    .bind(status.map(|s| s.as_str()))
+                    .bind(limit)
+                    .bind(offset)
+                    .fetch_all(&self.pool)
+                    .await?;
+                // The page carries the total; past the end it is empty.
+                let total = if page.is_empty() && status.is_none() {
+                    sqlx::query_scalar(rows::PLAN_COUNT)
+                        .fetch_one(&self.pool)
+                        .await?
+                } else {
+                    0
+                };
+                rows::plan_list(page, total)
+            }
+
+            async fn read_run(&self, id: i64) -> Result<RunView> {
+                let run: rows::RunRow = sqlx::query_as(rows::RUN_GET)
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or(StoreError::NotFound { what: "run", id })?;
+                let events: Vec<rows::EventRow> = sqlx::query_as(rows::RUN_EVENTS)
+                    .bind(id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows::run_view(run, events)
+            }
+
+            async fn read_run_log(&self, id: i64) -> Result<String> {
+                let exists: i64 = sqlx::query_scalar(rows::RUN_EXISTS)
+                    .bind(id)
+                    .fetch_one(&self.pool)
+                    .await?;
+                if exists == 0 {
+                    return Err(StoreError::NotFound { what: "run", id });
+                }
+                let lines: Vec<rows::LogRow> = sqlx::query_as(rows::RUN_LOG)
+                    .bind(id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(rows::log_text(lines))
+            }
+
+            async fn read_events(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
+                let events: Vec<rows::EventRow> = sqlx::query_as(rows::EVENTS_AFTER)
+                    .bind(after_id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                events.into_iter().map(rows::event_view).collect()
+            }
+
+            async fn read_replicas(&self) -> Result<Vec<ReplicaRecord>> {
+                let rows: Vec<rows::ReplicaRow> = sqlx::query_as(rows::REPLICA_LIST)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.into_iter().map(rows::replica_record).collect()
+            }
+        }
+    };
+}
+pub(super) use shared_reads;
+
+/// The tasks a plan-wide action gives a new attempt: `run` starts the
+/// NOT_STARTED ones, `retry` the FAILED or CANCELED ones.
+#[derive(Debug, Clone, Copy)]
+pub enum PlanTasks {
+    NotStarted,
+    FailedOrCanceled,
+}
+
+impl PlanTasks {
+    /// Selects the ids of those tasks of plan `$1`, oldest first.
+    pub fn select_sql(self) -> String {
+        let condition = match self {
+            PlanTasks::NotStarted => "r.id IS NULL",
+            PlanTasks::FailedOrCanceled => "r.status IN ('FAILED', 'CANCELED')",
+        };
+        format!(
+            "SELECT t.id FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
+             WHERE t.plan_id = $1 AND t.skipped_at IS NULL AND {condition} ORDER BY t.id"
+        )
+    }
+
+    /// The answer when the plan has no such task.
+    pub fn none_left(self, plan_id: i64) -> StoreError {
+        StoreError::Conflict(match self {
+            PlanTasks::NotStarted => {
+                format!("plan {plan_id} has no NOT_STARTED task to run; it has already started")
+            }
+            PlanTasks::FailedOrCanceled => {
+                format!("plan {plan_id} has no FAILED or CANCELED task to retry")
+            }
+        })
+    }
+
+    /// The detail on each new run's creation event.
+    pub fn detail(self, actor: &str) -> String {
+        match self {
+            PlanTasks::NotStarted => format!("started by {actor}"),
+            PlanTasks::FailedOrCanceled => format!("retried by {actor}"),
+        }
+    }
+}

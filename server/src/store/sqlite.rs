@@ -19,10 +19,7 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, Transaction};
 
 use super::gates::{self, Holders, NodeLabels, PendingRun};
-use super::rows::{
-    self, ClaimRow, EventRow, FinishedRow, LogRow, PlanListRow, PlanRow, ReplicaRow, RunRow,
-    TaskRow, millis,
-};
+use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
 use super::signals::{Signal, Signals};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
@@ -210,25 +207,35 @@ impl SqliteStore {
             .ok_or(StoreError::NotFound { what: "task", id })
     }
 
-    async fn plan_tasks_where(
-        tx: &mut Transaction<'_, Sqlite>,
-        plan_id: i64,
-        condition: &'static str,
-    ) -> Result<Vec<i64>> {
-        let sql = sqlx::AssertSqlSafe(format!(
-            "SELECT t.id FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
-             WHERE t.plan_id = $1 AND t.skipped_at IS NULL AND {condition} ORDER BY t.id"
-        ));
-        Ok(sqlx::query_scalar(sql)
-            .bind(plan_id)
-            .fetch_all(&mut **tx)
-            .await?)
+    /// `run` and `retry` of a whole plan: a new attempt for each task in
+    /// `which`, or a conflict when there is none.
+    async fn plan_new_attempts(
+        &self,
+        id: i64,
+        which: PlanTasks,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
+        Self::plan_exists(&mut tx, id).await?;
+        let sql = sqlx::AssertSqlSafe(which.select_sql());
+        let tasks: Vec<i64> = sqlx::query_scalar(sql).bind(id).fetch_all(&mut *tx).await?;
+        if tasks.is_empty() {
+            return Err(which.none_left(id));
+        }
+        let run_at = vec![None; tasks.len()];
+        Self::runs_create(&mut tx, &tasks, &run_at, actor, &which.detail(actor), now).await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(())
     }
 }
 
 fn id_list(ids: &[i64]) -> String {
     serde_json::to_string(ids).unwrap_or_else(|_| "[]".into())
 }
+
+rows::shared_reads!(SqliteStore);
 
 #[async_trait::async_trait]
 impl Store for SqliteStore {
@@ -314,16 +321,7 @@ impl Store for SqliteStore {
     }
 
     async fn plan_get(&self, id: i64) -> Result<PlanView> {
-        let plan: PlanRow = sqlx::query_as(rows::PLAN_GET)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or(StoreError::NotFound { what: "plan", id })?;
-        let tasks: Vec<TaskRow> = sqlx::query_as(rows::PLAN_TASKS)
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows::plan_view(plan, tasks)
+        self.read_plan(id).await
     }
 
     async fn plan_list(
@@ -332,69 +330,17 @@ impl Store for SqliteStore {
         limit: i64,
         offset: i64,
     ) -> Result<PlanList> {
-        let page: Vec<PlanListRow> = sqlx::query_as(rows::PLAN_LIST)
-            .bind(status.map(|s| s.as_str()))
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&self.pool)
-            .await?;
-        let total = if page.is_empty() && status.is_none() {
-            sqlx::query_scalar(rows::PLAN_COUNT)
-                .fetch_one(&self.pool)
-                .await?
-        } else {
-            0
-        };
-        rows::plan_list(page, total)
+        self.read_plan_list(status, limit, offset).await
     }
 
     async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        let (_writer, mut tx) = self.begin().await?;
-        Self::plan_exists(&mut tx, id).await?;
-        let tasks = Self::plan_tasks_where(&mut tx, id, "r.id IS NULL").await?;
-        if tasks.is_empty() {
-            return Err(StoreError::Conflict(format!(
-                "plan {id} has no NOT_STARTED task to run; it has already started"
-            )));
-        }
-        let run_at = vec![None; tasks.len()];
-        Self::runs_create(
-            &mut tx,
-            &tasks,
-            &run_at,
-            actor,
-            &format!("started by {actor}"),
-            now,
-        )
-        .await?;
-        tx.commit().await?;
-        self.signals.raise(Signal::Changed);
-        Ok(())
+        self.plan_new_attempts(id, PlanTasks::NotStarted, actor, now)
+            .await
     }
 
     async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        let (_writer, mut tx) = self.begin().await?;
-        Self::plan_exists(&mut tx, id).await?;
-        let tasks =
-            Self::plan_tasks_where(&mut tx, id, "r.status IN ('FAILED', 'CANCELED')").await?;
-        if tasks.is_empty() {
-            return Err(StoreError::Conflict(format!(
-                "plan {id} has no FAILED or CANCELED task to retry"
-            )));
-        }
-        let run_at = vec![None; tasks.len()];
-        Self::runs_create(
-            &mut tx,
-            &tasks,
-            &run_at,
-            actor,
-            &format!("retried by {actor}"),
-            now,
-        )
-        .await?;
-        tx.commit().await?;
-        self.signals.raise(Signal::Changed);
-        Ok(())
+        self.plan_new_attempts(id, PlanTasks::FailedOrCanceled, actor, now)
+            .await
     }
 
     async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
@@ -709,40 +655,15 @@ impl Store for SqliteStore {
     }
 
     async fn run_get(&self, id: i64) -> Result<RunView> {
-        let run: RunRow = sqlx::query_as(rows::RUN_GET)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or(StoreError::NotFound { what: "run", id })?;
-        let events: Vec<EventRow> = sqlx::query_as(rows::RUN_EVENTS)
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows::run_view(run, events)
+        self.read_run(id).await
     }
 
     async fn run_log(&self, id: i64) -> Result<String> {
-        let exists: i64 = sqlx::query_scalar(rows::RUN_EXISTS)
-            .bind(id)
-            .fetch_one(&self.pool)
-            .await?;
-        if exists == 0 {
-            return Err(StoreError::NotFound { what: "run", id });
-        }
-        let lines: Vec<LogRow> = sqlx::query_as(rows::RUN_LOG)
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows::log_text(lines))
+        self.read_run_log(id).await
     }
 
     async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
-        let events: Vec<EventRow> = sqlx::query_as(rows::EVENTS_AFTER)
-            .bind(after_id)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        events.into_iter().map(rows::event_view).collect()
+        self.read_events(after_id, limit).await
     }
 
     async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {
@@ -761,10 +682,7 @@ impl Store for SqliteStore {
     }
 
     async fn replica_list(&self) -> Result<Vec<ReplicaRecord>> {
-        let rows: Vec<ReplicaRow> = sqlx::query_as(rows::REPLICA_LIST)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.into_iter().map(rows::replica_record).collect()
+        self.read_replicas().await
     }
 
     async fn replica_delete(&self, replica_id: &str) -> Result<()> {
