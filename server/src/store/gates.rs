@@ -27,16 +27,6 @@ pub struct PendingRun {
     pub parallel_limit: Option<i64>,
 }
 
-/// An AVAILABLE or RUNNING run: it holds its target and a plan slot.
-#[derive(Debug, Clone)]
-pub struct HolderRun {
-    pub id: i64,
-    pub plan_id: i64,
-    pub target: String,
-    pub exclusive: bool,
-    pub version: Option<String>,
-}
-
 /// Runs holding a target, grouped by target and kind.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct TargetHold {
@@ -69,43 +59,6 @@ pub struct Holders {
     pub targets: Vec<TargetHold>,
     pub plans: Vec<PlanHold>,
     pub versions: Vec<VersionHold>,
-}
-
-impl Holders {
-    /// Summarises individual runs (what the three queries below compute).
-    pub fn from_runs(runs: &[HolderRun]) -> Self {
-        let mut targets: HashMap<(String, bool), TargetHold> = HashMap::new();
-        let mut plans: HashMap<i64, i64> = HashMap::new();
-        let mut versions = Vec::new();
-        for r in runs {
-            let hold = targets
-                .entry((r.target.clone(), r.exclusive))
-                .or_insert(TargetHold {
-                    target: r.target.clone(),
-                    exclusive: r.exclusive,
-                    holder: r.id,
-                    n: 0,
-                });
-            hold.holder = hold.holder.min(r.id);
-            hold.n += 1;
-            *plans.entry(r.plan_id).or_default() += 1;
-            if let Some(v) = &r.version {
-                versions.push(VersionHold {
-                    id: r.id,
-                    target: r.target.clone(),
-                    version: v.clone(),
-                });
-            }
-        }
-        Holders {
-            targets: targets.into_values().collect(),
-            plans: plans
-                .into_iter()
-                .map(|(plan_id, n)| PlanHold { plan_id, n })
-                .collect(),
-            versions,
-        }
-    }
 }
 
 /// Which node labels live replicas carry, and when a label was last seen.
@@ -355,6 +308,53 @@ pub const VERSION_HOLDS: &str = "SELECT id, target, version FROM task_run
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An AVAILABLE or RUNNING run: it holds its target and a plan slot.
+    #[derive(Debug, Clone)]
+    struct HolderRun {
+        id: i64,
+        pub plan_id: i64,
+        pub target: String,
+        pub exclusive: bool,
+        pub version: Option<String>,
+    }
+
+    impl Holders {
+        /// Summarises individual runs (what the three queries below compute).
+        fn from_runs(runs: &[HolderRun]) -> Self {
+            let mut targets: HashMap<(String, bool), TargetHold> = HashMap::new();
+            let mut plans: HashMap<i64, i64> = HashMap::new();
+            let mut versions = Vec::new();
+            for r in runs {
+                let hold = targets
+                    .entry((r.target.clone(), r.exclusive))
+                    .or_insert(TargetHold {
+                        target: r.target.clone(),
+                        exclusive: r.exclusive,
+                        holder: r.id,
+                        n: 0,
+                    });
+                hold.holder = hold.holder.min(r.id);
+                hold.n += 1;
+                *plans.entry(r.plan_id).or_default() += 1;
+                if let Some(v) = &r.version {
+                    versions.push(VersionHold {
+                        id: r.id,
+                        target: r.target.clone(),
+                        version: v.clone(),
+                    });
+                }
+            }
+            Holders {
+                targets: targets.into_values().collect(),
+                plans: plans
+                    .into_iter()
+                    .map(|(plan_id, n)| PlanHold { plan_id, n })
+                    .collect(),
+                versions,
+            }
+        }
+    }
 
     fn pending(id: i64, plan: i64, target: &str) -> PendingRun {
         PendingRun {
