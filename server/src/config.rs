@@ -66,6 +66,13 @@ pub struct Settings {
     /// How long shutdown lets running executions finish.
     #[arg(long, env = "BATON_SHUTDOWN_GRACE", default_value = "30s", value_parser = humantime::parse_duration, global = true)]
     pub shutdown_grace: Duration,
+    /// How often the leader fails runs whose replica or deadlines lapsed.
+    #[arg(long, env = "BATON_SWEEP_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration, global = true)]
+    pub sweep_interval: Duration,
+    /// How long the leader's lease lasts without renewal; another replica
+    /// takes over within this time after the leader dies.
+    #[arg(long, env = "BATON_LEADER_LEASE", default_value = "6s", value_parser = humantime::parse_duration, global = true)]
+    pub leader_lease: Duration,
     /// Node labels this replica carries (comma-separated), for pinned tasks.
     #[arg(long, env = "BATON_LABELS", value_delimiter = ',', global = true)]
     pub labels: Vec<String>,
@@ -87,6 +94,8 @@ impl Settings {
             heartbeat_interval: self.heartbeat_interval,
             stale_after: self.stale_after,
             shutdown_grace: self.shutdown_grace,
+            sweep_interval: self.sweep_interval,
+            leader_lease: self.leader_lease,
         }
     }
 

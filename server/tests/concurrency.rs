@@ -35,6 +35,7 @@ mod cases {
             heartbeat_interval: Duration::from_millis(500),
             stale_after: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(5),
+            ..SchedulerConfig::default()
         };
         let mut replicas = Vec::new();
         for i in 0..8 {

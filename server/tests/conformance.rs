@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use app::model::{PlanStatus, RunStatus, TaskStatus};
 use baton::store::gates::CAUSE_NEW;
-use baton::store::{Claim, Finish, LogLine, NodeLabels, ReplicaInfo, Store, StoreError, Ts};
+use baton::store::{LogLine, NodeLabels, Store, StoreError, Ts};
+use common::store::{claim, done, failed, promote, promote_and_claim, replica, task_named};
 use common::{Kind, TestDb, plan};
 use serde_json::json;
 
@@ -33,64 +34,6 @@ per_backend!(cases:
     concurrent_claimers_never_share_a_run,
     concurrent_promoters_respect_the_gates,
 );
-
-fn replica(id: &str, labels: &[&str]) -> ReplicaInfo {
-    ReplicaInfo {
-        replica_id: id.into(),
-        hostname: "test".into(),
-        labels: labels.iter().map(|l| l.to_string()).collect(),
-        version: "test".into(),
-        started_at: Ts::now(),
-    }
-}
-
-fn claim<'a>(replica_id: &'a str, labels: &'a [String], limit: i64) -> Claim<'a> {
-    Claim {
-        replica_id,
-        labels,
-        limit,
-        heartbeat_timeout: Duration::from_secs(10),
-    }
-}
-
-fn done(run_id: i64) -> Finish {
-    Finish {
-        run_id,
-        status: RunStatus::Done,
-        result_code: Some(0),
-        error: None,
-    }
-}
-
-fn failed(run_id: i64) -> Finish {
-    Finish {
-        run_id,
-        status: RunStatus::Failed,
-        result_code: Some(3),
-        error: Some("exited with code 3".into()),
-    }
-}
-
-async fn promote(store: &dyn Store) -> baton::store::PromoteReport {
-    store
-        .run_promote_round(&NodeLabels::default(), Ts::now())
-        .await
-        .expect("promote")
-}
-
-/// Runs one promotion round and claims everything AVAILABLE as `r-test`.
-async fn promote_and_claim(store: &dyn Store) -> Vec<i64> {
-    promote(store).await;
-    let claimed = store
-        .run_claim_many(&claim("r-test", &[], 1000), Ts::now())
-        .await
-        .expect("claim");
-    claimed.iter().map(|c| c.id).collect()
-}
-
-fn task_named<'a>(view: &'a app::model::PlanView, name: &str) -> &'a app::model::TaskView {
-    view.tasks.iter().find(|t| t.name == name).expect("task")
-}
 
 mod cases {
     use super::*;
@@ -305,7 +248,7 @@ mod cases {
         );
         assert_eq!(
             task_named(&view, "gpu").waiting_cause.as_deref(),
-            Some("no live replica labelled gpu (never seen)")
+            Some("no live replica labelled gpu (never seen); runs on any replica in 4 min")
         );
         // Time passes, a gpu replica shows up: both go.
         let mut nodes = NodeLabels::default();
@@ -517,7 +460,7 @@ mod cases {
         // The replica that ran it is fenced out everywhere.
         let run = claimed[0].id;
         assert!(
-            s.run_heartbeat_many("r-test", &[run], Duration::from_secs(10), Ts::now())
+            s.run_heartbeat_many("r-test", &[(run, Duration::from_secs(10))], Ts::now())
                 .await
                 .unwrap()
                 .is_empty()

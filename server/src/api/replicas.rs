@@ -5,20 +5,23 @@ use axum::Json;
 use axum::extract::State;
 
 use super::{ApiResult, ApiState};
-use crate::store::{Backend, Ts};
+use crate::store::{LEADER_LEASE, Ts};
 
 pub async fn list(State(state): State<ApiState>) -> ApiResult<Json<Vec<ReplicaView>>> {
-    let live_since = Ts::now().minus(state.stale_after);
+    let now = Ts::now();
+    let live_since = now.minus(state.stale_after);
     let replicas = state.store.replica_list().await?;
-    let single_process = state.store.backend() == Backend::Sqlite;
+    let leader = state
+        .store
+        .lease_get(LEADER_LEASE)
+        .await?
+        .filter(|lease| lease.expires_at > now)
+        .map(|lease| lease.holder);
     let views = replicas
         .into_iter()
         .map(|r| ReplicaView {
             alive: r.last_heartbeat >= live_since,
-            // On SQLite the single process leads. On PostgreSQL, until the
-            // leader lease lands, replicas promote in turn under an advisory
-            // lock and none holds a standing leadership.
-            leader: single_process,
+            leader: leader.as_deref() == Some(r.info.replica_id.as_str()),
             replica_id: r.info.replica_id,
             hostname: r.info.hostname,
             labels: r.info.labels,

@@ -18,7 +18,17 @@ pub(super) struct PlanFile {
     pub parallel_limit: Option<i64>,
     #[serde(default)]
     pub start: Option<bool>,
+    #[serde(default)]
+    pub webhooks: Vec<WebhookFile>,
     pub tasks: Vec<TaskFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WebhookFile {
+    pub url: String,
+    #[serde(default)]
+    pub secret: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -42,6 +52,9 @@ pub(super) struct TaskFile {
     pub heartbeat_interval: Option<String>,
     #[serde(default)]
     pub heartbeat_timeout: Option<String>,
+    /// A duration or `never`.
+    #[serde(default)]
+    pub reassign_after: Option<String>,
     #[serde(default)]
     pub command: Option<CommandFile>,
     #[serde(default)]

@@ -36,7 +36,18 @@ pub struct NewPlan {
     /// Create PENDING runs at once (`start: true`) or leave the tasks
     /// NOT_STARTED until an operator runs the plan.
     pub start: bool,
+    /// Where this plan's notifications go, besides `BATON_WEBHOOK_URL`.
+    pub webhooks: Vec<Webhook>,
     pub tasks: Vec<NewTask>,
+}
+
+/// A notification destination named in the plan file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Webhook {
+    pub url: String,
+    /// Signs this destination's deliveries instead of `BATON_WEBHOOK_SECRET`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 /// One validated task of a [`NewPlan`].
@@ -53,6 +64,9 @@ pub struct NewTask {
     /// Per-run liveness; `None` takes the replica's default.
     pub heartbeat_interval: Option<Duration>,
     pub heartbeat_timeout: Option<Duration>,
+    /// How long a pinned run waits for a live replica with its `node` label
+    /// before any replica may run it; `None` = never.
+    pub reassign_after: Option<Duration>,
     pub executor: ExecutorSpec,
 }
 

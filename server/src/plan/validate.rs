@@ -5,10 +5,12 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::file::{PlanFile, TaskFile};
-use super::{CommandSpec, ExecutorSpec, HttpSpec, InvalidPlan, NewPlan, NewTask};
+use super::{CommandSpec, ExecutorSpec, HttpSpec, InvalidPlan, NewPlan, NewTask, Webhook};
 
 /// A task's hard deadline when the file names none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+/// How long pinned work waits for its node by default (SPEC §5).
+pub const DEFAULT_REASSIGN_AFTER: Duration = Duration::from_secs(5 * 60);
 
 /// Parses a plan file written as JSON.
 pub fn parse_json(body: &[u8]) -> Result<NewPlan, InvalidPlan> {
@@ -83,6 +85,19 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
             "a plan needs at least one task",
         ));
     }
+    let webhooks = file
+        .webhooks
+        .into_iter()
+        .enumerate()
+        .map(|(i, hook)| {
+            let url = http_url(&hook.url, &format!("webhooks[{i}].url"))?;
+            let secret = hook
+                .secret
+                .map(|s| required_text(s, &format!("webhooks[{i}].secret")))
+                .transpose()?;
+            Ok(Webhook { url, secret })
+        })
+        .collect::<Result<Vec<_>, InvalidPlan>>()?;
     let mut seen = HashSet::new();
     let mut tasks = Vec::with_capacity(file.tasks.len());
     for (i, task) in file.tasks.into_iter().enumerate() {
@@ -101,6 +116,7 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
         description: file.description.unwrap_or_default(),
         parallel_limit: file.parallel_limit,
         start: file.start.unwrap_or(true),
+        webhooks,
         tasks,
     })
 }
@@ -149,6 +165,18 @@ fn validate_task(task: TaskFile, at: &dyn Fn(&str) -> String) -> Result<NewTask,
             ),
         ));
     }
+    let reassign_after = match task.reassign_after.as_deref().map(str::trim) {
+        None => Some(DEFAULT_REASSIGN_AFTER),
+        Some("never") => None,
+        Some(text) => Some(parse_duration(text, &at("reassign_after"))?),
+    };
+    let pinned = node.is_some();
+    if task.reassign_after.is_some() && !pinned {
+        return Err(invalid(
+            Some(at("reassign_after")),
+            "reassign_after only applies to a task pinned with `node`",
+        ));
+    }
     let executor = executor_of(task.command, task.http, task.sleep, at)?;
     Ok(NewTask {
         name,
@@ -161,6 +189,8 @@ fn validate_task(task: TaskFile, at: &dyn Fn(&str) -> String) -> Result<NewTask,
         max_attempts,
         heartbeat_interval,
         heartbeat_timeout,
+        // Only pinned runs ever lose a pin.
+        reassign_after: reassign_after.filter(|_| pinned),
         executor,
     })
 }
@@ -202,18 +232,7 @@ fn executor_of(
         }));
     }
     if let Some(http) = http {
-        let url = reqwest::Url::parse(&http.url).map_err(|e| {
-            invalid(
-                Some(at("http.url")),
-                format!("`{}` is not a valid URL: {e}", http.url),
-            )
-        })?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(invalid(
-                Some(at("http.url")),
-                "the URL must start with http:// or https://",
-            ));
-        }
+        http_url(&http.url, &at("http.url"))?;
         let method = http
             .method
             .unwrap_or_else(|| "GET".into())
@@ -241,6 +260,23 @@ fn executor_of(
     let text = sleep.unwrap_or_default();
     let duration = parse_duration(&text, &at("sleep"))?;
     Ok(ExecutorSpec::Sleep { duration })
+}
+
+/// An absolute http:// or https:// URL, kept as written.
+fn http_url(text: &str, field: &str) -> Result<String, InvalidPlan> {
+    let url = reqwest::Url::parse(text).map_err(|e| {
+        invalid(
+            Some(field.to_owned()),
+            format!("`{text}` is not a valid URL: {e}"),
+        )
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid(
+            Some(field.to_owned()),
+            "the URL must start with http:// or https://",
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 fn required_text(value: String, field: &str) -> Result<String, InvalidPlan> {
@@ -291,6 +327,24 @@ mod tests {
         assert_eq!(plan.tasks[0].max_attempts, 1);
         assert_eq!(plan.tasks[1].timeout, Duration::from_secs(600));
         assert_eq!(plan.tasks[1].version.as_deref(), Some("0042"));
+        assert_eq!(plan.tasks[0].reassign_after, None, "not pinned");
+        assert!(plan.webhooks.is_empty());
+    }
+
+    #[test]
+    fn pinned_tasks_wait_five_minutes_unless_told() {
+        let task = |extra: &str| {
+            let json = format!(
+                r#"{{"name": "p", "tasks": [{{"name": "a", "target": "t", "node": "gpu", "sleep": "1s"{extra}}}]}}"#
+            );
+            parse_json(json.as_bytes()).unwrap().tasks[0].reassign_after
+        };
+        assert_eq!(task(""), Some(DEFAULT_REASSIGN_AFTER));
+        assert_eq!(
+            task(r#", "reassign_after": "30s""#),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(task(r#", "reassign_after": "never""#), None);
     }
 
     #[test]
@@ -341,6 +395,22 @@ mod tests {
             (
                 r#"{"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s", "timout": "1s"}]}"#,
                 "tasks[0].timout",
+            ),
+            (
+                r#"{"name": "p", "tasks": [{"name": "a", "target": "t", "node": "gpu", "reassign_after": "soon", "sleep": "1s"}]}"#,
+                "tasks[0].reassign_after",
+            ),
+            (
+                r#"{"name": "p", "tasks": [{"name": "a", "target": "t", "reassign_after": "1m", "sleep": "1s"}]}"#,
+                "tasks[0].reassign_after",
+            ),
+            (
+                r#"{"name": "p", "webhooks": [{"url": "ftp://x"}], "tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}"#,
+                "webhooks[0].url",
+            ),
+            (
+                r#"{"name": "p", "webhooks": [{"url": "http://x", "token": "y"}], "tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}"#,
+                "webhooks[0].token",
             ),
             (
                 r#"{"name": "p", "tasks": [{"name": "a", "target": "t", "http": {"url": "nope"}}]}"#,

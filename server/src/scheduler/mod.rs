@@ -28,7 +28,7 @@ pub use self::promoter::Promoter;
 pub use self::signals::SignalForwarder;
 pub use self::worker::Worker;
 use crate::executor::Registry;
-use crate::liveness::ReplicaHeartbeat;
+use crate::liveness::{LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
 use crate::store::{ReplicaInfo, Store, Ts};
 
 /// Settings shared by a replica's loops.
@@ -45,6 +45,10 @@ pub struct SchedulerConfig {
     pub stale_after: Duration,
     /// How long shutdown waits for running executions. Default 30 s.
     pub shutdown_grace: Duration,
+    /// How often the leader sweeps RUNNING runs. Default 1 s.
+    pub sweep_interval: Duration,
+    /// How long a leader's lease lasts without renewal. Default 6 s.
+    pub leader_lease: Duration,
 }
 
 pub const DEFAULT_WORKERS: usize = 16;
@@ -52,6 +56,8 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(10);
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(6);
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
@@ -61,6 +67,8 @@ impl Default for SchedulerConfig {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             stale_after: DEFAULT_STALE_AFTER,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            sweep_interval: DEFAULT_SWEEP_INTERVAL,
+            leader_lease: DEFAULT_LEADER_LEASE,
         }
     }
 }
@@ -76,6 +84,14 @@ impl SchedulerConfig {
             !self.heartbeat_interval.is_zero() && self.heartbeat_interval * 2 <= self.stale_after,
             "BATON_HEARTBEAT_INTERVAL must be above zero and at most half of BATON_STALE_AFTER"
         );
+        anyhow::ensure!(
+            !self.sweep_interval.is_zero(),
+            "BATON_SWEEP_INTERVAL must be longer than zero"
+        );
+        anyhow::ensure!(
+            self.leader_lease >= Duration::from_millis(300),
+            "BATON_LEADER_LEASE must be at least 300ms"
+        );
         Ok(())
     }
 }
@@ -90,11 +106,20 @@ pub struct Replica {
     tasks: JoinSet<()>,
     pub worker: Arc<Worker>,
     pub info: ReplicaInfo,
+    pub leadership: Leadership,
 }
 
 impl Replica {
     /// Writes the first heartbeat (a replica executes nothing before), then
-    /// starts the promoter, claimer, worker and heartbeat loops.
+    /// starts the loops: on every replica the heartbeat, claimer, worker
+    /// and lease; on the leader also the promoter and sweeper.
+    ///
+    /// Shutdown order: `shutdown` stops claiming and leading at once (the
+    /// lease is released so another replica leads without waiting); the
+    /// worker drains within the grace period and hands back what is left;
+    /// only then do the heartbeat (which deletes the replica's row) and the
+    /// wake-up listener stop, so the sweeper never sees a draining replica
+    /// as dead.
     pub async fn start(
         store: Arc<dyn Store>,
         info: ReplicaInfo,
@@ -110,26 +135,41 @@ impl Replica {
             registry,
             &config,
         ));
+        let drained = CancellationToken::new();
         let mut tasks = JoinSet::new();
-        tasks
-            .spawn(SignalForwarder::new(store.clone(), config.poll_interval).run(shutdown.clone()));
+        tasks.spawn(SignalForwarder::new(store.clone(), config.poll_interval).run(drained.clone()));
         tasks.spawn(
             ReplicaHeartbeat::new(store.clone(), info.clone(), config.heartbeat_interval)
-                .run(shutdown.clone()),
+                .run(drained.clone()),
         );
-        tasks.spawn(Promoter::new(store.clone(), &config).run(shutdown.clone()));
-        // Workers outlive the claimer: on shutdown the claimer stops at once
-        // and the worker drains within the grace period.
-        let claim_stop = shutdown.clone();
+        let (lease, leadership) =
+            LeaderLease::new(store.clone(), info.replica_id.clone(), config.leader_lease);
+        tasks.spawn(lease.run(shutdown.clone()));
+        tasks
+            .spawn(Promoter::new(store.clone(), leadership.clone(), &config).run(shutdown.clone()));
+        tasks.spawn(
+            Sweeper::new(
+                store.clone(),
+                leadership.clone(),
+                config.sweep_interval,
+                config.stale_after,
+            )
+            .run(shutdown.clone()),
+        );
         tasks.spawn(
             Claimer::new(store.clone(), worker.clone(), info.labels.clone(), &config)
-                .run(claim_stop),
+                .run(shutdown.clone()),
         );
-        tasks.spawn(worker.clone().run(shutdown));
+        let draining = worker.clone();
+        tasks.spawn(async move {
+            draining.run(shutdown).await;
+            drained.cancel();
+        });
         Ok(Replica {
             tasks,
             worker,
             info,
+            leadership,
         })
     }
 

@@ -1,8 +1,9 @@
 //! Promotes PENDING runs whose gates all pass (SPEC §3).
 //!
-//! Every replica runs this loop; the store lets one round run at a time
-//! (advisory lock on PostgreSQL, the write lock on SQLite), so a replica
-//! that finds the lock taken simply waits for its next wake-up.
+//! Only the leader runs rounds. The store still lets one round run at a
+//! time (advisory lock on PostgreSQL, the write lock on SQLite), which keeps
+//! promotion safe during a change of leader, when an old leader's last round
+//! may overlap the new leader's first.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,10 +11,12 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
+use crate::liveness::Leadership;
 use crate::store::{NodeLabels, PromoteReport, Store, Ts};
 
 pub struct Promoter {
     store: Arc<dyn Store>,
+    leadership: Leadership,
     poll_interval: Duration,
     stale_after: Duration,
     /// Node labels of live replicas, refreshed at most every heartbeat.
@@ -22,9 +25,10 @@ pub struct Promoter {
 }
 
 impl Promoter {
-    pub fn new(store: Arc<dyn Store>, config: &SchedulerConfig) -> Self {
+    pub fn new(store: Arc<dyn Store>, leadership: Leadership, config: &SchedulerConfig) -> Self {
         Promoter {
             store,
+            leadership,
             poll_interval: config.poll_interval,
             stale_after: config.stale_after,
             nodes: None,
@@ -54,6 +58,13 @@ impl Promoter {
     pub async fn run(mut self, shutdown: CancellationToken) {
         let signals = self.store.signals().clone();
         loop {
+            if !self.leadership.is_leader() {
+                let mut leadership = self.leadership.clone();
+                tokio::select! {
+                    _ = leadership.until_leading() => {}
+                    _ = shutdown.cancelled() => return,
+                }
+            }
             if let Err(e) = self.run_once().await {
                 tracing::warn!(error = %e, "promotion round failed; will retry");
             }

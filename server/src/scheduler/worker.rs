@@ -2,17 +2,22 @@
 //!
 //! Each claimed run gets a task that drives its executor, a log writer and
 //! a cancellation token. Three things end an execution early: the hard
-//! deadline (the run FAILS with "timed out"), and losing the run — a fenced
+//! deadline (the run FAILS with "timed out"), losing the run — a fenced
 //! write (heartbeat or log line) affected no row because the run was
-//! cancelled, swept or taken over. A lost run is killed at once and nothing
-//! more is written to it. Finishes go through one batched writer
+//! cancelled, swept or taken over — and the end of the shutdown grace
+//! period. A lost run is killed at once and nothing more is written to it;
+//! a run stopped by shutdown is handed back (AVAILABLE, same attempt) for
+//! another replica. Finishes go through one batched writer
 //! (`run_finish_many`), so a busy replica spends one transaction on many
 //! runs; a worker slot frees only once its finish is stored.
+//!
+//! The run heartbeat beats each run on its own interval (the task's
+//! `heartbeat_interval`, else the replica's), every due run in one UPDATE.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use app::model::RunStatus;
 use tokio::sync::{Notify, mpsc};
@@ -26,11 +31,19 @@ use crate::store::{ClaimedRun, Finish, LogLine, Store, Ts};
 const FINISH_BATCH: usize = 2048;
 /// Log lines written per transaction, at most.
 const LOG_BATCH: usize = 512;
+/// After the grace period, how long stopped executions get to end before
+/// the replica hands back whatever is left and exits anyway.
+const STOP_WAIT: Duration = Duration::from_secs(10);
 
 struct RunHandle {
     cancel: CancellationToken,
     /// The replica no longer owns the run: write nothing more.
     lost: AtomicBool,
+    /// Stopped by shutdown: hand the run back instead of failing it.
+    handing_back: AtomicBool,
+    beat_every: Duration,
+    beat_timeout: Duration,
+    next_beat: Mutex<Instant>,
 }
 
 pub struct Worker {
@@ -39,9 +52,10 @@ pub struct Worker {
     registry: Registry,
     workers: usize,
     heartbeat_interval: Duration,
-    stale_after: Duration,
     shutdown_grace: Duration,
     running: Mutex<HashMap<i64, Arc<RunHandle>>>,
+    /// Runs stopped by shutdown, to hand back once their executions ended.
+    handed: Mutex<Vec<i64>>,
     finishes: mpsc::UnboundedSender<Finish>,
     finish_queue: Mutex<Option<mpsc::UnboundedReceiver<Finish>>>,
     /// Raised when a slot frees up, for the claimer.
@@ -62,9 +76,9 @@ impl Worker {
             registry,
             workers: config.workers,
             heartbeat_interval: config.heartbeat_interval,
-            stale_after: config.stale_after,
             shutdown_grace: config.shutdown_grace,
             running: Mutex::new(HashMap::new()),
+            handed: Mutex::new(Vec::new()),
             finishes,
             finish_queue: Mutex::new(Some(queue)),
             slot_freed: Notify::new(),
@@ -95,9 +109,17 @@ impl Worker {
     /// Starts executing freshly claimed runs.
     pub fn spawn_all(self: &Arc<Self>, claimed: Vec<ClaimedRun>) {
         for run in claimed {
+            let beat_every = run
+                .heartbeat_interval
+                .unwrap_or(self.heartbeat_interval)
+                .min(run.heartbeat_timeout / 2);
             let handle = Arc::new(RunHandle {
                 cancel: CancellationToken::new(),
                 lost: AtomicBool::new(false),
+                handing_back: AtomicBool::new(false),
+                beat_every,
+                beat_timeout: run.heartbeat_timeout,
+                next_beat: Mutex::new(Instant::now() + beat_every),
             });
             self.running
                 .lock()
@@ -142,6 +164,11 @@ impl Worker {
                 run_id = run.id,
                 "run lost to another actor; execution stopped, nothing written"
             );
+            self.release(&[run.id]);
+            return;
+        }
+        if handle.handing_back.load(Ordering::SeqCst) && !outcome.success {
+            self.handed.lock().expect("poisoned").push(run.id);
             self.release(&[run.id]);
             return;
         }
@@ -203,29 +230,36 @@ impl Worker {
         self.slot_freed.notify_one();
     }
 
-    /// Extends the heartbeat deadline of every run this replica executes and
-    /// stops those it no longer owns. Returns how many were lost.
-    pub async fn heartbeat_once(&self) -> anyhow::Result<usize> {
+    /// Extends the heartbeat deadline of the runs due for a beat (every run
+    /// when `all`) and stops those this replica no longer owns. Returns how
+    /// many were lost.
+    pub async fn heartbeat_once(&self, all: bool) -> anyhow::Result<usize> {
+        let now = Instant::now();
         let handles: Vec<(i64, Arc<RunHandle>)> = self
             .running
             .lock()
             .expect("poisoned")
             .iter()
             .filter(|(_, h)| !h.lost.load(Ordering::SeqCst))
+            .filter(|(_, h)| all || *h.next_beat.lock().expect("poisoned") <= now)
             .map(|(id, h)| (*id, h.clone()))
             .collect();
         if handles.is_empty() {
             return Ok(0);
         }
-        let ids: Vec<i64> = handles.iter().map(|(id, _)| *id).collect();
-        let owned: std::collections::HashSet<i64> = self
+        let beats: Vec<(i64, Duration)> = handles
+            .iter()
+            .map(|(id, h)| (*id, h.beat_timeout))
+            .collect();
+        let owned: HashSet<i64> = self
             .store
-            .run_heartbeat_many(&self.replica_id, &ids, self.stale_after, Ts::now())
+            .run_heartbeat_many(&self.replica_id, &beats, Ts::now())
             .await?
             .into_iter()
             .collect();
         let mut lost = 0;
         for (id, handle) in handles {
+            *handle.next_beat.lock().expect("poisoned") = now + handle.beat_every;
             // A run whose finish was stored meanwhile is not RUNNING either;
             // it is already released or about to be, and losing it is moot.
             if !owned.contains(&id) && self.running.lock().expect("poisoned").contains_key(&id) {
@@ -236,47 +270,93 @@ impl Worker {
         Ok(lost)
     }
 
+    /// When the next run is due for a beat (at most one replica interval
+    /// away, so new runs are picked up).
+    fn next_beat(&self) -> Instant {
+        let cap = Instant::now() + self.heartbeat_interval;
+        self.running
+            .lock()
+            .expect("poisoned")
+            .values()
+            .map(|h| *h.next_beat.lock().expect("poisoned"))
+            .min()
+            .map_or(cap, |due| due.min(cap))
+    }
+
     /// Stores finishes in batches and runs the run heartbeat, until
-    /// shutdown; then waits up to the grace period for executions to end.
+    /// shutdown; then waits up to the grace period for executions to end,
+    /// stops the rest and hands their runs back.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let Some(mut queue) = self.finish_queue.lock().expect("poisoned").take() else {
             return;
         };
         let canceled = self.store.signals().clone();
-        let mut beat = tokio::time::interval(self.heartbeat_interval);
-        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut batch = Vec::new();
         let grace = async {
             shutdown.cancelled().await;
             tokio::time::sleep(self.shutdown_grace).await;
         };
         tokio::pin!(grace);
+        let mut stopped_at: Option<Instant> = None;
         loop {
             if shutdown.is_cancelled() && self.running.lock().expect("poisoned").is_empty() {
                 break;
             }
+            if stopped_at.is_some_and(|at| at.elapsed() >= STOP_WAIT) {
+                let left = self.running_ids();
+                tracing::error!(runs = ?left, "executions did not stop; handing their runs back anyway");
+                self.handed.lock().expect("poisoned").extend(left);
+                break;
+            }
+            let beat_at = tokio::time::Instant::from_std(self.next_beat());
             tokio::select! {
                 n = queue.recv_many(&mut batch, FINISH_BATCH) => {
                     if n == 0 { break; }
                     self.store_finishes(&mut batch, &shutdown).await;
                 }
-                _ = beat.tick() => self.beat().await,
-                _ = canceled.canceled.notified() => self.beat().await,
+                _ = tokio::time::sleep_until(beat_at) => self.beat(false).await,
+                _ = canceled.canceled.notified() => self.beat(true).await,
                 _ = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
-                _ = &mut grace => {
+                _ = &mut grace, if stopped_at.is_none() => {
                     let left = self.running_ids();
-                    tracing::warn!(runs = ?left, "shutdown grace period over; stopping executions left running");
+                    tracing::warn!(runs = ?left, grace = %humantime::format_duration(self.shutdown_grace),
+                        "shutdown grace period over; stopping executions to hand their runs back");
                     for handle in self.running.lock().expect("poisoned").values() {
+                        handle.handing_back.store(true, Ordering::SeqCst);
                         handle.cancel.cancel();
                     }
-                    break;
+                    stopped_at = Some(Instant::now());
                 }
+                _ = tokio::time::sleep(Duration::from_millis(100)), if stopped_at.is_some() => {}
             }
+        }
+        self.hand_back().await;
+    }
+
+    /// Returns the runs stopped by shutdown to AVAILABLE (same attempt).
+    async fn hand_back(&self) {
+        let ids = std::mem::take(&mut *self.handed.lock().expect("poisoned"));
+        if ids.is_empty() {
+            return;
+        }
+        let detail = format!(
+            "handed back by replica {} at shutdown: still running after the {} grace period",
+            self.replica_id,
+            humantime::format_duration(self.shutdown_grace)
+        );
+        match self
+            .store
+            .run_hand_back_many(&self.replica_id, &ids, &detail, Ts::now())
+            .await
+        {
+            Ok(back) => tracing::info!(runs = ?back, "handed runs back for another replica"),
+            Err(e) => tracing::error!(error = %e, runs = ?ids,
+                "could not hand runs back; the sweeper will fail them once this replica is stale"),
         }
     }
 
-    async fn beat(&self) {
-        match self.heartbeat_once().await {
+    async fn beat(&self, all: bool) {
+        match self.heartbeat_once(all).await {
             Ok(0) => {}
             Ok(lost) => tracing::info!(lost, "stopped runs this replica no longer owns"),
             Err(e) => tracing::warn!(error = %e, "run heartbeat failed; will retry"),

@@ -7,6 +7,7 @@
 //! the target locks and plan limits they take (the seeds' in-memory round
 //! tracking), so one round can never over-promote.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
@@ -25,6 +26,10 @@ pub struct PendingRun {
     pub run_at: Option<Ts>,
     pub waiting_cause: Option<String>,
     pub parallel_limit: Option<i64>,
+    pub created_at: Ts,
+    /// Pinned runs only: how long to wait for the node before running
+    /// anywhere; `None` = never.
+    pub reassign_after_ms: Option<i64>,
 }
 
 /// Runs holding a target, grouped by target and kind.
@@ -76,6 +81,9 @@ pub struct Decisions {
     pub promote: Vec<i64>,
     /// Runs that stay PENDING and whose waiting cause changed.
     pub causes: Vec<(i64, String)>,
+    /// Pinned runs that waited `reassign_after` for their node and may now
+    /// run on any replica, with the event detail saying so.
+    pub unpin: Vec<(i64, String)>,
 }
 
 /// The cause every run carries from its creation until the first round.
@@ -89,6 +97,22 @@ pub fn evaluate(
     nodes: &NodeLabels,
     now: Ts,
 ) -> Decisions {
+    let mut out = Decisions::default();
+    // Pins that ran out are dropped first, so the run is judged (and
+    // possibly promoted) as unpinned in this very round.
+    let runs: Vec<Cow<PendingRun>> = pending
+        .iter()
+        .map(|run| match pin_expired(run, nodes, now) {
+            Some(detail) => {
+                out.unpin.push((run.id, detail));
+                Cow::Owned(PendingRun {
+                    node: None,
+                    ..run.clone()
+                })
+            }
+            None => Cow::Borrowed(run),
+        })
+        .collect();
     let lowest = lowest_versions(pending, &holders.versions);
     let mut targets: HashMap<&str, TargetState> = HashMap::new();
     for h in &holders.targets {
@@ -103,8 +127,8 @@ pub fn evaluate(
     let mut plan_active: HashMap<i64, i64> =
         holders.plans.iter().map(|p| (p.plan_id, p.n)).collect();
 
-    let mut out = Decisions::default();
-    for run in pending {
+    for run in &runs {
+        let run: &PendingRun = run;
         let active = plan_active.get(&run.plan_id).copied().unwrap_or(0);
         let target = targets.entry(&run.target).or_default();
         let blocked = scheduled_later(run, now)
@@ -220,9 +244,57 @@ fn node_missing(run: &PendingRun, nodes: &NodeLabels, now: Ts) -> Option<Blocked
         Some(at) => format!("last seen {}", ago(*at, now)),
         None => "never seen".to_owned(),
     };
+    let then = match pin_released_at(run, nodes) {
+        Some(at) => format!("runs on any replica {}", from_now(at, now)),
+        None => "pinned for good (reassign_after: never)".to_owned(),
+    };
     Some(Blocked::Other(format!(
-        "no live replica labelled {label} ({seen})"
+        "no live replica labelled {label} ({seen}); {then}"
     )))
+}
+
+/// When a pinned run whose node is missing may run anywhere: its
+/// `reassign_after` counted from the later of the label's last heartbeat
+/// and the run's creation (seed 004: nothing waits forever on a dead node).
+fn pin_released_at(run: &PendingRun, nodes: &NodeLabels) -> Option<Ts> {
+    let label = run.node.as_deref()?;
+    let wait = std::time::Duration::from_millis(u64::try_from(run.reassign_after_ms?).ok()?);
+    let since = nodes
+        .last_seen
+        .get(label)
+        .map_or(run.created_at, |seen| (*seen).max(run.created_at));
+    Some(since.plus(wait))
+}
+
+/// The event detail when a pinned run loses its pin this round.
+fn pin_expired(run: &PendingRun, nodes: &NodeLabels, now: Ts) -> Option<String> {
+    let label = run.node.as_deref()?;
+    if nodes.live.contains(label) {
+        return None;
+    }
+    let at = pin_released_at(run, nodes)?;
+    if at > now {
+        return None;
+    }
+    let wait = humantime::format_duration(std::time::Duration::from_millis(
+        run.reassign_after_ms.unwrap_or(0).max(0) as u64,
+    ));
+    let seen = match nodes.last_seen.get(label) {
+        Some(seen) => format!("last seen {}", ago(*seen, now)),
+        None => "never seen".to_owned(),
+    };
+    Some(format!(
+        "pin to node {label} dropped: no live replica carried it for {wait} ({seen}); any replica may run it"
+    ))
+}
+
+fn from_now(at: Ts, now: Ts) -> String {
+    let secs = (at.0 - now.0).num_seconds().max(0);
+    match secs {
+        0..=59 => format!("in {secs} s"),
+        60..=3599 => format!("in {} min", secs / 60),
+        _ => format!("in {} h", secs / 3600),
+    }
 }
 
 fn ago(at: Ts, now: Ts) -> String {
@@ -289,7 +361,7 @@ impl TargetState {
 /// Promoter round: every PENDING run with its plan's limit, oldest first.
 pub const PENDING_RUNS: &str =
     "SELECT r.id, r.plan_id, r.target, r.exclusive, r.version, r.node, r.run_at,
-        r.waiting_cause, p.parallel_limit
+        r.waiting_cause, p.parallel_limit, r.created_at, r.reassign_after_ms
     FROM task_run r JOIN plan p ON p.id = r.plan_id
     WHERE r.status = 'PENDING' ORDER BY r.id";
 
@@ -313,10 +385,10 @@ mod tests {
     #[derive(Debug, Clone)]
     struct HolderRun {
         id: i64,
-        pub plan_id: i64,
-        pub target: String,
-        pub exclusive: bool,
-        pub version: Option<String>,
+        plan_id: i64,
+        target: String,
+        exclusive: bool,
+        version: Option<String>,
     }
 
     impl Holders {
@@ -367,6 +439,8 @@ mod tests {
             run_at: None,
             waiting_cause: Some(CAUSE_NEW.into()),
             parallel_limit: None,
+            created_at: Ts::now(),
+            reassign_after_ms: None,
         }
     }
 
@@ -494,11 +568,50 @@ mod tests {
         assert!(cause_of(&d, 1).starts_with("scheduled for "));
         assert_eq!(
             cause_of(&d, 2),
-            "no live replica labelled gpu (last seen 3 min ago)"
+            "no live replica labelled gpu (last seen 3 min ago); pinned for good (reassign_after: never)"
         );
         nodes.live.insert("gpu".into());
         let d = evaluate(&[gpu], &Holders::default(), &nodes, now);
         assert_eq!(d.promote, vec![2]);
+    }
+
+    #[test]
+    fn pinned_runs_run_anywhere_after_reassign_after() {
+        let now = Ts::now();
+        let minutes = |m: u64| std::time::Duration::from_secs(60 * m);
+        let mut gpu = pending(1, 1, "a");
+        gpu.node = Some("gpu".into());
+        gpu.reassign_after_ms = Some(5 * 60 * 1000);
+        gpu.created_at = now.minus(minutes(10));
+        let mut nodes = NodeLabels::default();
+        nodes.last_seen.insert("gpu".into(), now.minus(minutes(3)));
+        let d = evaluate(&[gpu.clone()], &Holders::default(), &nodes, now);
+        assert!(d.promote.is_empty() && d.unpin.is_empty());
+        assert_eq!(
+            cause_of(&d, 1),
+            "no live replica labelled gpu (last seen 3 min ago); runs on any replica in 2 min"
+        );
+
+        nodes.last_seen.insert("gpu".into(), now.minus(minutes(6)));
+        let d = evaluate(&[gpu.clone()], &Holders::default(), &nodes, now);
+        assert_eq!(d.promote, vec![1]);
+        assert_eq!(d.unpin.len(), 1);
+        assert!(
+            d.unpin[0]
+                .1
+                .starts_with("pin to node gpu dropped: no live replica carried it for 5m"),
+            "{}",
+            d.unpin[0].1
+        );
+
+        // Never seen at all: counted from the run's creation.
+        let fresh = PendingRun {
+            created_at: now.minus(minutes(1)),
+            ..gpu
+        };
+        let d = evaluate(&[fresh], &Holders::default(), &NodeLabels::default(), now);
+        assert!(d.unpin.is_empty());
+        assert!(cause_of(&d, 1).contains("never seen"));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! what proves they behave the same.
 
 pub mod gates;
+mod liveness;
 mod postgres;
 mod rows;
 pub mod scratch;
@@ -26,6 +27,7 @@ use std::time::Duration;
 use app::model::{EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
 
 pub use self::gates::NodeLabels;
+pub use self::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
 pub use self::postgres::PgStore;
 pub use self::signals::{Signal, Signals};
 pub use self::sqlite::SqliteStore;
@@ -81,6 +83,10 @@ pub struct ClaimedRun {
     pub executor: serde_json::Value,
     pub started_at: Ts,
     pub deadline: Ts,
+    /// The task's own run heartbeat period; `None` = the replica's.
+    pub heartbeat_interval: Option<Duration>,
+    /// How far each run heartbeat pushes `heartbeat_deadline`.
+    pub heartbeat_timeout: Duration,
 }
 
 /// How an execution ended, as reported by the replica that ran it.
@@ -210,13 +216,12 @@ pub trait Store: Send + Sync + 'static {
         finishes: &[Finish],
         now: Ts,
     ) -> Result<FinishReport>;
-    /// Extends the heartbeat deadline of the replica's runs (fenced) and
-    /// returns the ids it still owns.
+    /// Extends the heartbeat deadline of the replica's runs, each by its
+    /// own heartbeat timeout (fenced), and returns the ids it still owns.
     async fn run_heartbeat_many(
         &self,
         replica_id: &str,
-        run_ids: &[i64],
-        beat: Duration,
+        beats: &[(i64, Duration)],
         now: Ts,
     ) -> Result<Vec<i64>>;
     /// Appends log lines (fenced); false when the replica lost the run.
@@ -231,11 +236,42 @@ pub trait Store: Send + Sync + 'static {
     /// Events with id > `after_id`, oldest first (history checks, timelines).
     async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>>;
 
+    // ---- liveness (SPEC §5) ----
+
+    /// Fails every RUNNING run whose replica is stale or gone, or whose
+    /// heartbeat deadline or hard deadline passed, creating automatic
+    /// retries. Conditional on the run still being RUNNING on that replica.
+    async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport>;
+    /// Graceful shutdown: the replica's runs go back to AVAILABLE, same
+    /// attempt (fenced). Returns the ids handed back.
+    async fn run_hand_back_many(
+        &self,
+        replica_id: &str,
+        run_ids: &[i64],
+        detail: &str,
+        now: Ts,
+    ) -> Result<Vec<i64>>;
+    /// Takes the named lease if it is free or expired, or renews it if
+    /// `holder` has it; returns the lease as it now stands (held by
+    /// `holder` or by someone else).
+    async fn lease_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+        now: Ts,
+    ) -> Result<Lease>;
+    /// Gives the lease up at once (graceful shutdown), if `holder` has it.
+    async fn lease_release(&self, name: &str, holder: &str) -> Result<()>;
+    async fn lease_get(&self, name: &str) -> Result<Option<Lease>>;
+
     // ---- replicas ----
 
     async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()>;
     async fn replica_list(&self) -> Result<Vec<ReplicaRecord>>;
     async fn replica_delete(&self, replica_id: &str) -> Result<()>;
+    /// Deletes heartbeat rows last written before `before`; returns how many.
+    async fn replica_prune(&self, before: Ts) -> Result<u64>;
 }
 
 /// Opens the database a URL names: `postgres://…` or `sqlite://…`.

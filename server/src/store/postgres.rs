@@ -14,6 +14,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::gates::{self, Holders, NodeLabels, PendingRun};
+use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
 use super::signals::{CHANNEL, Signal, Signals};
 use super::{
@@ -100,10 +101,11 @@ impl PgStore {
         let ids: Vec<i64> = sqlx::query_scalar(
             "WITH made AS (
                 INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive, version,
-                    node, timeout_ms, max_attempts, run_at, created_at, waiting_cause)
+                    node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
+                    reassign_after_ms)
                 SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
                     t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
-                    COALESCE(x.run_at, t.run_at), $3, $4
+                    COALESCE(x.run_at, t.run_at), $3, $4, t.reassign_after_ms
                 FROM UNNEST($1::bigint[], $2::timestamptz[]) AS x(task_id, run_at)
                 JOIN task t ON t.id = x.task_id
                 LEFT JOIN task_run prev ON prev.id = t.latest_run_id
@@ -253,14 +255,15 @@ impl Store for PgStore {
     async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
         let mut tx = self.pool.begin().await?;
         let plan_id: i64 = sqlx::query_scalar(
-            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by)
-             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(&plan.name)
         .bind(&plan.description)
         .bind(plan.parallel_limit)
         .bind(now)
         .bind(actor)
+        .bind(rows::webhooks_json(plan)?)
         .fetch_one(&mut *tx)
         .await?;
         let t = &plan.tasks;
@@ -271,13 +274,15 @@ impl Store for PgStore {
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let task_ids: Vec<i64> = sqlx::query_scalar(
             "INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
-                max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor)
+                max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
+                reassign_after_ms)
              SELECT $1, x.name, x.target, x.exclusive, x.version, x.run_at, x.node, x.timeout_ms,
-                x.max_attempts, x.hbi, x.hbt, x.executor
+                x.max_attempts, x.hbi, x.hbt, x.executor, x.reassign
              FROM UNNEST($2::text[], $3::text[], $4::bool[], $5::text[], $6::timestamptz[],
-                $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[])
+                $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[],
+                $13::bigint[])
                 WITH ORDINALITY AS x(name, target, exclusive, version, run_at, node, timeout_ms,
-                    max_attempts, hbi, hbt, executor, ord)
+                    max_attempts, hbi, hbt, executor, reassign, ord)
              ORDER BY x.ord RETURNING id",
         )
         .bind(plan_id)
@@ -300,6 +305,11 @@ impl Store for PgStore {
                 .collect::<Vec<_>>(),
         )
         .bind(executors)
+        .bind(
+            t.iter()
+                .map(|t| t.reassign_after.map(millis))
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(&mut *tx)
         .await?;
         if plan.start {
@@ -444,6 +454,22 @@ impl Store for PgStore {
                 .await?,
         };
         let decided = gates::evaluate(&pending, &holders, nodes, now);
+        if !decided.unpin.is_empty() {
+            let (ids, details): (Vec<i64>, Vec<String>) = decided.unpin.iter().cloned().unzip();
+            sqlx::query(
+                "WITH unpinned AS (
+                    UPDATE task_run r SET node = NULL FROM UNNEST($1::bigint[], $2::text[]) AS u(id, detail)
+                    WHERE r.id = u.id AND r.status = 'PENDING' RETURNING r.id, u.detail)
+                INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+                SELECT id, 'PENDING', 'PENDING', $3, $4, detail FROM unpinned",
+            )
+            .bind(ids)
+            .bind(details)
+            .bind(SCHEDULER)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
         let promoted = if decided.promote.is_empty() {
             0
         } else {
@@ -494,7 +520,7 @@ impl Store for PgStore {
         let mut tx = self.pool.begin().await?;
         Self::index_only(&mut tx).await?;
         // Who: every replica's claimer, whenever it has free worker slots.
-        let rows: Vec<ClaimRow> = sqlx::query_as(
+        let rows: Vec<ClaimRow> = sqlx::query_as(concat!(
             "WITH picked AS (
                 SELECT id FROM task_run
                 WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
@@ -503,17 +529,20 @@ impl Store for PgStore {
                 UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
                     last_heartbeat_at = $4,
                     deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
-                    heartbeat_deadline = $4 + COALESCE(
-                        (SELECT heartbeat_timeout_ms FROM task WHERE id = r.task_id), $5)
-                        * INTERVAL '1 millisecond'
+                    heartbeat_deadline = $4 + (SELECT ",
+            rows::heartbeat_timeout_sql!(),
+            " FROM task t WHERE t.id = r.task_id) * INTERVAL '1 millisecond'
                 FROM picked WHERE r.id = picked.id AND r.status = 'AVAILABLE'
                 RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline),
             logged AS (
                 INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
                 SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
-            SELECT c.id, c.task_id, c.plan_id, c.attempt, c.started_at, c.deadline, t.executor
-            FROM claimed c JOIN task t ON t.id = c.task_id ORDER BY c.id",
-        )
+            SELECT c.id, c.task_id, c.plan_id, c.attempt, c.started_at, c.deadline, t.executor,
+                t.heartbeat_interval_ms, ",
+            rows::heartbeat_timeout_sql!(),
+            " AS heartbeat_timeout_ms
+            FROM claimed c JOIN task t ON t.id = c.task_id ORDER BY c.id"
+        ))
         .bind(claim.replica_id)
         .bind(claim.labels)
         .bind(claim.limit)
@@ -580,23 +609,23 @@ impl Store for PgStore {
     async fn run_heartbeat_many(
         &self,
         replica_id: &str,
-        run_ids: &[i64],
-        beat: Duration,
+        beats: &[(i64, Duration)],
         now: Ts,
     ) -> Result<Vec<i64>> {
-        if run_ids.is_empty() {
+        if beats.is_empty() {
             return Ok(Vec::new());
         }
         // Who: each replica's run heartbeat, one statement for all its runs.
         Ok(sqlx::query_scalar(
-            "UPDATE task_run SET last_heartbeat_at = $3,
-                heartbeat_deadline = $3 + $4 * INTERVAL '1 millisecond'
-             WHERE id = ANY($2) AND status = 'RUNNING' AND replica_id = $1 RETURNING id",
+            "UPDATE task_run r SET last_heartbeat_at = $4,
+                heartbeat_deadline = $4 + b.timeout_ms * INTERVAL '1 millisecond'
+             FROM UNNEST($2::bigint[], $3::bigint[]) AS b(id, timeout_ms)
+             WHERE r.id = b.id AND r.status = 'RUNNING' AND r.replica_id = $1 RETURNING r.id",
         )
         .bind(replica_id)
-        .bind(run_ids)
+        .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
+        .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
         .bind(now)
-        .bind(millis(beat))
         .fetch_all(&self.pool)
         .await?)
     }
@@ -639,6 +668,144 @@ impl Store for PgStore {
 
     async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
         self.read_events(after_id, limit).await
+    }
+
+    async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport> {
+        let stale_since = now.minus(stale_after);
+        let mut tx = self.pool.begin().await?;
+        Self::index_only(&mut tx).await?;
+        let sql = sqlx::AssertSqlSafe(format!(
+            "{} FOR UPDATE OF r SKIP LOCKED",
+            liveness::SWEEP_CANDIDATES
+        ));
+        let found: Vec<SweepCandidate> = sqlx::query_as(sql)
+            .bind(stale_since)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+        if found.is_empty() {
+            return Ok(SweepReport::default());
+        }
+        let causes: Vec<String> = found.iter().map(|c| c.cause(stale_since, now)).collect();
+        // Who: the leader's sweeper. Conditional on the run still being
+        // RUNNING on the replica it was seen on.
+        let done: Vec<FinishedRow> = sqlx::query_as(
+            "WITH f AS (
+                SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[]) AS f(id, replica, cause)),
+            done AS (
+                UPDATE task_run r SET status = 'FAILED', finished_at = $4, error = f.cause
+                FROM f WHERE r.id = f.id AND r.status = 'RUNNING'
+                    AND r.replica_id IS NOT DISTINCT FROM f.replica
+                RETURNING r.id, r.status, r.task_id, r.attempt, r.max_attempts, r.replica_id,
+                    r.error),
+            logged AS (
+                INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+                SELECT id, 'RUNNING', 'FAILED', replica_id, $5, $4, error FROM done)
+            SELECT id, status, task_id, attempt, max_attempts FROM done",
+        )
+        .bind(found.iter().map(|c| c.id).collect::<Vec<_>>())
+        .bind(found.iter().map(|c| c.replica_id.clone()).collect::<Vec<_>>())
+        .bind(&causes)
+        .bind(now)
+        .bind(SCHEDULER)
+        .fetch_all(&mut *tx)
+        .await?;
+        let (retry_tasks, retry_at) = FinishedRow::retries(&done, now);
+        let retried = Self::runs_create(
+            &mut tx,
+            &retry_tasks,
+            &retry_at,
+            SCHEDULER,
+            "automatic retry",
+            now,
+        )
+        .await?;
+        // A replica still executing one of these (a missed deadline) hears
+        // it at once and stops it.
+        Self::notify(&mut tx, Signal::Canceled).await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Canceled);
+        self.signals.raise(Signal::Changed);
+        Ok(SweepReport::new(&found, causes, &done, retried))
+    }
+
+    async fn run_hand_back_many(
+        &self,
+        replica_id: &str,
+        run_ids: &[i64],
+        detail: &str,
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+        // Who: a replica shutting down. The run keeps its attempt and the
+        // target and plan slot it holds; any replica may claim it again.
+        let back: Vec<i64> = sqlx::query_scalar(
+            "WITH back AS (
+                UPDATE task_run SET status = 'AVAILABLE', replica_id = NULL, started_at = NULL,
+                    last_heartbeat_at = NULL, heartbeat_deadline = NULL, deadline = NULL
+                WHERE id = ANY($2) AND status = 'RUNNING' AND replica_id = $1 RETURNING id)
+            INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+            SELECT id, 'RUNNING', 'AVAILABLE', $1, $1, $3, $4 FROM back RETURNING run_id",
+        )
+        .bind(replica_id)
+        .bind(run_ids)
+        .bind(now)
+        .bind(detail)
+        .fetch_all(&mut *tx)
+        .await?;
+        Self::notify(&mut tx, Signal::Available).await?;
+        tx.commit().await?;
+        Ok(back)
+    }
+
+    async fn lease_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+        now: Ts,
+    ) -> Result<Lease> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(liveness::LEASE_ACQUIRE)
+            .bind(name)
+            .bind(holder)
+            .bind(now)
+            .bind(now.plus(ttl))
+            .execute(&mut *tx)
+            .await?;
+        let lease = sqlx::query_as(liveness::LEASE_GET)
+            .bind(name)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(lease)
+    }
+
+    async fn lease_release(&self, name: &str, holder: &str) -> Result<()> {
+        sqlx::query(liveness::LEASE_RELEASE)
+            .bind(name)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn lease_get(&self, name: &str) -> Result<Option<Lease>> {
+        Ok(sqlx::query_as(liveness::LEASE_GET)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn replica_prune(&self, before: Ts) -> Result<u64> {
+        Ok(sqlx::query(liveness::REPLICA_PRUNE)
+            .bind(before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
     }
 
     async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {

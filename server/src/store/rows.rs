@@ -21,6 +21,18 @@ macro_rules! task_status_sql {
     };
 }
 
+/// A run's heartbeat timeout in ms, from its task `t` and the replica
+/// default `$5`: the task's own, else the default stretched to twice the
+/// task's heartbeat interval so a slow-beating task is not swept between
+/// beats.
+macro_rules! heartbeat_timeout_sql {
+    () => {
+        "COALESCE(t.heartbeat_timeout_ms, CASE WHEN t.heartbeat_interval_ms * 2 > $5 \
+            THEN t.heartbeat_interval_ms * 2 ELSE $5 END)"
+    };
+}
+pub(super) use heartbeat_timeout_sql;
+
 /// Plan list page (API and dashboard): each plan's task counts by status
 /// and its derived status (the rule of `PlanStatus::from_counts`, in SQL so
 /// the list can be filtered and paged by status), newest first.
@@ -376,6 +388,8 @@ pub struct ClaimRow {
     pub started_at: Ts,
     pub deadline: Ts,
     pub executor: String,
+    pub heartbeat_interval_ms: Option<i64>,
+    pub heartbeat_timeout_ms: i64,
 }
 
 impl ClaimRow {
@@ -390,6 +404,8 @@ impl ClaimRow {
             executor,
             started_at: self.started_at,
             deadline: self.deadline,
+            heartbeat_interval: self.heartbeat_interval_ms.map(duration_ms),
+            heartbeat_timeout: duration_ms(self.heartbeat_timeout_ms),
         })
     }
 }
@@ -428,6 +444,16 @@ impl FinishedRow {
             .map(|d| (d.task_id, Some(now.plus(super::retry_backoff(d.attempt)))))
             .unzip()
     }
+}
+
+/// A stored millisecond count as a duration (negative reads as zero).
+fn duration_ms(ms: i64) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// The plan's own webhooks as stored in `plan.webhooks`.
+pub fn webhooks_json(plan: &crate::plan::NewPlan) -> Result<String> {
+    serde_json::to_string(&plan.webhooks).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// The status of a task as SQL, for actions that check it first.

@@ -19,6 +19,7 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, Transaction};
 
 use super::gates::{self, Holders, NodeLabels, PendingRun};
+use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
 use super::signals::{Signal, Signals};
 use super::{
@@ -102,10 +103,10 @@ impl SqliteStore {
             .collect();
         let made: Vec<(i64, i64)> = sqlx::query_as(
             "INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive, version,
-                node, timeout_ms, max_attempts, run_at, created_at, waiting_cause)
+                node, timeout_ms, max_attempts, run_at, created_at, waiting_cause, reassign_after_ms)
              SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
                 t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
-                COALESCE(x.value ->> 1, t.run_at), $2, $3
+                COALESCE(x.value ->> 1, t.run_at), $2, $3, t.reassign_after_ms
              FROM json_each($1) AS x
              JOIN task t ON t.id = x.value ->> 0
              LEFT JOIN task_run prev ON prev.id = t.latest_run_id
@@ -273,14 +274,15 @@ impl Store for SqliteStore {
     async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
         let (_writer, mut tx) = self.begin().await?;
         let plan_id: i64 = sqlx::query_scalar(
-            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by)
-             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         )
         .bind(&plan.name)
         .bind(&plan.description)
         .bind(plan.parallel_limit)
         .bind(now)
         .bind(actor)
+        .bind(rows::webhooks_json(plan)?)
         .fetch_one(&mut *tx)
         .await?;
         let tasks: Vec<_> = plan
@@ -293,15 +295,17 @@ impl Store for SqliteStore {
                     "node": t.node, "timeout_ms": millis(t.timeout), "max_attempts": t.max_attempts,
                     "hbi": t.heartbeat_interval.map(millis), "hbt": t.heartbeat_timeout.map(millis),
                     "executor": serde_json::to_string(&t.executor).unwrap_or_default(),
+                    "reassign": t.reassign_after.map(millis),
                 })
             })
             .collect();
         let task_ids: Vec<i64> = sqlx::query_scalar(
             "INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
-                max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor)
+                max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
+                reassign_after_ms)
              SELECT $1, v ->> 'name', v ->> 'target', v ->> 'exclusive', v ->> 'version',
                 v ->> 'run_at', v ->> 'node', v ->> 'timeout_ms', v ->> 'max_attempts',
-                v ->> 'hbi', v ->> 'hbt', v ->> 'executor'
+                v ->> 'hbi', v ->> 'hbt', v ->> 'executor', v ->> 'reassign'
              FROM (SELECT x.key, x.value AS v FROM json_each($2) AS x) ORDER BY key
              RETURNING id",
         )
@@ -441,6 +445,31 @@ impl Store for SqliteStore {
                 .await?,
         };
         let decided = gates::evaluate(&pending, &holders, nodes, now);
+        if !decided.unpin.is_empty() {
+            let unpin: Vec<_> = decided
+                .unpin
+                .iter()
+                .map(|(id, detail)| json!([id, detail]))
+                .collect();
+            let unpin = serde_json::Value::Array(unpin).to_string();
+            sqlx::query(
+                "UPDATE task_run SET node = NULL FROM json_each($1) AS x
+                 WHERE task_run.id = x.value ->> 0 AND task_run.status = 'PENDING'",
+            )
+            .bind(&unpin)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+                 SELECT x.value ->> 0, 'PENDING', 'PENDING', $2, $3, x.value ->> 1
+                 FROM json_each($1) AS x",
+            )
+            .bind(&unpin)
+            .bind(SCHEDULER)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
         let mut promoted = 0;
         if !decided.promote.is_empty() {
             let moved: Vec<i64> = sqlx::query_scalar(
@@ -494,11 +523,12 @@ impl Store for SqliteStore {
         let (_writer, mut tx) = self.begin().await?;
         // Who: every replica's claimer. The write lock makes pick-and-update
         // atomic; `status = 'AVAILABLE'` in the UPDATE keeps it conditional.
-        let rows: Vec<ClaimRow> = sqlx::query_as(
+        let rows: Vec<ClaimRow> = sqlx::query_as(concat!(
             "UPDATE task_run SET status = 'RUNNING', replica_id = $1, started_at = $4,
                 last_heartbeat_at = $4, deadline = $4 + timeout_ms * 1000,
-                heartbeat_deadline = $4 + COALESCE(
-                    (SELECT heartbeat_timeout_ms FROM task WHERE id = task_run.task_id), $5) * 1000
+                heartbeat_deadline = $4 + (SELECT ",
+            rows::heartbeat_timeout_sql!(),
+            " FROM task t WHERE t.id = task_run.task_id) * 1000
              WHERE id IN (
                 SELECT id FROM task_run
                 WHERE status = 'AVAILABLE'
@@ -506,8 +536,11 @@ impl Store for SqliteStore {
                 ORDER BY id LIMIT $3)
                AND status = 'AVAILABLE'
              RETURNING id, task_id, plan_id, attempt, started_at, deadline,
-                (SELECT executor FROM task WHERE id = task_run.task_id) AS executor",
-        )
+                (SELECT executor FROM task WHERE id = task_run.task_id) AS executor,
+                (SELECT heartbeat_interval_ms FROM task WHERE id = task_run.task_id)
+                    AS heartbeat_interval_ms,
+                (heartbeat_deadline - started_at) / 1000 AS heartbeat_timeout_ms"
+        ))
         .bind(claim.replica_id)
         .bind(serde_json::to_string(claim.labels).unwrap_or_else(|_| "[]".into()))
         .bind(claim.limit)
@@ -596,24 +629,28 @@ impl Store for SqliteStore {
     async fn run_heartbeat_many(
         &self,
         replica_id: &str,
-        run_ids: &[i64],
-        beat: Duration,
+        beats: &[(i64, Duration)],
         now: Ts,
     ) -> Result<Vec<i64>> {
-        if run_ids.is_empty() {
+        if beats.is_empty() {
             return Ok(Vec::new());
         }
         let (_writer, mut tx) = self.begin().await?;
+        let beats: Vec<_> = beats
+            .iter()
+            .map(|(id, t)| json!([id, millis(*t)]))
+            .collect();
         let owned = sqlx::query_scalar(
-            "UPDATE task_run SET last_heartbeat_at = $3, heartbeat_deadline = $3 + $4 * 1000
-             WHERE id IN (SELECT value FROM json_each($2)) AND status = 'RUNNING'
-               AND replica_id = $1
-             RETURNING id",
+            "UPDATE task_run SET last_heartbeat_at = $3,
+                heartbeat_deadline = $3 + (x.value ->> 1) * 1000
+             FROM json_each($2) AS x
+             WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
+               AND task_run.replica_id = $1
+             RETURNING task_run.id",
         )
         .bind(replica_id)
-        .bind(id_list(run_ids))
+        .bind(serde_json::Value::Array(beats).to_string())
         .bind(now)
-        .bind(millis(beat))
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -664,6 +701,155 @@ impl Store for SqliteStore {
 
     async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
         self.read_events(after_id, limit).await
+    }
+
+    async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport> {
+        let stale_since = now.minus(stale_after);
+        let (_writer, mut tx) = self.begin().await?;
+        let found: Vec<SweepCandidate> = sqlx::query_as(liveness::SWEEP_CANDIDATES)
+            .bind(stale_since)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+        if found.is_empty() {
+            return Ok(SweepReport::default());
+        }
+        let causes: Vec<String> = found.iter().map(|c| c.cause(stale_since, now)).collect();
+        let failing: Vec<_> = found
+            .iter()
+            .zip(&causes)
+            .map(|(c, cause)| json!([c.id, c.replica_id, cause]))
+            .collect();
+        // Conditional on the run still being RUNNING on the replica it was
+        // seen on (`IS`: NULL-safe equality).
+        let done: Vec<FinishedRow> = sqlx::query_as(
+            "UPDATE task_run SET status = 'FAILED', finished_at = $2, error = x.value ->> 2
+             FROM json_each($1) AS x
+             WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
+               AND task_run.replica_id IS x.value ->> 1
+             RETURNING task_run.id, task_run.status, task_run.task_id, task_run.attempt,
+                task_run.max_attempts",
+        )
+        .bind(serde_json::Value::Array(failing).to_string())
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
+        let ids: Vec<i64> = done.iter().map(|d| d.id).collect();
+        sqlx::query(
+            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+             SELECT id, 'RUNNING', 'FAILED', replica_id, $2, $3, error FROM task_run
+             WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
+        )
+        .bind(id_list(&ids))
+        .bind(SCHEDULER)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let (retry_tasks, retry_at) = FinishedRow::retries(&done, now);
+        let retried = Self::runs_create(
+            &mut tx,
+            &retry_tasks,
+            &retry_at,
+            SCHEDULER,
+            "automatic retry",
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        self.signals.raise(Signal::Canceled);
+        self.signals.raise(Signal::Changed);
+        Ok(SweepReport::new(&found, causes, &done, retried))
+    }
+
+    async fn run_hand_back_many(
+        &self,
+        replica_id: &str,
+        run_ids: &[i64],
+        detail: &str,
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (_writer, mut tx) = self.begin().await?;
+        let back: Vec<i64> = sqlx::query_scalar(
+            "UPDATE task_run SET status = 'AVAILABLE', replica_id = NULL, started_at = NULL,
+                last_heartbeat_at = NULL, heartbeat_deadline = NULL, deadline = NULL
+             WHERE id IN (SELECT value FROM json_each($2)) AND status = 'RUNNING'
+               AND replica_id = $1
+             RETURNING id",
+        )
+        .bind(replica_id)
+        .bind(id_list(run_ids))
+        .fetch_all(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+             SELECT value, 'RUNNING', 'AVAILABLE', $2, $2, $3, $4 FROM json_each($1)",
+        )
+        .bind(id_list(&back))
+        .bind(replica_id)
+        .bind(now)
+        .bind(detail)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        if !back.is_empty() {
+            self.signals.raise(Signal::Available);
+        }
+        Ok(back)
+    }
+
+    async fn lease_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+        now: Ts,
+    ) -> Result<Lease> {
+        let (_writer, mut tx) = self.begin().await?;
+        sqlx::query(liveness::LEASE_ACQUIRE)
+            .bind(name)
+            .bind(holder)
+            .bind(now)
+            .bind(now.plus(ttl))
+            .execute(&mut *tx)
+            .await?;
+        let lease = sqlx::query_as(liveness::LEASE_GET)
+            .bind(name)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(lease)
+    }
+
+    async fn lease_release(&self, name: &str, holder: &str) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
+        sqlx::query(liveness::LEASE_RELEASE)
+            .bind(name)
+            .bind(holder)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn lease_get(&self, name: &str) -> Result<Option<Lease>> {
+        Ok(sqlx::query_as(liveness::LEASE_GET)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn replica_prune(&self, before: Ts) -> Result<u64> {
+        let (_writer, mut tx) = self.begin().await?;
+        let pruned = sqlx::query(liveness::REPLICA_PRUNE)
+            .bind(before)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(pruned)
     }
 
     async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {

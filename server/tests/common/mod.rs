@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod invariants;
+pub mod store;
 
 use std::sync::Arc;
 use std::time::Duration;

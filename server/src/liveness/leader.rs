@@ -1,0 +1,141 @@
+//! The leader lease (SPEC §5): one replica at a time runs the singleton
+//! loops (promoter, sweeper, pruning).
+//!
+//! The leader renews every third of the lease. If renewals fail (database
+//! unreachable, slow), it steps down once two thirds of the lease have gone
+//! by since the last renewal it sent, so it stops leading before anyone else
+//! may start. A follower retries when the current lease expires, so it
+//! takes over within one lease period of the leader's death. Expiry is
+//! judged by each replica's own clock: replicas need clocks in step to well
+//! under a third of the lease (NTP gives milliseconds).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{LEADER_LEASE, Store, Ts};
+
+/// Whether this replica leads now; cheap to clone and to ask.
+#[derive(Clone)]
+pub struct Leadership {
+    leading: watch::Receiver<bool>,
+}
+
+impl Leadership {
+    /// A replica that always leads: tests that drive loops by hand.
+    pub fn always() -> Self {
+        let (_, leading) = watch::channel(true);
+        Leadership { leading }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Returns once this replica leads (at once if it does now).
+    pub async fn until_leading(&mut self) {
+        // An error means the lease loop ended (shutdown): wait forever and
+        // let the caller's shutdown branch win.
+        if self.leading.wait_for(|leading| *leading).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+pub struct LeaderLease {
+    store: Arc<dyn Store>,
+    replica_id: String,
+    ttl: Duration,
+    leading: watch::Sender<bool>,
+}
+
+impl LeaderLease {
+    pub fn new(store: Arc<dyn Store>, replica_id: String, ttl: Duration) -> (Self, Leadership) {
+        let (leading, rx) = watch::channel(false);
+        let lease = LeaderLease {
+            store,
+            replica_id,
+            ttl,
+            leading,
+        };
+        (lease, Leadership { leading: rx })
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) {
+        let renew_every = self.ttl / 3;
+        // When the last renewal that succeeded was sent.
+        let mut renewed: Option<Instant> = None;
+        loop {
+            let sent = Instant::now();
+            let attempt = tokio::time::timeout(
+                renew_every,
+                self.store
+                    .lease_acquire(LEADER_LEASE, &self.replica_id, self.ttl, Ts::now()),
+            )
+            .await;
+            let wait = match attempt {
+                Ok(Ok(lease)) if lease.holder == self.replica_id => {
+                    renewed = Some(sent);
+                    self.set_leading(true);
+                    renew_every
+                }
+                Ok(Ok(lease)) => {
+                    renewed = None;
+                    self.set_leading(false);
+                    // Try again as soon as the holder's lease runs out.
+                    let left = (lease.expires_at.0 - Ts::now().0)
+                        .to_std()
+                        .unwrap_or_default();
+                    left.min(renew_every) + Duration::from_millis(20)
+                }
+                failed => {
+                    let error = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => format!(
+                            "no answer within {}",
+                            humantime::format_duration(renew_every)
+                        ),
+                    };
+                    tracing::warn!(%error, "leader lease renewal failed; will retry");
+                    if renewed.is_some_and(|at| at.elapsed() >= self.ttl * 2 / 3) {
+                        renewed = None;
+                        self.set_leading(false);
+                    }
+                    renew_every / 4
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.cancelled() => break,
+            }
+        }
+        // Hand leadership over at once rather than after the lease runs out.
+        if *self.leading.borrow() {
+            self.set_leading(false);
+            if let Err(e) = self
+                .store
+                .lease_release(LEADER_LEASE, &self.replica_id)
+                .await
+            {
+                tracing::warn!(error = %e, "could not release the leader lease; it expires by itself");
+            }
+        }
+    }
+
+    fn set_leading(&self, leading: bool) {
+        let changed = self.leading.send_if_modified(|now| {
+            let changed = *now != leading;
+            *now = leading;
+            changed
+        });
+        if changed {
+            if leading {
+                tracing::info!(replica = %self.replica_id, "this replica is now the leader");
+            } else {
+                tracing::warn!(replica = %self.replica_id, "this replica is no longer the leader");
+            }
+        }
+    }
+}

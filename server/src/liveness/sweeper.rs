@@ -1,0 +1,79 @@
+//! The sweeper (SPEC §5), run by the leader: fails RUNNING runs whose
+//! replica went quiet or whose deadlines passed, so nothing stays RUNNING
+//! on a dead replica, and prunes heartbeat rows of replicas long gone.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::Leadership;
+use crate::store::{Store, SweepReport, Ts};
+
+/// Heartbeat rows older than this are deleted.
+pub const PRUNE_AFTER: Duration = Duration::from_secs(60 * 60);
+/// How often the leader looks for such rows.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+pub struct Sweeper {
+    store: Arc<dyn Store>,
+    leadership: Leadership,
+    interval: Duration,
+    stale_after: Duration,
+}
+
+impl Sweeper {
+    pub fn new(
+        store: Arc<dyn Store>,
+        leadership: Leadership,
+        interval: Duration,
+        stale_after: Duration,
+    ) -> Self {
+        Sweeper {
+            store,
+            leadership,
+            interval,
+            stale_after,
+        }
+    }
+
+    pub async fn run_once(&self) -> anyhow::Result<SweepReport> {
+        let report = self.store.run_sweep(self.stale_after, Ts::now()).await?;
+        for (run_id, cause) in &report.failed {
+            tracing::warn!(run_id, %cause, "swept a run: FAILED");
+        }
+        Ok(report)
+    }
+
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut pruned_at: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                _ = self.leadership.until_leading() => {}
+                _ = shutdown.cancelled() => return,
+            }
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.cancelled() => return,
+            }
+            if !self.leadership.is_leader() {
+                continue;
+            }
+            if let Err(e) = self.run_once().await {
+                tracing::warn!(error = %e, "sweep failed; will retry");
+            }
+            if pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+                pruned_at = Some(Instant::now());
+                match self.store.replica_prune(Ts::now().minus(PRUNE_AFTER)).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(pruned = n, "removed heartbeat rows older than an hour")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "pruning heartbeat rows failed"),
+                }
+            }
+        }
+    }
+}

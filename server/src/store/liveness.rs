@@ -1,0 +1,161 @@
+//! Liveness SQL and rows shared by both backends (SPEC §5): the leader
+//! lease, the sweeper's candidates and the causes it writes.
+
+use std::time::Duration;
+
+use super::time::Ts;
+
+/// The lease the singleton loops (promoter, sweeper, pruning) run under.
+pub const LEADER: &str = "leader";
+
+/// A named lease as it stands after an acquire or read.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Lease {
+    pub holder: String,
+    pub acquired_at: Ts,
+    pub expires_at: Ts,
+}
+
+/// Takes a free or expired lease, or renews one's own; leaves another
+/// holder's live lease alone. `acquired_at` only moves on a change of hands.
+/// Both backends run it in a write transaction followed by [`LEASE_GET`].
+pub const LEASE_ACQUIRE: &str =
+    "INSERT INTO leader_lease (name, holder, acquired_at, expires_at) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+        acquired_at = CASE WHEN leader_lease.holder = excluded.holder
+            THEN leader_lease.acquired_at ELSE excluded.acquired_at END
+    WHERE leader_lease.holder = excluded.holder OR leader_lease.expires_at <= $3";
+
+pub const LEASE_GET: &str =
+    "SELECT holder, acquired_at, expires_at FROM leader_lease WHERE name = $1";
+
+pub const LEASE_RELEASE: &str = "DELETE FROM leader_lease WHERE name = $1 AND holder = $2";
+
+pub const REPLICA_PRUNE: &str = "DELETE FROM replica WHERE last_heartbeat < $1";
+
+/// RUNNING runs the sweeper must fail: replica row missing or stale,
+/// heartbeat deadline or hard deadline passed. `$1` = stale since, `$2` =
+/// now. PostgreSQL appends a row lock.
+pub const SWEEP_CANDIDATES: &str =
+    "SELECT r.id, r.replica_id, p.last_heartbeat, r.heartbeat_deadline, r.deadline, r.timeout_ms
+    FROM task_run r LEFT JOIN replica p ON p.replica_id = r.replica_id
+    WHERE r.status = 'RUNNING' AND (p.replica_id IS NULL OR p.last_heartbeat < $1
+        OR r.heartbeat_deadline < $2 OR r.deadline < $2)
+    ORDER BY r.id";
+
+/// A RUNNING run that has lost its claim to liveness.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SweepCandidate {
+    pub id: i64,
+    pub replica_id: Option<String>,
+    /// The replica's last heartbeat; `None` when its row is gone.
+    pub last_heartbeat: Option<Ts>,
+    pub heartbeat_deadline: Option<Ts>,
+    pub deadline: Option<Ts>,
+    pub timeout_ms: i64,
+}
+
+impl SweepCandidate {
+    /// The FAILED run's error: which rule fired, and when. The replica's
+    /// silence comes first: it is the root cause when several apply.
+    pub fn cause(&self, stale_since: Ts, now: Ts) -> String {
+        let replica = self.replica_id.as_deref().unwrap_or("(none)");
+        match self.last_heartbeat {
+            None => {
+                return format!(
+                    "replica {replica} is gone (no heartbeat row); its run was abandoned"
+                );
+            }
+            Some(beat) if beat < stale_since => {
+                return format!(
+                    "replica {replica} stopped heart-beating at {}",
+                    beat.clock()
+                );
+            }
+            Some(_) => {}
+        }
+        if let Some(deadline) = self.deadline.filter(|d| *d < now) {
+            let timeout = Duration::from_millis(self.timeout_ms.max(0) as u64);
+            return format!(
+                "timed out after {} (deadline {} passed on replica {replica})",
+                humantime::format_duration(timeout),
+                deadline.clock()
+            );
+        }
+        let missed = self
+            .heartbeat_deadline
+            .map_or_else(|| "?".to_owned(), Ts::clock);
+        format!("run heartbeat missed: replica {replica} did not extend it past {missed}")
+    }
+}
+
+/// What one sweep did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SweepReport {
+    /// Runs moved RUNNING → FAILED, with the cause written.
+    pub failed: Vec<(i64, String)>,
+    /// New PENDING attempts created by automatic retry.
+    pub retried: Vec<i64>,
+}
+
+impl SweepReport {
+    /// The report from the candidates seen, their causes, and the rows the
+    /// conditional update actually moved.
+    pub(super) fn new(
+        found: &[SweepCandidate],
+        causes: Vec<String>,
+        done: &[super::rows::FinishedRow],
+        retried: Vec<i64>,
+    ) -> Self {
+        let moved: std::collections::HashSet<i64> = done.iter().map(|d| d.id).collect();
+        let failed = found
+            .iter()
+            .zip(causes)
+            .filter(|(c, _)| moved.contains(&c.id))
+            .map(|(c, cause)| (c.id, cause))
+            .collect();
+        SweepReport { failed, retried }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(now: Ts) -> SweepCandidate {
+        SweepCandidate {
+            id: 1,
+            replica_id: Some("r-7f3a".into()),
+            last_heartbeat: Some(now),
+            heartbeat_deadline: Some(now.plus(Duration::from_secs(5))),
+            deadline: Some(now.plus(Duration::from_secs(60))),
+            timeout_ms: 60_000,
+        }
+    }
+
+    #[test]
+    fn causes_name_the_rule_and_the_time() {
+        let now = Ts::from_micros(1_700_000_000_000_000);
+        let stale_since = now.minus(Duration::from_secs(10));
+        let mut c = candidate(now);
+        c.last_heartbeat = Some(now.minus(Duration::from_secs(12)));
+        assert_eq!(
+            c.cause(stale_since, now),
+            format!(
+                "replica r-7f3a stopped heart-beating at {}",
+                now.minus(Duration::from_secs(12)).clock()
+            )
+        );
+        c.last_heartbeat = None;
+        assert!(c.cause(stale_since, now).contains("is gone"));
+        let mut c = candidate(now);
+        c.deadline = Some(now.minus(Duration::from_secs(1)));
+        assert!(c.cause(stale_since, now).starts_with("timed out after 1m"));
+        let mut c = candidate(now);
+        c.heartbeat_deadline = Some(now.minus(Duration::from_secs(1)));
+        assert!(
+            c.cause(stale_since, now)
+                .starts_with("run heartbeat missed")
+        );
+    }
+}

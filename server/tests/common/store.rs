@@ -1,0 +1,64 @@
+//! Small builders and steps the store suites share.
+
+use std::time::Duration;
+
+use app::model::RunStatus;
+use baton::store::{Claim, Finish, NodeLabels, ReplicaInfo, Store, Ts};
+
+pub fn replica(id: &str, labels: &[&str]) -> ReplicaInfo {
+    ReplicaInfo {
+        replica_id: id.into(),
+        hostname: "test".into(),
+        labels: labels.iter().map(|l| l.to_string()).collect(),
+        version: "test".into(),
+        started_at: Ts::now(),
+    }
+}
+
+pub fn claim<'a>(replica_id: &'a str, labels: &'a [String], limit: i64) -> Claim<'a> {
+    Claim {
+        replica_id,
+        labels,
+        limit,
+        heartbeat_timeout: Duration::from_secs(10),
+    }
+}
+
+pub fn done(run_id: i64) -> Finish {
+    Finish {
+        run_id,
+        status: RunStatus::Done,
+        result_code: Some(0),
+        error: None,
+    }
+}
+
+pub fn failed(run_id: i64) -> Finish {
+    Finish {
+        run_id,
+        status: RunStatus::Failed,
+        result_code: Some(3),
+        error: Some("exited with code 3".into()),
+    }
+}
+
+pub async fn promote(store: &dyn Store) -> baton::store::PromoteReport {
+    store
+        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .await
+        .expect("promote")
+}
+
+/// Runs one promotion round and claims everything AVAILABLE as `r-test`.
+pub async fn promote_and_claim(store: &dyn Store) -> Vec<i64> {
+    promote(store).await;
+    let claimed = store
+        .run_claim_many(&claim("r-test", &[], 1000), Ts::now())
+        .await
+        .expect("claim");
+    claimed.iter().map(|c| c.id).collect()
+}
+
+pub fn task_named<'a>(view: &'a app::model::PlanView, name: &str) -> &'a app::model::TaskView {
+    view.tasks.iter().find(|t| t.name == name).expect("task")
+}

@@ -1,0 +1,415 @@
+//! Liveness store operations (SPEC §5), on SQLite and PostgreSQL: the leader
+//! lease, the sweeper, graceful hand-back, pinned work losing its pin and
+//! heartbeat-row pruning. Time is passed in, so expiry is tested without
+//! waiting for it.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::RunStatus;
+use baton::store::{LEADER_LEASE, NodeLabels, Store, Ts};
+use common::store::{claim, done, promote, replica, task_named};
+use common::{Kind, TestDb, plan};
+use serde_json::json;
+
+per_backend!(cases:
+    the_lease_has_one_holder_until_it_expires,
+    concurrent_replicas_agree_on_one_leader,
+    the_sweeper_fails_runs_of_stale_or_vanished_replicas,
+    the_sweeper_fails_runs_past_their_deadlines,
+    run_heartbeats_use_each_runs_own_timeout,
+    hand_back_returns_runs_to_available_with_their_attempt,
+    pinned_runs_lose_their_pin_after_reassign_after,
+    old_heartbeat_rows_are_pruned,
+);
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// Submits one plan and returns its id.
+async fn submit(s: &dyn Store, json: serde_json::Value) -> i64 {
+    s.plan_insert(&plan(json), "t", Ts::now()).await.unwrap()
+}
+
+mod cases {
+    use super::*;
+
+    pub async fn the_lease_has_one_holder_until_it_expires(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        let ttl = 6 * SECOND;
+        assert_eq!(s.lease_get(LEADER_LEASE).await.unwrap(), None);
+        let a = s.lease_acquire(LEADER_LEASE, "r-a", ttl, t0).await.unwrap();
+        assert_eq!((a.holder.as_str(), a.expires_at), ("r-a", t0.plus(ttl)));
+        // Another replica cannot take a live lease…
+        let t1 = t0.plus(2 * SECOND);
+        let b = s.lease_acquire(LEADER_LEASE, "r-b", ttl, t1).await.unwrap();
+        assert_eq!(b, a);
+        // …the holder renews it, keeping when it took it…
+        let renewed = s.lease_acquire(LEADER_LEASE, "r-a", ttl, t1).await.unwrap();
+        assert_eq!(renewed.acquired_at, t0);
+        assert_eq!(renewed.expires_at, t1.plus(ttl));
+        // …and once it expires, the other takes over.
+        let t2 = t1.plus(ttl);
+        let b = s.lease_acquire(LEADER_LEASE, "r-b", ttl, t2).await.unwrap();
+        assert_eq!((b.holder.as_str(), b.acquired_at), ("r-b", t2));
+        // Only the holder can release it.
+        s.lease_release(LEADER_LEASE, "r-a").await.unwrap();
+        assert_eq!(s.lease_get(LEADER_LEASE).await.unwrap(), Some(b));
+        s.lease_release(LEADER_LEASE, "r-b").await.unwrap();
+        assert_eq!(s.lease_get(LEADER_LEASE).await.unwrap(), None);
+    }
+
+    pub async fn concurrent_replicas_agree_on_one_leader(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+        for _ in 0..8 {
+            stores.push(db.store().await);
+        }
+        let now = Ts::now();
+        let mut attempts = tokio::task::JoinSet::new();
+        for (i, store) in stores.into_iter().enumerate() {
+            attempts.spawn(async move {
+                let me = format!("r-{i}");
+                let lease = store
+                    .lease_acquire(LEADER_LEASE, &me, 6 * SECOND, now)
+                    .await
+                    .unwrap();
+                (me, lease.holder)
+            });
+        }
+        let answers = attempts.join_all().await;
+        let leaders: Vec<_> = answers.iter().filter(|(me, held)| me == held).collect();
+        assert_eq!(leaders.len(), 1, "{answers:?}");
+        assert!(answers.iter().all(|(_, held)| *held == leaders[0].0));
+    }
+
+    pub async fn the_sweeper_fails_runs_of_stale_or_vanished_replicas(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        let id = submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [
+                {"name": "stale", "target": "a", "sleep": "1h", "max_attempts": 2},
+                {"name": "gone", "target": "b", "sleep": "1h"},
+                {"name": "fine", "target": "c", "sleep": "1h"},
+            ]}),
+        )
+        .await;
+        promote(s.as_ref()).await;
+        for (r, expected) in [("r-stale", 1), ("r-gone", 1), ("r-fine", 1)] {
+            s.replica_upsert(&replica(r, &[]), t0).await.unwrap();
+            let got = s.run_claim_many(&claim(r, &[], 1), t0).await.unwrap();
+            assert_eq!(got.len(), expected);
+        }
+        s.replica_delete("r-gone").await.unwrap();
+        let t1 = t0.plus(8 * SECOND);
+        s.replica_upsert(&replica("r-fine", &[]), t1).await.unwrap();
+        // Nothing is stale yet except the vanished replica.
+        let report = s.run_sweep(10 * SECOND, t1).await.unwrap();
+        assert_eq!(report.failed.len(), 1);
+        assert!(
+            report.failed[0].1.starts_with("replica r-gone is gone"),
+            "{:?}",
+            report.failed
+        );
+
+        let t2 = t0.plus(12 * SECOND);
+        s.replica_upsert(&replica("r-fine", &[]), t2).await.unwrap();
+        let view = s.plan_get(id).await.unwrap();
+        let fine_run = task_named(&view, "fine").run_id.unwrap();
+        s.run_heartbeat_many("r-fine", &[(fine_run, 10 * SECOND)], t2)
+            .await
+            .unwrap();
+        let report = s.run_sweep(10 * SECOND, t2).await.unwrap();
+        let stale_run = task_named(&view, "stale").run_id.unwrap();
+        let cause = format!("replica r-stale stopped heart-beating at {}", t0.clock());
+        assert_eq!(report.failed, vec![(stale_run, cause.clone())]);
+        assert_eq!(report.retried.len(), 1, "attempts were left");
+
+        let run = s.run_get(stale_run).await.unwrap();
+        assert_eq!(run.status, RunStatus::Failed);
+        assert_eq!(run.error.as_deref(), Some(cause.as_str()));
+        let last = run.events.last().unwrap();
+        assert_eq!(
+            (last.actor.as_str(), last.replica_id.as_deref()),
+            ("scheduler", Some("r-stale"))
+        );
+        assert_eq!(last.detail.as_deref(), Some(cause.as_str()));
+        let view = s.plan_get(id).await.unwrap();
+        let stale = task_named(&view, "stale");
+        assert_eq!(
+            (stale.status, stale.attempt),
+            (app::model::TaskStatus::Pending, Some(2))
+        );
+        assert_eq!(
+            task_named(&view, "fine").status,
+            app::model::TaskStatus::Running
+        );
+        // The stale replica, back, is fenced out of its old run.
+        assert!(
+            s.run_heartbeat_many("r-stale", &[(stale_run, 10 * SECOND)], t2)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let finish = s
+            .run_finish_many("r-stale", &[done(stale_run)], t2)
+            .await
+            .unwrap();
+        assert_eq!(finish.fenced, vec![stale_run]);
+        // A second sweep finds nothing more.
+        assert!(
+            s.run_sweep(10 * SECOND, t2)
+                .await
+                .unwrap()
+                .failed
+                .is_empty()
+        );
+    }
+
+    pub async fn the_sweeper_fails_runs_past_their_deadlines(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        let id = submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [
+                {"name": "slow", "target": "a", "sleep": "1h", "timeout": "5s"},
+                {"name": "quiet", "target": "b", "sleep": "1h", "heartbeat_timeout": "2s"},
+            ]}),
+        )
+        .await;
+        promote(s.as_ref()).await;
+        s.replica_upsert(&replica("r-1", &[]), t0).await.unwrap();
+        assert_eq!(
+            s.run_claim_many(&claim("r-1", &[], 2), t0)
+                .await
+                .unwrap()
+                .len(),
+            2
+        );
+        let view = s.plan_get(id).await.unwrap();
+        let slow = task_named(&view, "slow").run_id.unwrap();
+        let quiet = task_named(&view, "quiet").run_id.unwrap();
+        // The replica is alive; "slow" keeps beating, "quiet" does not.
+        let t1 = t0.plus(3 * SECOND);
+        s.replica_upsert(&replica("r-1", &[]), t1).await.unwrap();
+        s.run_heartbeat_many("r-1", &[(slow, 10 * SECOND)], t1)
+            .await
+            .unwrap();
+        let report = s.run_sweep(10 * SECOND, t1).await.unwrap();
+        assert_eq!(report.failed.len(), 1);
+        assert_eq!(report.failed[0].0, quiet);
+        assert!(
+            report.failed[0]
+                .1
+                .starts_with("run heartbeat missed: replica r-1")
+        );
+
+        let t2 = t0.plus(6 * SECOND);
+        s.replica_upsert(&replica("r-1", &[]), t2).await.unwrap();
+        s.run_heartbeat_many("r-1", &[(slow, 10 * SECOND)], t2)
+            .await
+            .unwrap();
+        let report = s.run_sweep(10 * SECOND, t2).await.unwrap();
+        assert_eq!(report.failed.len(), 1);
+        assert_eq!(report.failed[0].0, slow);
+        assert!(
+            report.failed[0].1.starts_with("timed out after 5s"),
+            "{:?}",
+            report.failed
+        );
+        assert!(report.retried.is_empty(), "no attempts left");
+    }
+
+    pub async fn run_heartbeats_use_each_runs_own_timeout(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [
+                {"name": "own", "target": "a", "sleep": "1h", "heartbeat_interval": "1s", "heartbeat_timeout": "3s"},
+                {"name": "slow-beat", "target": "b", "sleep": "1h", "heartbeat_interval": "8s"},
+                {"name": "default", "target": "c", "sleep": "1h"},
+            ]}),
+        )
+        .await;
+        promote(s.as_ref()).await;
+        let mut got = s.run_claim_many(&claim("r-1", &[], 3), t0).await.unwrap();
+        got.sort_by_key(|r| r.id);
+        let timeouts: Vec<_> = got
+            .iter()
+            .map(|r| (r.heartbeat_interval, r.heartbeat_timeout))
+            .collect();
+        assert_eq!(
+            timeouts,
+            vec![
+                (Some(SECOND), 3 * SECOND),
+                // Twice its interval, above the replica default of 10 s.
+                (Some(8 * SECOND), 16 * SECOND),
+                (None, 10 * SECOND),
+            ]
+        );
+        for r in &got {
+            let run = s.run_get(r.id).await.unwrap();
+            assert_eq!(run.heartbeat_deadline, Some(t0.plus(r.heartbeat_timeout).0));
+        }
+        let t1 = t0.plus(SECOND);
+        let owned = s
+            .run_heartbeat_many("r-1", &[(got[0].id, 3 * SECOND)], t1)
+            .await
+            .unwrap();
+        assert_eq!(owned, vec![got[0].id]);
+        let run = s.run_get(got[0].id).await.unwrap();
+        assert_eq!(run.heartbeat_deadline, Some(t1.plus(3 * SECOND).0));
+        assert_eq!(run.last_heartbeat_at, Some(t1.0));
+    }
+
+    pub async fn hand_back_returns_runs_to_available_with_their_attempt(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [{"name": "a", "target": "a", "sleep": "1h"}]}),
+        )
+        .await;
+        promote(s.as_ref()).await;
+        let run = s
+            .run_claim_many(&claim("r-1", &[], 1), Ts::now())
+            .await
+            .unwrap()[0]
+            .id;
+        // Only the owner can hand a run back.
+        let back = s
+            .run_hand_back_many("r-2", &[run], "not mine", Ts::now())
+            .await
+            .unwrap();
+        assert!(back.is_empty());
+        let back = s
+            .run_hand_back_many("r-1", &[run], "handed back at shutdown", Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(back, vec![run]);
+        let view = s.run_get(run).await.unwrap();
+        assert_eq!(view.status, RunStatus::Available);
+        assert_eq!((view.attempt, view.replica_id.as_deref()), (1, None));
+        let last = view.events.last().unwrap();
+        assert_eq!(
+            (last.from, last.to),
+            (Some(RunStatus::Running), RunStatus::Available)
+        );
+        assert_eq!(last.detail.as_deref(), Some("handed back at shutdown"));
+        // The old owner is fenced out; another replica takes the same run.
+        assert!(
+            s.run_heartbeat_many("r-1", &[(run, 10 * SECOND)], Ts::now())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let again = s
+            .run_claim_many(&claim("r-2", &[], 1), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(again[0].id, run);
+        assert_eq!(again[0].attempt, 1);
+        let finish = s
+            .run_finish_many("r-1", &[done(run)], Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(finish.fenced, vec![run]);
+        let finish = s
+            .run_finish_many("r-2", &[done(run)], Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(finish.finished, vec![run]);
+    }
+
+    pub async fn pinned_runs_lose_their_pin_after_reassign_after(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let id = submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [
+                {"name": "gpu", "target": "a", "sleep": "0s", "node": "gpu", "reassign_after": "1m"},
+                {"name": "forever", "target": "b", "sleep": "0s", "node": "gpu", "reassign_after": "never"},
+            ]}),
+        )
+        .await;
+        let nodes = NodeLabels::default();
+        let t0 = Ts::now();
+        let round = s.run_promote_round(&nodes, t0).await.unwrap();
+        assert_eq!(round.promoted, 0);
+        let view = s.plan_get(id).await.unwrap();
+        let gpu = task_named(&view, "gpu");
+        assert_eq!(
+            gpu.waiting_cause.as_deref(),
+            Some("no live replica labelled gpu (never seen); runs on any replica in 59 s")
+        );
+        assert_eq!(
+            task_named(&view, "forever").waiting_cause.as_deref(),
+            Some(
+                "no live replica labelled gpu (never seen); pinned for good (reassign_after: never)"
+            )
+        );
+        let later = t0.plus(61 * SECOND);
+        let round = s.run_promote_round(&nodes, later).await.unwrap();
+        assert_eq!(round.promoted, 1);
+        let run = s.run_get(gpu.run_id.unwrap()).await.unwrap();
+        assert_eq!(run.status, RunStatus::Available);
+        let unpinned = run
+            .events
+            .iter()
+            .find(|e| e.from == Some(RunStatus::Pending) && e.to == RunStatus::Pending)
+            .expect("an event records the lost pin");
+        assert!(
+            unpinned
+                .detail
+                .as_deref()
+                .unwrap()
+                .starts_with("pin to node gpu dropped: no live replica carried it for 1m"),
+            "{unpinned:?}"
+        );
+        // A replica without the label may now run it; "forever" still waits.
+        let got = s
+            .run_claim_many(&claim("r-plain", &[], 5), later)
+            .await
+            .unwrap();
+        assert_eq!(got.iter().map(|r| r.id).collect::<Vec<_>>(), vec![run.id]);
+        let view = s.plan_get(id).await.unwrap();
+        assert_eq!(
+            task_named(&view, "forever").status,
+            app::model::TaskStatus::Pending
+        );
+    }
+
+    pub async fn old_heartbeat_rows_are_pruned(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let now = Ts::now();
+        s.replica_upsert(
+            &replica("r-old", &["gpu"]),
+            now.minus(Duration::from_secs(7200)),
+        )
+        .await
+        .unwrap();
+        s.replica_upsert(&replica("r-new", &[]), now).await.unwrap();
+        let pruned = s
+            .replica_prune(now.minus(baton::liveness::PRUNE_AFTER))
+            .await
+            .unwrap();
+        assert_eq!(pruned, 1);
+        let left: Vec<_> = s
+            .replica_list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.info.replica_id)
+            .collect();
+        assert_eq!(left, vec!["r-new"]);
+    }
+}
