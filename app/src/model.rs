@@ -244,7 +244,46 @@ pub struct PlanView {
     pub parallel_limit: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub created_by: String,
+    /// The notification this phase has claimed, if any (a Retry clears it).
+    pub notification: Option<NotificationView>,
     pub tasks: Vec<TaskView>,
+}
+
+/// A plan's notification claim: which event was sent for this phase.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotificationView {
+    /// `PIPELINE_FAILED` or `PIPELINE_COMPLETED`.
+    pub event: String,
+    pub claimed_at: DateTime<Utc>,
+}
+
+/// `GET /api/v1/deliveries`: one notification sent to one destination.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryView {
+    pub id: i64,
+    /// The `X-Baton-Delivery` header: the same on every attempt.
+    pub delivery_key: String,
+    pub plan_id: i64,
+    pub event: String,
+    pub url: String,
+    /// `PENDING` (to send or retry), `DELIVERED`, or `FAILED` (gave up).
+    pub state: String,
+    pub created_at: DateTime<Utc>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub delivered_at: Option<DateTime<Utc>>,
+    pub last_status_code: Option<i64>,
+    pub last_error: Option<String>,
+    pub attempts: Vec<DeliveryAttemptView>,
+}
+
+/// One POST of a delivery and how it went.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryAttemptView {
+    pub attempt: i64,
+    pub replica_id: String,
+    pub at: DateTime<Utc>,
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
 }
 
 /// A task and what its latest run is doing.

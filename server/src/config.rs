@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::notifications::DeliveryConfig;
 use crate::scheduler::SchedulerConfig;
+use crate::store::NotifyTargets;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -73,6 +75,25 @@ pub struct Settings {
     /// takes over within this time after the leader dies.
     #[arg(long, env = "BATON_LEADER_LEASE", default_value = "6s", value_parser = humantime::parse_duration, global = true)]
     pub leader_lease: Duration,
+    /// Where every plan's notifications are POSTed (besides the plan's own
+    /// `webhooks`).
+    #[arg(long, env = "BATON_WEBHOOK_URL", global = true)]
+    pub webhook_url: Option<String>,
+    /// Signs deliveries (`X-Baton-Signature: sha256=<HMAC>`).
+    #[arg(
+        long,
+        env = "BATON_WEBHOOK_SECRET",
+        global = true,
+        hide_env_values = true
+    )]
+    pub webhook_secret: Option<String>,
+    /// Attempts per delivery before it is given up.
+    #[arg(long, env = "BATON_WEBHOOK_MAX_ATTEMPTS", default_value_t = crate::scheduler::DEFAULT_WEBHOOK_MAX_ATTEMPTS, global = true)]
+    pub webhook_max_attempts: u32,
+    /// The dashboard's address as operators reach it, for links in
+    /// notifications. Default: http://<BATON_LISTEN>.
+    #[arg(long, env = "BATON_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
     /// Node labels this replica carries (comma-separated), for pinned tasks.
     #[arg(long, env = "BATON_LABELS", value_delimiter = ',', global = true)]
     pub labels: Vec<String>,
@@ -96,7 +117,33 @@ impl Settings {
             shutdown_grace: self.shutdown_grace,
             sweep_interval: self.sweep_interval,
             leader_lease: self.leader_lease,
+            delivery: DeliveryConfig {
+                secret: self.webhook_secret.clone().filter(|s| !s.is_empty()),
+                max_attempts: self.webhook_max_attempts,
+            },
         }
+    }
+
+    /// Where notifications go, for the store.
+    pub fn notify_targets(&self) -> anyhow::Result<NotifyTargets> {
+        let webhook_url = self.webhook_url.clone().filter(|u| !u.trim().is_empty());
+        if let Some(url) = &webhook_url {
+            let parsed = reqwest::Url::parse(url)
+                .map_err(|e| anyhow::anyhow!("BATON_WEBHOOK_URL `{url}` is not a URL: {e}"))?;
+            anyhow::ensure!(
+                matches!(parsed.scheme(), "http" | "https"),
+                "BATON_WEBHOOK_URL must start with http:// or https:// (got `{url}`)"
+            );
+        }
+        let public_url = self
+            .public_url
+            .clone()
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| format!("http://{}", self.listen));
+        Ok(NotifyTargets {
+            webhook_url,
+            public_url: public_url.trim_end_matches('/').to_owned(),
+        })
     }
 
     pub fn labels(&self) -> Vec<String> {

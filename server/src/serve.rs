@@ -20,6 +20,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let store = store::connect(&settings.database_url.0).await?;
     store.migrate().await.context("applying migrations")?;
+    store.notify_targets_set(settings.notify_targets()?);
     let shutdown = CancellationToken::new();
     let info = ReplicaInfo {
         replica_id: new_replica_id(),

@@ -3,6 +3,7 @@
 //! Handlers are thin: parse and check input, call one store method, return
 //! a view from `app::model`. Errors go through [`error::ApiError`].
 
+mod deliveries;
 mod error;
 mod health;
 mod plans;
@@ -45,6 +46,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/log", get(runs::log))
         .route("/replicas", get(replicas::list))
+        .route("/deliveries", get(deliveries::list))
         .fallback(|| async { ApiError::NotFound("no such API endpoint".into()) });
     Router::new()
         .nest("/api/v1", api)

@@ -29,6 +29,7 @@ pub use self::signals::SignalForwarder;
 pub use self::worker::Worker;
 use crate::executor::Registry;
 use crate::liveness::{LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
+use crate::notifications::{Deliverer, DeliveryConfig};
 use crate::store::{ReplicaInfo, Store, Ts};
 
 /// Settings shared by a replica's loops.
@@ -49,6 +50,8 @@ pub struct SchedulerConfig {
     pub sweep_interval: Duration,
     /// How long a leader's lease lasts without renewal. Default 6 s.
     pub leader_lease: Duration,
+    /// Webhook signing and retries.
+    pub delivery: DeliveryConfig,
 }
 
 pub const DEFAULT_WORKERS: usize = 16;
@@ -58,6 +61,7 @@ pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(10);
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(6);
+pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 8;
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
@@ -69,6 +73,10 @@ impl Default for SchedulerConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             leader_lease: DEFAULT_LEADER_LEASE,
+            delivery: DeliveryConfig {
+                secret: None,
+                max_attempts: DEFAULT_WEBHOOK_MAX_ATTEMPTS,
+            },
         }
     }
 }
@@ -92,6 +100,10 @@ impl SchedulerConfig {
             self.leader_lease >= Duration::from_millis(300),
             "BATON_LEADER_LEASE must be at least 300ms"
         );
+        anyhow::ensure!(
+            self.delivery.max_attempts >= 1,
+            "BATON_WEBHOOK_MAX_ATTEMPTS must be at least 1"
+        );
         Ok(())
     }
 }
@@ -111,8 +123,9 @@ pub struct Replica {
 
 impl Replica {
     /// Writes the first heartbeat (a replica executes nothing before), then
-    /// starts the loops: on every replica the heartbeat, claimer, worker
-    /// and lease; on the leader also the promoter and sweeper.
+    /// starts the loops: on every replica the heartbeat, claimer, worker,
+    /// webhook deliverer and lease; on the leader also the promoter and
+    /// sweeper.
     ///
     /// Shutdown order: `shutdown` stops claiming and leading at once (the
     /// lease is released so another replica leads without waiting); the
@@ -159,6 +172,15 @@ impl Replica {
         tasks.spawn(
             Claimer::new(store.clone(), worker.clone(), info.labels.clone(), &config)
                 .run(shutdown.clone()),
+        );
+        tasks.spawn(
+            Deliverer::new(
+                store.clone(),
+                info.replica_id.clone(),
+                config.delivery.clone(),
+                config.poll_interval,
+            )
+            .run(shutdown.clone()),
         );
         let draining = worker.clone();
         tasks.spawn(async move {

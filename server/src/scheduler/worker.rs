@@ -374,6 +374,10 @@ impl Worker {
                 .await
             {
                 Ok(report) => {
+                    if !report.notified.is_empty() && crate::faults::exit_after_notification_claim()
+                    {
+                        crate::faults::die_now("a notification was just claimed");
+                    }
                     if !report.fenced.is_empty() {
                         tracing::info!(runs = ?report.fenced, "finished runs were no longer ours; not recorded");
                     }

@@ -96,6 +96,8 @@ pub struct SweepReport {
     pub failed: Vec<(i64, String)>,
     /// New PENDING attempts created by automatic retry.
     pub retried: Vec<i64>,
+    /// Plans whose notification these failures claimed.
+    pub notified: Vec<super::Notified>,
 }
 
 impl SweepReport {
@@ -106,6 +108,7 @@ impl SweepReport {
         causes: Vec<String>,
         done: &[super::rows::FinishedRow],
         retried: Vec<i64>,
+        notified: Vec<super::Notified>,
     ) -> Self {
         let moved: std::collections::HashSet<i64> = done.iter().map(|d| d.id).collect();
         let failed = found
@@ -114,7 +117,11 @@ impl SweepReport {
             .filter(|(c, _)| moved.contains(&c.id))
             .map(|(c, cause)| (c.id, cause))
             .collect();
-        SweepReport { failed, retried }
+        SweepReport {
+            failed,
+            retried,
+            notified,
+        }
     }
 }
 

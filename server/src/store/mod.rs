@@ -13,6 +13,7 @@
 
 pub mod gates;
 mod liveness;
+pub mod notify;
 mod postgres;
 mod rows;
 pub mod scratch;
@@ -24,10 +25,11 @@ pub mod version;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
+use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
 
 pub use self::gates::NodeLabels;
 pub use self::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
+pub use self::notify::{DeliveryOutcome, DueDelivery, Notified, NotifyTargets};
 pub use self::postgres::PgStore;
 pub use self::signals::{Signal, Signals};
 pub use self::sqlite::SqliteStore;
@@ -109,6 +111,8 @@ pub struct FinishReport {
     pub fenced: Vec<i64>,
     /// New PENDING attempts created by automatic retry.
     pub retried: Vec<i64>,
+    /// Plans whose notification these finishes claimed.
+    pub notified: Vec<Notified>,
 }
 
 /// What one promotion round did.
@@ -167,6 +171,10 @@ pub trait Store: Send + Sync + 'static {
     /// Wake-ups raised by this store's commits (and, on PostgreSQL, by other
     /// replicas' commits once [`Store::signals_forward`] runs).
     fn signals(&self) -> &Arc<Signals>;
+
+    /// Where notifications go (`BATON_WEBHOOK_URL`, `BATON_PUBLIC_URL`);
+    /// set at start-up, before any run finishes.
+    fn notify_targets_set(&self, targets: NotifyTargets);
 
     /// Forwards other replicas' NOTIFYs to [`Store::signals`] until the
     /// connection fails; never returns on SQLite (one process, nothing to
@@ -264,6 +272,28 @@ pub trait Store: Send + Sync + 'static {
     /// Gives the lease up at once (graceful shutdown), if `holder` has it.
     async fn lease_release(&self, name: &str, holder: &str) -> Result<()>;
     async fn lease_get(&self, name: &str) -> Result<Option<Lease>>;
+
+    // ---- notifications (SPEC §7) ----
+
+    /// Takes up to `limit` due deliveries for this replica to send, locked
+    /// to it for `lock_for` (SKIP LOCKED on PostgreSQL).
+    async fn delivery_take_due(
+        &self,
+        replica_id: &str,
+        limit: i64,
+        lock_for: Duration,
+        now: Ts,
+    ) -> Result<Vec<DueDelivery>>;
+    /// Keeps one attempt's status and error, and what happens next.
+    async fn delivery_record(
+        &self,
+        replica_id: &str,
+        delivery: &DueDelivery,
+        outcome: &DeliveryOutcome,
+        now: Ts,
+    ) -> Result<()>;
+    /// Deliveries with their attempts, newest first; one plan's or all.
+    async fn delivery_list(&self, plan_id: Option<i64>, limit: i64) -> Result<Vec<DeliveryView>>;
 
     // ---- replicas ----
 

@@ -6,15 +6,16 @@
 //! at a time, and status changes write their events in the same statement
 //! through data-modifying CTEs, so a batch costs one round trip.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use app::model::{EventView, PlanList, PlanStatus, PlanView, RunView};
+use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
+use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
 use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
 use super::signals::{CHANNEL, Signal, Signals};
 use super::{
@@ -34,6 +35,7 @@ const DEFAULT_POOL_SIZE: u32 = 12;
 pub struct PgStore {
     pool: PgPool,
     signals: Arc<Signals>,
+    targets: RwLock<NotifyTargets>,
 }
 
 impl PgStore {
@@ -46,7 +48,12 @@ impl PgStore {
         Ok(PgStore {
             pool,
             signals: Arc::default(),
+            targets: RwLock::default(),
         })
+    }
+
+    fn targets(&self) -> NotifyTargets {
+        self.targets.read().expect("poisoned").clone()
     }
 
     /// Keeps the rest of `tx` on its indexes.
@@ -180,6 +187,11 @@ impl PgStore {
         }
         let run_at = vec![None; tasks.len()];
         Self::runs_create(&mut tx, &tasks, &run_at, actor, &which.detail(actor), now).await?;
+        // A new phase: its failure or completion notifies again (seed 002).
+        sqlx::query(notify::CLAIM_DELETE)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
         Ok(())
@@ -211,6 +223,14 @@ impl PgStore {
 }
 
 rows::shared_reads!(PgStore);
+notify::notify_step!(
+    PgStore,
+    Postgres,
+    // Per-plan advisory lock, in the negative key space (the promoter's
+    // key is positive). Not a row lock on `plan`: plan actions hold that
+    // FOR SHARE while they lock runs, which would invert the order here.
+    "SELECT pg_advisory_xact_lock(-($1::bigint))"
+);
 
 #[async_trait::async_trait]
 impl Store for PgStore {
@@ -220,6 +240,10 @@ impl Store for PgStore {
 
     fn signals(&self) -> &Arc<Signals> {
         &self.signals
+    }
+
+    fn notify_targets_set(&self, targets: NotifyTargets) {
+        *self.targets.write().expect("poisoned") = targets;
     }
 
     async fn signals_forward(&self) -> Result<()> {
@@ -383,6 +407,10 @@ impl Store for PgStore {
             now,
         )
         .await?;
+        sqlx::query(notify::CLAIM_DELETE)
+            .bind(plan_id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
         Ok(plan_id)
@@ -418,6 +446,11 @@ impl Store for PgStore {
             .bind(actor)
             .execute(&mut *tx)
             .await?;
+        let outcomes = PlanOutcomes {
+            progressed: vec![plan_id],
+            ..Default::default()
+        };
+        Self::notify_plans(&mut tx, &self.targets(), outcomes, now).await?;
         tx.commit().await?;
         Ok(plan_id)
     }
@@ -575,11 +608,12 @@ impl Store for PgStore {
                 UPDATE task_run r SET status = f.status, finished_at = $6, result_code = f.code,
                     error = f.error
                 FROM f WHERE r.id = f.id AND r.status = 'RUNNING' AND r.replica_id = $1
-                RETURNING r.id, r.status, r.task_id, r.attempt, r.max_attempts, r.error),
+                RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts,
+                    r.error),
             logged AS (
                 INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
                 SELECT id, 'RUNNING', status, $1, $1, $6, error FROM done)
-            SELECT id, status, task_id, attempt, max_attempts FROM done",
+            SELECT id, plan_id, status, task_id, attempt, max_attempts FROM done",
         )
         .bind(replica_id)
         .bind(finishes.iter().map(|f| f.run_id).collect::<Vec<_>>())
@@ -600,10 +634,16 @@ impl Store for PgStore {
             now,
         )
         .await?;
+        let notified =
+            Self::notify_plans(&mut tx, &self.targets(), FinishedRow::outcomes(&done), now).await?;
         Self::notify(&mut tx, Signal::Changed).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
-        Ok(FinishReport { retried, ..report })
+        Ok(FinishReport {
+            retried,
+            notified,
+            ..report
+        })
     }
 
     async fn run_heartbeat_many(
@@ -696,12 +736,12 @@ impl Store for PgStore {
                 UPDATE task_run r SET status = 'FAILED', finished_at = $4, error = f.cause
                 FROM f WHERE r.id = f.id AND r.status = 'RUNNING'
                     AND r.replica_id IS NOT DISTINCT FROM f.replica
-                RETURNING r.id, r.status, r.task_id, r.attempt, r.max_attempts, r.replica_id,
-                    r.error),
+                RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts,
+                    r.replica_id, r.error),
             logged AS (
                 INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
                 SELECT id, 'RUNNING', 'FAILED', replica_id, $5, $4, error FROM done)
-            SELECT id, status, task_id, attempt, max_attempts FROM done",
+            SELECT id, plan_id, status, task_id, attempt, max_attempts FROM done",
         )
         .bind(found.iter().map(|c| c.id).collect::<Vec<_>>())
         .bind(found.iter().map(|c| c.replica_id.clone()).collect::<Vec<_>>())
@@ -720,13 +760,15 @@ impl Store for PgStore {
             now,
         )
         .await?;
+        let notified =
+            Self::notify_plans(&mut tx, &self.targets(), FinishedRow::outcomes(&done), now).await?;
         // A replica still executing one of these (a missed deadline) hears
         // it at once and stops it.
         Self::notify(&mut tx, Signal::Canceled).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Canceled);
         self.signals.raise(Signal::Changed);
-        Ok(SweepReport::new(&found, causes, &done, retried))
+        Ok(SweepReport::new(&found, causes, &done, retried, notified))
     }
 
     async fn run_hand_back_many(
@@ -806,6 +848,60 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await?
             .rows_affected())
+    }
+
+    async fn delivery_take_due(
+        &self,
+        replica_id: &str,
+        limit: i64,
+        lock_for: Duration,
+        now: Ts,
+    ) -> Result<Vec<DueDelivery>> {
+        let sql = notify::DELIVERY_TAKE.replace("{lock}", "FOR UPDATE SKIP LOCKED");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(replica_id)
+            .bind(limit)
+            .bind(now)
+            .bind(now.plus(lock_for))
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn delivery_record(
+        &self,
+        replica_id: &str,
+        delivery: &DueDelivery,
+        outcome: &DeliveryOutcome,
+        now: Ts,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let attempt = delivery.attempts + 1;
+        sqlx::query(notify::ATTEMPT_INSERT)
+            .bind(delivery.id)
+            .bind(attempt)
+            .bind(replica_id)
+            .bind(now)
+            .bind(outcome.status_code)
+            .bind(&outcome.error)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(notify::DELIVERY_UPDATE)
+            .bind(delivery.id)
+            .bind(attempt)
+            .bind(replica_id)
+            .bind(now)
+            .bind(outcome.status_code)
+            .bind(&outcome.error)
+            .bind(outcome.state())
+            .bind(outcome.retry_at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delivery_list(&self, plan_id: Option<i64>, limit: i64) -> Result<Vec<DeliveryView>> {
+        self.read_deliveries(plan_id, limit).await
     }
 
     async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {

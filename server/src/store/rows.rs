@@ -132,6 +132,12 @@ pub struct PlanListRow {
 }
 
 #[derive(sqlx::FromRow)]
+pub struct NotificationRow {
+    pub event: String,
+    pub claimed_at: Ts,
+}
+
+#[derive(sqlx::FromRow)]
 pub struct PlanRow {
     pub id: i64,
     pub name: String,
@@ -257,7 +263,11 @@ pub fn plan_list(rows: Vec<PlanListRow>, total_if_empty: i64) -> Result<PlanList
     Ok(PlanList { plans, total })
 }
 
-pub fn plan_view(plan: PlanRow, tasks: Vec<TaskRow>) -> Result<PlanView> {
+pub fn plan_view(
+    plan: PlanRow,
+    tasks: Vec<TaskRow>,
+    notification: Option<NotificationRow>,
+) -> Result<PlanView> {
     let tasks = tasks
         .into_iter()
         .map(|t| {
@@ -291,6 +301,10 @@ pub fn plan_view(plan: PlanRow, tasks: Vec<TaskRow>) -> Result<PlanView> {
         parallel_limit: plan.parallel_limit,
         created_at: plan.created_at.0,
         created_by: plan.created_by,
+        notification: notification.map(|n| app::model::NotificationView {
+            event: n.event,
+            claimed_at: n.claimed_at.0,
+        }),
         tasks,
     })
 }
@@ -414,6 +428,7 @@ impl ClaimRow {
 #[derive(sqlx::FromRow)]
 pub struct FinishedRow {
     pub id: i64,
+    pub plan_id: i64,
     pub status: String,
     pub task_id: i64,
     pub attempt: i64,
@@ -433,8 +448,21 @@ impl FinishedRow {
         super::FinishReport {
             finished,
             fenced,
-            retried: Vec::new(),
+            ..Default::default()
         }
+    }
+
+    /// Plans these runs may have failed (no retry left) or completed.
+    pub fn outcomes(done: &[FinishedRow]) -> super::notify::PlanOutcomes {
+        let mut outcomes = super::notify::PlanOutcomes::default();
+        for d in done {
+            if d.status == RunStatus::Done.as_str() {
+                outcomes.progressed.push(d.plan_id);
+            } else if d.status == RunStatus::Failed.as_str() && d.attempt >= d.max_attempts {
+                outcomes.failed.push(d.plan_id);
+            }
+        }
+        outcomes
     }
 
     /// Failed runs with attempts left, and when their retry may start.
@@ -480,7 +508,33 @@ macro_rules! shared_reads {
                     .bind(id)
                     .fetch_all(&self.pool)
                     .await?;
-                rows::plan_view(plan, tasks)
+                let claim: Option<rows::NotificationRow> = sqlx::query_as(super::notify::CLAIM_GET)
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                rows::plan_view(plan, tasks, claim)
+            }
+
+            async fn read_deliveries(
+                &self,
+                plan_id: Option<i64>,
+                limit: i64,
+            ) -> Result<Vec<app::model::DeliveryView>> {
+                use super::notify;
+                let found: Vec<notify::DeliveryRow> = sqlx::query_as(notify::DELIVERY_LIST)
+                    .bind(plan_id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                let Some(oldest) = found.iter().map(|d| d.id).min() else {
+                    return Ok(Vec::new());
+                };
+                let attempts: Vec<notify::AttemptRow> = sqlx::query_as(notify::DELIVERY_ATTEMPTS)
+                    .bind(plan_id)
+                    .bind(oldest)
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(notify::delivery_views(found, attempts))
             }
 
             async fn read_plan_list(

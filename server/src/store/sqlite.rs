@@ -8,10 +8,10 @@
 //! and its events are two statements in one transaction.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use app::model::{EventView, PlanList, PlanStatus, PlanView, RunView};
+use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 use serde_json::json;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -20,6 +20,7 @@ use sqlx::{Sqlite, Transaction};
 
 use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
+use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
 use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
 use super::signals::{Signal, Signals};
 use super::{
@@ -41,6 +42,7 @@ pub struct SqliteStore {
     /// here instead hands the lock over at once. Other processes (or other
     /// stores on the same file) still meet at SQLite's lock.
     writer: tokio::sync::Mutex<()>,
+    targets: RwLock<NotifyTargets>,
 }
 
 /// A write transaction and this process's writer slot, held together.
@@ -75,7 +77,12 @@ impl SqliteStore {
             pool,
             signals: Arc::default(),
             writer: tokio::sync::Mutex::new(()),
+            targets: RwLock::default(),
         })
+    }
+
+    fn targets(&self) -> NotifyTargets {
+        self.targets.read().expect("poisoned").clone()
     }
 
     async fn begin(&self) -> Result<WriteTx<'_>> {
@@ -226,6 +233,11 @@ impl SqliteStore {
         }
         let run_at = vec![None; tasks.len()];
         Self::runs_create(&mut tx, &tasks, &run_at, actor, &which.detail(actor), now).await?;
+        // A new phase: its failure or completion notifies again (seed 002).
+        sqlx::query(notify::CLAIM_DELETE)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
         Ok(())
@@ -237,6 +249,8 @@ fn id_list(ids: &[i64]) -> String {
 }
 
 rows::shared_reads!(SqliteStore);
+// The write lock every transaction here holds already serialises plans.
+notify::notify_step!(SqliteStore, Sqlite, "SELECT $1");
 
 #[async_trait::async_trait]
 impl Store for SqliteStore {
@@ -246,6 +260,10 @@ impl Store for SqliteStore {
 
     fn signals(&self) -> &Arc<Signals> {
         &self.signals
+    }
+
+    fn notify_targets_set(&self, targets: NotifyTargets) {
+        *self.targets.write().expect("poisoned") = targets;
     }
 
     async fn signals_forward(&self) -> Result<()> {
@@ -384,6 +402,10 @@ impl Store for SqliteStore {
             now,
         )
         .await?;
+        sqlx::query(notify::CLAIM_DELETE)
+            .bind(plan_id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
         Ok(plan_id)
@@ -419,6 +441,11 @@ impl Store for SqliteStore {
             .bind(actor)
             .execute(&mut *tx)
             .await?;
+        let outcomes = PlanOutcomes {
+            progressed: vec![plan_id],
+            ..Default::default()
+        };
+        Self::notify_plans(&mut tx, &self.targets(), outcomes, now).await?;
         tx.commit().await?;
         Ok(plan_id)
     }
@@ -591,7 +618,8 @@ impl Store for SqliteStore {
              FROM json_each($2) AS x
              WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
                AND task_run.replica_id = $1
-             RETURNING task_run.id, task_run.status, task_run.task_id, task_run.attempt,
+             RETURNING task_run.id, task_run.plan_id, task_run.status, task_run.task_id,
+                task_run.attempt,
                 task_run.max_attempts",
         )
         .bind(replica_id)
@@ -621,9 +649,15 @@ impl Store for SqliteStore {
             now,
         )
         .await?;
+        let notified =
+            Self::notify_plans(&mut tx, &self.targets(), FinishedRow::outcomes(&done), now).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
-        Ok(FinishReport { retried, ..report })
+        Ok(FinishReport {
+            retried,
+            notified,
+            ..report
+        })
     }
 
     async fn run_heartbeat_many(
@@ -727,7 +761,8 @@ impl Store for SqliteStore {
              FROM json_each($1) AS x
              WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
                AND task_run.replica_id IS x.value ->> 1
-             RETURNING task_run.id, task_run.status, task_run.task_id, task_run.attempt,
+             RETURNING task_run.id, task_run.plan_id, task_run.status, task_run.task_id,
+                task_run.attempt,
                 task_run.max_attempts",
         )
         .bind(serde_json::Value::Array(failing).to_string())
@@ -755,10 +790,12 @@ impl Store for SqliteStore {
             now,
         )
         .await?;
+        let notified =
+            Self::notify_plans(&mut tx, &self.targets(), FinishedRow::outcomes(&done), now).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Canceled);
         self.signals.raise(Signal::Changed);
-        Ok(SweepReport::new(&found, causes, &done, retried))
+        Ok(SweepReport::new(&found, causes, &done, retried, notified))
     }
 
     async fn run_hand_back_many(
@@ -850,6 +887,63 @@ impl Store for SqliteStore {
             .rows_affected();
         tx.commit().await?;
         Ok(pruned)
+    }
+
+    async fn delivery_take_due(
+        &self,
+        replica_id: &str,
+        limit: i64,
+        lock_for: Duration,
+        now: Ts,
+    ) -> Result<Vec<DueDelivery>> {
+        let (_writer, mut tx) = self.begin().await?;
+        let sql = notify::DELIVERY_TAKE.replace("{lock}", "");
+        let due = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(replica_id)
+            .bind(limit)
+            .bind(now)
+            .bind(now.plus(lock_for))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(due)
+    }
+
+    async fn delivery_record(
+        &self,
+        replica_id: &str,
+        delivery: &DueDelivery,
+        outcome: &DeliveryOutcome,
+        now: Ts,
+    ) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
+        let attempt = delivery.attempts + 1;
+        sqlx::query(notify::ATTEMPT_INSERT)
+            .bind(delivery.id)
+            .bind(attempt)
+            .bind(replica_id)
+            .bind(now)
+            .bind(outcome.status_code)
+            .bind(&outcome.error)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(notify::DELIVERY_UPDATE)
+            .bind(delivery.id)
+            .bind(attempt)
+            .bind(replica_id)
+            .bind(now)
+            .bind(outcome.status_code)
+            .bind(&outcome.error)
+            .bind(outcome.state())
+            .bind(outcome.retry_at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delivery_list(&self, plan_id: Option<i64>, limit: i64) -> Result<Vec<DeliveryView>> {
+        self.read_deliveries(plan_id, limit).await
     }
 
     async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {

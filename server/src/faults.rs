@@ -1,0 +1,18 @@
+//! Failure injection for the crash tests (SPEC §10, invariant 8). Enabled
+//! only by `BATON_FAULT`, which production deployments never set.
+
+/// `BATON_FAULT=exit-after-notification-claim`: the process kills itself
+/// with SIGKILL right after committing a transaction that claimed a plan's
+/// notification, before any delivery is attempted — the crash the outbox
+/// exists to survive.
+pub fn exit_after_notification_claim() -> bool {
+    std::env::var("BATON_FAULT").is_ok_and(|f| f == "exit-after-notification-claim")
+}
+
+/// Dies the way a machine loses power: no destructors, no clean-up.
+pub fn die_now(why: &str) -> ! {
+    tracing::error!("BATON_FAULT: {why}; killing this process");
+    // SAFETY: signalling our own process.
+    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    unreachable!("SIGKILL does not return")
+}

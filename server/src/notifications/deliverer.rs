@@ -1,0 +1,166 @@
+//! Sends due outbox rows. Any replica may: each takes a few rows at a time,
+//! locked to it for [`LOCK_FOR`] (SKIP LOCKED on PostgreSQL), so a sender
+//! that dies mid-delivery only delays that row until the lock lapses.
+//! Receivers see the same `X-Baton-Delivery` on every attempt and should
+//! de-duplicate on it: a sender that dies after the POST but before
+//! recording it sends again (at-least-once delivery of an exactly-once
+//! claim).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::signature::{SIGNATURE_HEADER, sign};
+use crate::store::{DeliveryOutcome, DueDelivery, Store, Ts, retry_backoff};
+
+/// How long a taken delivery stays with its sender.
+const LOCK_FOR: Duration = Duration::from_secs(30);
+/// One POST may take this long.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Deliveries taken per round.
+const BATCH: i64 = 16;
+
+/// Webhook settings every replica shares.
+#[derive(Clone, Default)]
+pub struct DeliveryConfig {
+    /// `BATON_WEBHOOK_SECRET`: signs deliveries to `BATON_WEBHOOK_URL` and
+    /// to plan webhooks without their own secret.
+    pub secret: Option<String>,
+    /// `BATON_WEBHOOK_MAX_ATTEMPTS`: attempts before a delivery is FAILED.
+    pub max_attempts: u32,
+}
+
+impl std::fmt::Debug for DeliveryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeliveryConfig")
+            .field("secret", &self.secret.as_ref().map(|_| "***"))
+            .field("max_attempts", &self.max_attempts)
+            .finish()
+    }
+}
+
+pub struct Deliverer {
+    store: Arc<dyn Store>,
+    replica_id: String,
+    config: DeliveryConfig,
+    poll_interval: Duration,
+    http: reqwest::Client,
+}
+
+impl Deliverer {
+    pub fn new(
+        store: Arc<dyn Store>,
+        replica_id: String,
+        config: DeliveryConfig,
+        poll_interval: Duration,
+    ) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(SEND_TIMEOUT)
+            .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("an HTTP client with default TLS");
+        Deliverer {
+            store,
+            replica_id,
+            config,
+            poll_interval,
+            http,
+        }
+    }
+
+    /// Sends what is due now; returns how many deliveries were attempted.
+    pub async fn run_once(&self) -> anyhow::Result<usize> {
+        let due = self
+            .store
+            .delivery_take_due(&self.replica_id, BATCH, LOCK_FOR, Ts::now())
+            .await?;
+        let sends = due.iter().map(|d| async move {
+            let outcome = self.send(d).await;
+            if let Err(e) = self
+                .store
+                .delivery_record(&self.replica_id, d, &outcome, Ts::now())
+                .await
+            {
+                tracing::warn!(delivery = %d.delivery_key, error = %e,
+                    "could not record a delivery attempt; it will be retried when its lock lapses");
+            }
+        });
+        futures_util::future::join_all(sends).await;
+        Ok(due.len())
+    }
+
+    async fn send(&self, d: &DueDelivery) -> DeliveryOutcome {
+        let mut request = self
+            .http
+            .post(&d.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("X-Baton-Delivery", &d.delivery_key)
+            .header("X-Baton-Event", &d.event)
+            .body(d.payload.clone());
+        if let Some(secret) = d.secret.as_ref().or(self.config.secret.as_ref()) {
+            request = request.header(SIGNATURE_HEADER, sign(secret, d.payload.as_bytes()));
+        }
+        let (status_code, error) = match request.send().await {
+            Ok(response) if response.status().is_success() => {
+                (Some(i64::from(response.status().as_u16())), None)
+            }
+            Ok(response) => (
+                Some(i64::from(response.status().as_u16())),
+                Some(format!("receiver answered {}", response.status())),
+            ),
+            Err(e) => (None, Some(describe(&e))),
+        };
+        let attempt = d.attempts + 1;
+        let retry_at = match &error {
+            Some(_) if attempt < i64::from(self.config.max_attempts) => {
+                Some(Ts::now().plus(retry_backoff(attempt)))
+            }
+            _ => None,
+        };
+        match (&error, retry_at) {
+            (None, _) => tracing::info!(delivery = %d.delivery_key, event = %d.event,
+                plan_id = d.plan_id, "webhook delivered"),
+            (Some(e), Some(_)) => tracing::warn!(delivery = %d.delivery_key, attempt, error = %e,
+                "webhook delivery failed; will retry"),
+            (Some(e), None) => tracing::error!(delivery = %d.delivery_key, attempt, error = %e,
+                "webhook delivery failed for good"),
+        }
+        DeliveryOutcome {
+            status_code,
+            error,
+            retry_at,
+        }
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) {
+        let signals = self.store.signals().clone();
+        loop {
+            match self.run_once().await {
+                // A full batch: there may be more due right away.
+                Ok(n) if n as i64 == BATCH => continue,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "taking due deliveries failed; will retry"),
+            }
+            tokio::select! {
+                _ = signals.changed.notified() => {}
+                _ = tokio::time::sleep(self.poll_interval) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// A transport error in words an operator can act on.
+fn describe(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        format!(
+            "no answer within {}",
+            humantime::format_duration(SEND_TIMEOUT)
+        )
+    } else if e.is_connect() {
+        format!("cannot connect: {e}")
+    } else {
+        e.to_string()
+    }
+}

@@ -1,0 +1,9 @@
+//! Webhook delivery (SPEC §7): every replica sends what the outbox holds.
+//! The claim and the outbox rows themselves are written by the store, in
+//! the transaction of the status change (`store::notify`).
+
+mod deliverer;
+mod signature;
+
+pub use self::deliverer::{Deliverer, DeliveryConfig};
+pub use self::signature::{SIGNATURE_HEADER, sign, verify};

@@ -1,0 +1,459 @@
+//! Notifications (SPEC §7): the exactly-once claim per plan and phase, and
+//! the outbox rows that carry each notification to its destinations.
+//!
+//! A finish, sweep or skip that leaves a plan failed or complete claims the
+//! plan's notification (`INSERT … ON CONFLICT DO NOTHING` on
+//! `notification_claim`, keyed by plan) and, only if that insert won, writes
+//! one `delivery` row per destination with the payload — all in the
+//! transaction of the status change. A crash after commit loses nothing: any
+//! replica's deliverer sends what is in the outbox. Retry deletes the claim
+//! in the transaction that creates the new attempts, starting a new phase.
+
+use std::collections::BTreeMap;
+
+use app::model::{DeliveryAttemptView, DeliveryView, PlanView, TaskStatus};
+use serde::Serialize;
+
+use super::time::Ts;
+use crate::plan::Webhook;
+
+pub const PIPELINE_FAILED: &str = "PIPELINE_FAILED";
+pub const PIPELINE_COMPLETED: &str = "PIPELINE_COMPLETED";
+
+/// Where notifications go besides each plan's own webhooks, and the
+/// dashboard address their links point at. Set once at start-up.
+#[derive(Debug, Clone)]
+pub struct NotifyTargets {
+    /// `BATON_WEBHOOK_URL`; signed with `BATON_WEBHOOK_SECRET` at send time.
+    pub webhook_url: Option<String>,
+    /// `BATON_PUBLIC_URL`, without a trailing slash.
+    pub public_url: String,
+}
+
+impl Default for NotifyTargets {
+    fn default() -> Self {
+        NotifyTargets {
+            webhook_url: None,
+            public_url: "http://127.0.0.1:3000".into(),
+        }
+    }
+}
+
+/// A plan whose notification a transaction claimed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notified {
+    pub plan_id: i64,
+    pub event: &'static str,
+}
+
+/// Which plans a batch of status changes may have failed or completed.
+#[derive(Debug, Default)]
+pub struct PlanOutcomes {
+    /// Plans where a task failed for good (no automatic retry left).
+    pub failed: Vec<i64>,
+    /// Plans where a task became DONE or SKIPPED.
+    pub progressed: Vec<i64>,
+}
+
+impl PlanOutcomes {
+    /// Sorted and without repeats: plans are locked in this order, so two
+    /// transactions never wait on each other's plans in a cycle.
+    pub fn normalised(mut self) -> Self {
+        for list in [&mut self.failed, &mut self.progressed] {
+            list.sort_unstable();
+            list.dedup();
+        }
+        self
+    }
+}
+
+/// Claims a plan's notification for this phase; affects one row only for
+/// the first claimer.
+pub const CLAIM_INSERT: &str = "INSERT INTO notification_claim (plan_id, event, claimed_at)
+    VALUES ($1, $2, $3) ON CONFLICT (plan_id) DO NOTHING";
+
+/// Retry: a new phase may notify again.
+pub const CLAIM_DELETE: &str = "DELETE FROM notification_claim WHERE plan_id = $1";
+
+pub const CLAIM_GET: &str = "SELECT event, claimed_at FROM notification_claim WHERE plan_id = $1";
+
+pub const CLAIM_EVENT: &str = "SELECT event FROM notification_claim WHERE plan_id = $1";
+
+/// Is some task of the plan neither DONE nor SKIPPED?
+pub const PLAN_INCOMPLETE: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM task t
+        LEFT JOIN task_run r ON r.id = t.latest_run_id
+        WHERE t.plan_id = $1 AND t.skipped_at IS NULL AND (r.id IS NULL OR r.status <> 'DONE')
+        LIMIT 1) AS open";
+
+pub const PLAN_WEBHOOKS: &str = "SELECT webhooks FROM plan WHERE id = $1";
+
+pub const DELIVERY_INSERT: &str = "INSERT INTO delivery (delivery_key, plan_id, event, url, secret,
+        payload, created_at, state, attempts, next_attempt_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 0, $7)";
+
+/// Deliveries of one plan (or all), newest first.
+pub const DELIVERY_LIST: &str = "SELECT id, delivery_key, plan_id, event, url, state, created_at,
+        next_attempt_at, delivered_at, last_status_code, last_error
+    FROM delivery WHERE CAST($1 AS BIGINT) IS NULL OR plan_id = $1
+    ORDER BY id DESC LIMIT $2";
+
+/// Attempts of the deliveries [`DELIVERY_LIST`] returned (`$2`: the
+/// smallest id it returned).
+pub const DELIVERY_ATTEMPTS: &str =
+    "SELECT a.delivery_id, a.attempt, a.replica_id, a.at, a.status_code, a.error
+    FROM delivery_attempt a JOIN delivery d ON d.id = a.delivery_id
+    WHERE (CAST($1 AS BIGINT) IS NULL OR d.plan_id = $1) AND d.id >= $2 ORDER BY a.id";
+
+/// Takes up to `$2` deliveries due at `$3` for `$1` until `$4`; another
+/// replica may take one over once that passes (its sender died). PostgreSQL
+/// appends SKIP LOCKED to the inner select.
+pub const DELIVERY_TAKE: &str = "UPDATE delivery SET locked_by = $1, locked_until = $4
+    WHERE id IN (SELECT id FROM delivery
+        WHERE state = 'PENDING' AND next_attempt_at <= $3
+          AND (locked_until IS NULL OR locked_until < $3)
+        ORDER BY next_attempt_at, id LIMIT $2 {lock})
+    RETURNING id, delivery_key, plan_id, event, url, secret, payload, attempts";
+
+pub const ATTEMPT_INSERT: &str = "INSERT INTO delivery_attempt
+        (delivery_id, attempt, replica_id, at, status_code, error)
+    VALUES ($1, $2, $3, $4, $5, $6)";
+
+/// Records an attempt's outcome on the delivery, if this replica still
+/// holds it.
+pub const DELIVERY_UPDATE: &str = "UPDATE delivery SET attempts = $2, state = $7,
+        next_attempt_at = COALESCE($8, next_attempt_at),
+        delivered_at = CASE WHEN $7 = 'DELIVERED' THEN $4 ELSE delivered_at END,
+        last_status_code = $5, last_error = $6, locked_by = NULL, locked_until = NULL
+    WHERE id = $1 AND locked_by = $3";
+
+/// A delivery a replica took to send now.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DueDelivery {
+    pub id: i64,
+    pub delivery_key: String,
+    pub plan_id: i64,
+    pub event: String,
+    pub url: String,
+    /// `None`: sign with `BATON_WEBHOOK_SECRET`.
+    pub secret: Option<String>,
+    pub payload: String,
+    /// Attempts made before this one.
+    pub attempts: i64,
+}
+
+/// How one POST went.
+#[derive(Debug, Clone)]
+pub struct DeliveryOutcome {
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
+    /// `Some`: try again then; `None` with no error: delivered; `None` with
+    /// an error: given up.
+    pub retry_at: Option<Ts>,
+}
+
+impl DeliveryOutcome {
+    pub fn state(&self) -> &'static str {
+        match (&self.retry_at, &self.error) {
+            (Some(_), _) => "PENDING",
+            (None, None) => "DELIVERED",
+            (None, Some(_)) => "FAILED",
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct DeliveryRow {
+    pub id: i64,
+    pub delivery_key: String,
+    pub plan_id: i64,
+    pub event: String,
+    pub url: String,
+    pub state: String,
+    pub created_at: Ts,
+    pub next_attempt_at: Option<Ts>,
+    pub delivered_at: Option<Ts>,
+    pub last_status_code: Option<i64>,
+    pub last_error: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+pub struct AttemptRow {
+    pub delivery_id: i64,
+    pub attempt: i64,
+    pub replica_id: String,
+    pub at: Ts,
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// Joins deliveries with their attempts, for the API.
+pub fn delivery_views(rows: Vec<DeliveryRow>, attempts: Vec<AttemptRow>) -> Vec<DeliveryView> {
+    let mut by_delivery: BTreeMap<i64, Vec<DeliveryAttemptView>> = BTreeMap::new();
+    for a in attempts {
+        by_delivery
+            .entry(a.delivery_id)
+            .or_default()
+            .push(DeliveryAttemptView {
+                attempt: a.attempt,
+                replica_id: a.replica_id,
+                at: a.at.0,
+                status_code: a.status_code,
+                error: a.error,
+            });
+    }
+    rows.into_iter()
+        .map(|d| DeliveryView {
+            attempts: by_delivery.remove(&d.id).unwrap_or_default(),
+            id: d.id,
+            delivery_key: d.delivery_key,
+            plan_id: d.plan_id,
+            event: d.event,
+            url: d.url,
+            next_attempt_at: d
+                .next_attempt_at
+                .filter(|_| d.state == "PENDING")
+                .map(|t| t.0),
+            state: d.state,
+            created_at: d.created_at.0,
+            delivered_at: d.delivered_at.map(|t| t.0),
+            last_status_code: d.last_status_code,
+            last_error: d.last_error,
+        })
+        .collect()
+}
+
+/// One destination of a notification.
+pub struct Destination {
+    pub url: String,
+    pub secret: Option<String>,
+}
+
+/// The global webhook first, then the plan's own.
+pub fn destinations(targets: &NotifyTargets, plan_webhooks: &str) -> Vec<Destination> {
+    let own: Vec<Webhook> = serde_json::from_str(plan_webhooks).unwrap_or_default();
+    targets
+        .webhook_url
+        .iter()
+        .map(|url| Destination {
+            url: url.clone(),
+            secret: None,
+        })
+        .chain(own.into_iter().map(|w| Destination {
+            url: w.url,
+            secret: w.secret,
+        }))
+        .collect()
+}
+
+/// The stable id receivers de-duplicate on: plan, event, the claim's time
+/// (which tells phases apart) and the destination's position.
+pub fn delivery_key(plan_id: i64, event: &str, claimed_at: Ts, destination: usize) -> String {
+    format!(
+        "baton-{plan_id}-{}-{}-{destination}",
+        event.to_ascii_lowercase(),
+        claimed_at.micros()
+    )
+}
+
+#[derive(Serialize)]
+struct Payload<'a> {
+    event: &'a str,
+    plan: PlanRef<'a>,
+    counts: BTreeMap<&'static str, i64>,
+    failed_tasks: Vec<FailedTask<'a>>,
+    occurred_at: chrono::DateTime<chrono::Utc>,
+    plan_created_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Serialize)]
+struct PlanRef<'a> {
+    id: i64,
+    name: &'a str,
+    url: String,
+}
+
+#[derive(Serialize)]
+struct FailedTask<'a> {
+    id: i64,
+    name: &'a str,
+    target: &'a str,
+    error: Option<&'a str>,
+}
+
+/// The JSON body every destination of this notification receives.
+pub fn payload(event: &str, plan: &PlanView, public_url: &str, now: Ts) -> String {
+    let mut counts = BTreeMap::new();
+    for t in &plan.tasks {
+        *counts.entry(t.status.as_str()).or_insert(0) += 1;
+    }
+    let failed_tasks = plan
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Failed)
+        .map(|t| FailedTask {
+            id: t.id,
+            name: &t.name,
+            target: &t.target,
+            error: t.error.as_deref(),
+        })
+        .collect();
+    let body = Payload {
+        event,
+        plan: PlanRef {
+            id: plan.id,
+            name: &plan.name,
+            url: format!("{}/plans/{}", public_url.trim_end_matches('/'), plan.id),
+        },
+        counts,
+        failed_tasks,
+        occurred_at: now.0,
+        plan_created_at: plan.created_at,
+    };
+    serde_json::to_string(&body).expect("a payload always serialises")
+}
+
+/// The claim-and-outbox step, the same SQL on both backends, expanded for
+/// each store's transaction type. `$lock_plan` serialises the completeness
+/// check per plan: two transactions finishing a plan's last two tasks at
+/// once must not each see the other's task still running and both stay
+/// silent.
+macro_rules! notify_step {
+    ($store:ty, $db:ty, $lock_plan:expr) => {
+        impl $store {
+            /// Claims and queues the notifications `outcomes` call for.
+            async fn notify_plans(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                targets: &super::notify::NotifyTargets,
+                outcomes: super::notify::PlanOutcomes,
+                now: Ts,
+            ) -> Result<Vec<super::notify::Notified>> {
+                use super::notify::{self, Notified, PIPELINE_COMPLETED, PIPELINE_FAILED};
+                let outcomes = outcomes.normalised();
+                let mut plans: Vec<(i64, bool)> = outcomes
+                    .failed
+                    .iter()
+                    .map(|p| (*p, true))
+                    .chain(outcomes.progressed.iter().map(|p| (*p, false)))
+                    .collect();
+                // A plan that both failed and progressed in one batch failed.
+                plans.sort_unstable_by_key(|(p, failed)| (*p, !*failed));
+                plans.dedup_by_key(|(p, _)| *p);
+                let mut notified = Vec::new();
+                for (plan_id, failed) in plans {
+                    let claimed: Option<String> = sqlx::query_scalar(notify::CLAIM_EVENT)
+                        .bind(plan_id)
+                        .fetch_optional(&mut **tx)
+                        .await?;
+                    if claimed.is_some() {
+                        continue;
+                    }
+                    let event = if failed {
+                        PIPELINE_FAILED
+                    } else {
+                        sqlx::query($lock_plan)
+                            .bind(plan_id)
+                            .execute(&mut **tx)
+                            .await?;
+                        let open: i64 = sqlx::query_scalar(notify::PLAN_INCOMPLETE)
+                            .bind(plan_id)
+                            .fetch_one(&mut **tx)
+                            .await?;
+                        if open > 0 {
+                            continue;
+                        }
+                        PIPELINE_COMPLETED
+                    };
+                    let won = sqlx::query(notify::CLAIM_INSERT)
+                        .bind(plan_id)
+                        .bind(event)
+                        .bind(now)
+                        .execute(&mut **tx)
+                        .await?
+                        .rows_affected();
+                    if won == 0 {
+                        continue;
+                    }
+                    Self::outbox_write(tx, targets, plan_id, event, now).await?;
+                    notified.push(Notified { plan_id, event });
+                }
+                Ok(notified)
+            }
+
+            /// One outbox row per destination, carrying the payload.
+            async fn outbox_write(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                targets: &super::notify::NotifyTargets,
+                plan_id: i64,
+                event: &str,
+                now: Ts,
+            ) -> Result<()> {
+                use super::notify;
+                let plan: rows::PlanRow = sqlx::query_as(rows::PLAN_GET)
+                    .bind(plan_id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+                let tasks: Vec<rows::TaskRow> = sqlx::query_as(rows::PLAN_TASKS)
+                    .bind(plan_id)
+                    .fetch_all(&mut **tx)
+                    .await?;
+                let webhooks: String = sqlx::query_scalar(notify::PLAN_WEBHOOKS)
+                    .bind(plan_id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+                let view = rows::plan_view(plan, tasks, None)?;
+                let body = notify::payload(event, &view, &targets.public_url, now);
+                for (i, to) in notify::destinations(targets, &webhooks)
+                    .into_iter()
+                    .enumerate()
+                {
+                    sqlx::query(notify::DELIVERY_INSERT)
+                        .bind(notify::delivery_key(plan_id, event, now, i))
+                        .bind(plan_id)
+                        .bind(event)
+                        .bind(&to.url)
+                        .bind(&to.secret)
+                        .bind(&body)
+                        .bind(now)
+                        .execute(&mut **tx)
+                        .await?;
+                }
+                Ok(())
+            }
+        }
+    };
+}
+pub(super) use notify_step;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_global_webhook_goes_first_and_keeps_its_secret_out_of_the_row() {
+        let targets = NotifyTargets {
+            webhook_url: Some("http://ops/hook".into()),
+            public_url: "http://baton".into(),
+        };
+        let own = r#"[{"url": "http://team/hook", "secret": "s3"}]"#;
+        let to = destinations(&targets, own);
+        assert_eq!(to.len(), 2);
+        assert_eq!(
+            (to[0].url.as_str(), to[0].secret.as_deref()),
+            ("http://ops/hook", None)
+        );
+        assert_eq!(
+            (to[1].url.as_str(), to[1].secret.as_deref()),
+            ("http://team/hook", Some("s3"))
+        );
+        assert!(destinations(&NotifyTargets::default(), "[]").is_empty());
+    }
+
+    #[test]
+    fn delivery_keys_differ_by_phase_and_destination() {
+        let t = Ts::from_micros(1_700_000_000_000_000);
+        let a = delivery_key(7, PIPELINE_FAILED, t, 0);
+        assert_eq!(a, "baton-7-pipeline_failed-1700000000000000-0");
+        assert_ne!(a, delivery_key(7, PIPELINE_FAILED, t, 1));
+        assert_ne!(a, delivery_key(7, PIPELINE_FAILED, Ts::from_micros(1), 0));
+    }
+}

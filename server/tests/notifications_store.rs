@@ -1,0 +1,427 @@
+//! Notification claims and the outbox (SPEC §7), on SQLite and PostgreSQL:
+//! one claim per plan and phase, written with the status change that caused
+//! it; Retry opens a new phase; deliveries are taken by one sender at a time
+//! and keep every attempt.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::TaskStatus;
+use baton::store::notify::{PIPELINE_COMPLETED, PIPELINE_FAILED};
+use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Store, Ts};
+use common::store::{claim, done, failed, promote, promote_and_claim, task_named};
+use common::{Kind, TestDb, plan};
+use serde_json::json;
+
+per_backend!(cases:
+    the_first_failure_of_a_phase_notifies_once,
+    retry_opens_a_new_phase_that_notifies_completion,
+    automatic_retries_are_not_failures_yet,
+    sweeps_and_skips_notify_too,
+    deliveries_go_to_one_sender_and_keep_every_attempt,
+    concurrent_finishers_claim_completion_exactly_once,
+);
+
+fn targets() -> NotifyTargets {
+    NotifyTargets {
+        webhook_url: Some("http://ops.example/hook".into()),
+        public_url: "http://baton.example".into(),
+    }
+}
+
+async fn store_with_targets(db: &TestDb) -> Arc<dyn Store> {
+    let s = db.store().await;
+    s.notify_targets_set(targets());
+    s
+}
+
+fn three_tasks() -> serde_json::Value {
+    json!({"name": "p", "webhooks": [{"url": "http://team.example/hook", "secret": "team"}],
+    "tasks": [
+        {"name": "a", "target": "a", "sleep": "0s"},
+        {"name": "b", "target": "b", "sleep": "0s"},
+        {"name": "c", "target": "c", "sleep": "0s"},
+    ]})
+}
+
+mod cases {
+    use super::*;
+
+    pub async fn the_first_failure_of_a_phase_notifies_once(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = store_with_targets(&db).await;
+        let id = s
+            .plan_insert(&plan(three_tasks()), "t", Ts::now())
+            .await
+            .unwrap();
+        let runs = promote_and_claim(s.as_ref()).await;
+        let first = s
+            .run_finish_many("r-test", &[failed(runs[0])], Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(
+            first.notified,
+            vec![Notified {
+                plan_id: id,
+                event: PIPELINE_FAILED
+            }]
+        );
+        let second = s
+            .run_finish_many("r-test", &[failed(runs[1]), done(runs[2])], Ts::now())
+            .await
+            .unwrap();
+        assert!(
+            second.notified.is_empty(),
+            "later failures in the phase are silent"
+        );
+
+        let view = s.plan_get(id).await.unwrap();
+        assert_eq!(view.notification.as_ref().unwrap().event, PIPELINE_FAILED);
+        let deliveries = s.delivery_list(Some(id), 50).await.unwrap();
+        let urls: Vec<_> = deliveries.iter().rev().map(|d| d.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            ["http://ops.example/hook", "http://team.example/hook"]
+        );
+        assert!(
+            deliveries
+                .iter()
+                .all(|d| d.state == "PENDING" && d.attempts.is_empty())
+        );
+
+        // The payload names the plan, its counts and the failed task.
+        let due = s
+            .delivery_take_due("r-test", 10, Duration::from_secs(30), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(due.len(), 2);
+        let body: serde_json::Value = serde_json::from_str(&due[0].payload).unwrap();
+        assert_eq!(body["event"], PIPELINE_FAILED);
+        assert_eq!(body["plan"]["id"], id);
+        assert_eq!(body["plan"]["name"], "p");
+        assert_eq!(
+            body["plan"]["url"],
+            format!("http://baton.example/plans/{id}")
+        );
+        assert_eq!(body["counts"]["FAILED"], 1, "{body}");
+        assert_eq!(body["counts"]["RUNNING"], 2, "{body}");
+        assert_eq!(body["failed_tasks"][0]["name"], "a");
+        assert_eq!(body["failed_tasks"][0]["target"], "a");
+        assert_eq!(body["failed_tasks"][0]["error"], "exited with code 3");
+        assert!(body["occurred_at"].is_string() && body["plan_created_at"].is_string());
+        let secrets: Vec<_> = due.iter().map(|d| d.secret.as_deref()).collect();
+        assert_eq!(secrets, [None, Some("team")]);
+        // A plan-level Retry opens a new phase too; the history stays.
+        s.plan_retry(id, "dave", Ts::now()).await.unwrap();
+        assert_eq!(s.plan_get(id).await.unwrap().notification, None);
+        assert_eq!(s.delivery_list(Some(id), 50).await.unwrap().len(), 2);
+    }
+
+    pub async fn retry_opens_a_new_phase_that_notifies_completion(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = store_with_targets(&db).await;
+        let id = s
+            .plan_insert(&plan(three_tasks()), "t", Ts::now())
+            .await
+            .unwrap();
+        let runs = promote_and_claim(s.as_ref()).await;
+        s.run_finish_many(
+            "r-test",
+            &[failed(runs[0]), done(runs[1]), done(runs[2])],
+            Ts::now(),
+        )
+        .await
+        .unwrap();
+        let view = s.plan_get(id).await.unwrap();
+        assert_eq!(view.notification.as_ref().unwrap().event, PIPELINE_FAILED);
+        s.task_retry(task_named(&view, "a").id, "dave", Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(s.plan_get(id).await.unwrap().notification, None);
+
+        let retried = promote_and_claim(s.as_ref()).await;
+        assert_eq!(retried.len(), 1);
+        let report = s
+            .run_finish_many("r-test", &[done(retried[0])], Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(
+            report.notified,
+            vec![Notified {
+                plan_id: id,
+                event: PIPELINE_COMPLETED
+            }]
+        );
+        let events: Vec<_> = s
+            .delivery_list(Some(id), 50)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.event)
+            .collect();
+        assert_eq!(
+            events,
+            [
+                PIPELINE_COMPLETED,
+                PIPELINE_COMPLETED,
+                PIPELINE_FAILED,
+                PIPELINE_FAILED
+            ]
+        );
+    }
+
+    pub async fn automatic_retries_are_not_failures_yet(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = store_with_targets(&db).await;
+        let id = s
+            .plan_insert(
+                &plan(json!({"name": "p", "tasks": [
+                    {"name": "a", "target": "a", "sleep": "0s", "max_attempts": 2}]})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let run = promote_and_claim(s.as_ref()).await[0];
+        let report = s
+            .run_finish_many("r-test", &[failed(run)], Ts::now())
+            .await
+            .unwrap();
+        assert!(report.notified.is_empty());
+        assert_eq!(report.retried.len(), 1);
+        // The retry waits out its backoff; promote as if it had passed.
+        s.run_promote_round(&Default::default(), Ts::now().plus(Duration::from_secs(5)))
+            .await
+            .unwrap();
+        let second = s
+            .run_claim_many(&claim("r-test", &[], 1), Ts::now())
+            .await
+            .unwrap()[0]
+            .id;
+        let report = s
+            .run_finish_many("r-test", &[failed(second)], Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(report.notified.len(), 1);
+        assert_eq!(
+            s.plan_get(id).await.unwrap().notification.unwrap().event,
+            PIPELINE_FAILED
+        );
+    }
+
+    pub async fn sweeps_and_skips_notify_too(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = store_with_targets(&db).await;
+        let id = s
+            .plan_insert(
+                &plan(json!({"name": "p", "tasks": [
+                    {"name": "a", "target": "a", "sleep": "0s"},
+                    {"name": "b", "target": "b", "sleep": "0s"}]})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        promote(s.as_ref()).await;
+        // r-gone has no heartbeat row: the sweeper fails its runs.
+        s.run_claim_many(&claim("r-gone", &[], 2), Ts::now())
+            .await
+            .unwrap();
+        let swept = s
+            .run_sweep(Duration::from_secs(10), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(swept.failed.len(), 2);
+        assert_eq!(
+            swept.notified,
+            vec![Notified {
+                plan_id: id,
+                event: PIPELINE_FAILED
+            }]
+        );
+        // Skipping both failed tasks does not notify again in this phase…
+        let view = s.plan_get(id).await.unwrap();
+        for name in ["a", "b"] {
+            s.task_skip(task_named(&view, name).id, "erin", Ts::now())
+                .await
+                .unwrap();
+        }
+        assert_eq!(s.delivery_list(Some(id), 50).await.unwrap().len(), 1);
+        // …but a plan completed by a skip in a fresh phase does.
+        let other = s
+            .plan_insert(
+                &plan(json!({"name": "q", "start": false, "tasks": [
+                    {"name": "a", "target": "a", "sleep": "0s"}]})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let task = s.plan_get(other).await.unwrap().tasks[0].id;
+        s.task_skip(task, "erin", Ts::now()).await.unwrap();
+        let view = s.plan_get(other).await.unwrap();
+        assert_eq!(view.tasks[0].status, TaskStatus::Skipped);
+        assert_eq!(view.notification.unwrap().event, PIPELINE_COMPLETED);
+    }
+
+    pub async fn deliveries_go_to_one_sender_and_keep_every_attempt(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = store_with_targets(&db).await;
+        let id = s
+            .plan_insert(
+                &plan(json!({"name": "p", "tasks": [{"name": "a", "target": "a", "sleep": "0s"}]})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let run = promote_and_claim(s.as_ref()).await[0];
+        s.run_finish_many("r-test", &[done(run)], Ts::now())
+            .await
+            .unwrap();
+        let t0 = Ts::now();
+        let lock = Duration::from_secs(30);
+        let taken = s.delivery_take_due("r-1", 10, lock, t0).await.unwrap();
+        assert_eq!(taken.len(), 1);
+        assert!(
+            s.delivery_take_due("r-2", 10, lock, t0)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let key = taken[0].delivery_key.clone();
+        // Attempt 1: the receiver answers 500; retry in 1 s.
+        let retry_at = t0.plus(Duration::from_secs(1));
+        let outcome = DeliveryOutcome {
+            status_code: Some(500),
+            error: Some("receiver answered 500 Internal Server Error".into()),
+            retry_at: Some(retry_at),
+        };
+        s.delivery_record("r-1", &taken[0], &outcome, t0)
+            .await
+            .unwrap();
+        assert!(
+            s.delivery_take_due("r-2", 10, lock, t0)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Attempt 2, by another replica once due: delivered.
+        let again = s
+            .delivery_take_due("r-2", 10, lock, retry_at)
+            .await
+            .unwrap();
+        assert_eq!(
+            (again[0].delivery_key.as_str(), again[0].attempts),
+            (key.as_str(), 1)
+        );
+        let ok = DeliveryOutcome {
+            status_code: Some(200),
+            error: None,
+            retry_at: None,
+        };
+        s.delivery_record("r-2", &again[0], &ok, retry_at)
+            .await
+            .unwrap();
+        let list = s.delivery_list(Some(id), 50).await.unwrap();
+        assert_eq!(list.len(), 1);
+        let d = &list[0];
+        assert_eq!(
+            (d.state.as_str(), d.delivery_key.as_str()),
+            ("DELIVERED", key.as_str())
+        );
+        assert_eq!(d.last_status_code, Some(200));
+        assert_eq!(d.delivered_at, Some(retry_at.0));
+        let attempts: Vec<_> = d
+            .attempts
+            .iter()
+            .map(|a| (a.attempt, a.replica_id.as_str(), a.status_code))
+            .collect();
+        assert_eq!(attempts, [(1, "r-1", Some(500)), (2, "r-2", Some(200))]);
+        assert!(d.attempts[0].error.as_deref().unwrap().contains("500"));
+        assert!(
+            s.delivery_take_due("r-3", 10, lock, retry_at.plus(lock))
+                .await
+                .unwrap()
+                .is_empty(),
+            "a delivered row is never sent again"
+        );
+        // A sender that died: its lock lapses and another takes the row.
+        let id2 = s
+            .plan_insert(
+                &plan(json!({"name": "q", "tasks": [{"name": "a", "target": "z", "sleep": "0s"}]})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let run = promote_and_claim(s.as_ref()).await[0];
+        s.run_finish_many("r-test", &[done(run)], Ts::now())
+            .await
+            .unwrap();
+        let t1 = Ts::now();
+        let lost = s.delivery_take_due("r-dead", 10, lock, t1).await.unwrap();
+        assert_eq!(lost[0].plan_id, id2);
+        let taken = s
+            .delivery_take_due(
+                "r-4",
+                10,
+                lock,
+                t1.plus(lock).plus(Duration::from_millis(1)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].delivery_key, lost[0].delivery_key);
+    }
+
+    pub async fn concurrent_finishers_claim_completion_exactly_once(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = store_with_targets(&db).await;
+        let tasks: Vec<_> = (0..8)
+            .map(|i| json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
+            .collect();
+        for round in 0..5 {
+            let id = s
+                .plan_insert(
+                    &plan(json!({"name": format!("p{round}"), "tasks": tasks})),
+                    "t",
+                    Ts::now(),
+                )
+                .await
+                .unwrap();
+            promote(s.as_ref()).await;
+            // Eight replicas each claim one run and finish it at once.
+            let mut finishers = tokio::task::JoinSet::new();
+            for i in 0..8 {
+                let store = db.store().await;
+                let me = format!("r-{i}");
+                let run = store
+                    .run_claim_many(&claim(&me, &[], 1), Ts::now())
+                    .await
+                    .unwrap()[0]
+                    .id;
+                store.notify_targets_set(targets());
+                finishers.spawn(async move {
+                    store
+                        .run_finish_many(&me, &[done(run)], Ts::now())
+                        .await
+                        .unwrap()
+                        .notified
+                });
+            }
+            let notified: Vec<_> = finishers.join_all().await.into_iter().flatten().collect();
+            assert_eq!(
+                notified,
+                vec![Notified {
+                    plan_id: id,
+                    event: PIPELINE_COMPLETED
+                }],
+                "round {round}"
+            );
+            assert_eq!(s.delivery_list(Some(id), 50).await.unwrap().len(), 1);
+        }
+    }
+}
