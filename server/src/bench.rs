@@ -57,6 +57,19 @@ pub struct BenchArgs {
     /// Send the load to this running server instead of in-process replicas.
     #[arg(long)]
     pub server: Option<String>,
+    /// Measure failover instead: SIGKILL a `baton serve` process holding
+    /// runs and time until the sweeper resolved them (PostgreSQL only).
+    #[arg(long)]
+    pub failover: bool,
+    /// `--failover`: processes to start.
+    #[arg(long, default_value_t = 3)]
+    pub failover_replicas: usize,
+    /// `--failover`: long runs per process in each round.
+    #[arg(long, default_value_t = 4)]
+    pub failover_runs: usize,
+    /// `--failover`: kills to time.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
 }
 
 /// What the bench needs from the system under test.
@@ -135,6 +148,15 @@ impl Target for OverHttp {
 }
 
 pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
+    if args.failover {
+        return crate::failover_bench::run(
+            &settings,
+            args.failover_replicas,
+            args.rounds,
+            args.failover_runs,
+        )
+        .await;
+    }
     anyhow::ensure!(
         args.plans >= 1 && args.targets >= 1 && args.runs >= args.plans,
         "need runs >= plans >= 1 and targets >= 1"

@@ -19,6 +19,7 @@ pub mod bench;
 pub mod config;
 pub mod dashboard;
 pub mod executor;
+pub mod failover_bench;
 pub mod faults;
 pub mod liveness;
 pub mod notifications;

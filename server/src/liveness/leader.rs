@@ -93,10 +93,7 @@ impl LeaderLease {
                 failed => {
                     let error = match failed {
                         Ok(Err(e)) => e.to_string(),
-                        _ => format!(
-                            "no answer within {}",
-                            humantime::format_duration(renew_every)
-                        ),
+                        _ => format!("no answer within {} ms", renew_every.as_millis()),
                     };
                     tracing::warn!(%error, "leader lease renewal failed; will retry");
                     if renewed.is_some_and(|at| at.elapsed() >= self.ttl * 2 / 3) {

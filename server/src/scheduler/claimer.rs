@@ -28,7 +28,10 @@ impl Claimer {
             worker,
             labels,
             poll_interval: config.poll_interval,
-            heartbeat_timeout: config.stale_after,
+            // A beat later than the replica's staleness: when a replica
+            // dies, its silence (the root cause) is what the sweeper sees
+            // first and names, not each run's missed beat.
+            heartbeat_timeout: config.stale_after + config.heartbeat_interval,
         }
     }
 

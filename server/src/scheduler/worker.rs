@@ -195,22 +195,31 @@ impl Worker {
     ) {
         let mut batch = Vec::new();
         while lines.recv_many(&mut batch, LOG_BATCH).await > 0 {
-            if handle.lost.load(Ordering::SeqCst) {
-                batch.clear();
-                continue;
-            }
+            self.store_log_batch(run_id, &batch, &handle).await;
+            batch.clear();
+        }
+    }
+
+    /// Stores one batch of log lines, retrying through database outages
+    /// (a restart, a failover) until it is stored or the run is lost: the
+    /// log is part of the run and must not have holes. Lines keep arriving
+    /// in the channel meanwhile.
+    async fn store_log_batch(&self, run_id: i64, batch: &[LogLine], handle: &RunHandle) {
+        let mut delay = Duration::from_millis(50);
+        while !handle.lost.load(Ordering::SeqCst) {
             match self
                 .store
-                .run_log_append(&self.replica_id, run_id, &batch)
+                .run_log_append(&self.replica_id, run_id, batch)
                 .await
             {
-                Ok(true) => {}
-                Ok(false) => self.lose(run_id, &handle),
+                Ok(true) => return,
+                Ok(false) => self.lose(run_id, handle),
                 Err(e) => {
-                    tracing::warn!(run_id, error = %e, "could not store log lines; they are dropped")
+                    tracing::warn!(run_id, error = %e, lines = batch.len(), "could not store log lines; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(2));
                 }
             }
-            batch.clear();
         }
     }
 

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod invariants;
+pub mod process;
 pub mod store;
 
 use std::sync::Arc;

@@ -1,0 +1,240 @@
+//! Real `baton serve` processes for tests: start one on a database, learn
+//! its replica id, talk to its API and signal it (SIGKILL, SIGSTOP/SIGCONT,
+//! SIGTERM) the way an operator or a crash would.
+//!
+//! Each process carries a label of its own (`proc-N`, next to any labels
+//! the test asks for): the API does not say which replica answers, so the
+//! label is how a test finds its process in `/api/v1/replicas`.
+
+use std::collections::BTreeMap;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use app::model::{PlanView, ReplicaView};
+use tokio::process::{Child, Command};
+
+use super::eventually;
+
+/// How long a process may take to migrate, bind and answer `/healthz`;
+/// generous because tests share small machines with compilers.
+const START_WITHIN: Duration = Duration::from_secs(30);
+
+/// Distinguishes the processes one test binary starts.
+static STARTED: AtomicUsize = AtomicUsize::new(0);
+
+/// Environment for a `baton serve`; later settings of a variable win.
+#[derive(Debug, Clone)]
+pub struct Options {
+    env: BTreeMap<String, String>,
+    labels: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            env: BTreeMap::from([
+                ("BATON_WORKERS".to_owned(), "4".to_owned()),
+                ("BATON_POLL_INTERVAL".to_owned(), "200ms".to_owned()),
+            ]),
+            labels: Vec::new(),
+        }
+    }
+}
+
+impl Options {
+    /// Sets a `BATON_*` (or any) variable. Use [`Options::label`] for
+    /// labels: `BATON_LABELS` is composed by the harness.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        assert_ne!(key, "BATON_LABELS", "use Options::label");
+        self.env.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Adds a node label the replica carries, for pinned tasks.
+    pub fn label(mut self, label: &str) -> Self {
+        self.labels.push(label.to_owned());
+        self
+    }
+}
+
+/// One running `baton serve`; killed when dropped.
+pub struct Baton {
+    child: Child,
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub base: String,
+    /// The label only this process carries.
+    pub label: String,
+    /// The replica id this process registered under.
+    pub replica_id: String,
+    http: reqwest::Client,
+}
+
+/// A port nobody listens on right now (the process binds it shortly
+/// after; a collision in between is unlikely enough for tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A process with the default options.
+pub async fn spawn_baton(database_url: &str) -> Baton {
+    Baton::start(database_url, &Options::default()).await
+}
+
+impl Baton {
+    /// Starts a process and returns once it answers `/healthz` and its
+    /// replica row is visible.
+    pub async fn start(database_url: &str, options: &Options) -> Baton {
+        let port = free_port();
+        let label = format!("proc-{}", STARTED.fetch_add(1, Ordering::SeqCst));
+        let labels = std::iter::once(label.clone())
+            .chain(options.labels.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(",");
+        // baton logs to stdout: shown only when TEST_LOG asks for logs.
+        let log_level = std::env::var("TEST_LOG").ok();
+        let stdout = match log_level {
+            Some(_) => Stdio::inherit(),
+            None => Stdio::null(),
+        };
+        let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .arg("serve")
+            .envs(&options.env)
+            .env("BATON_DATABASE_URL", database_url)
+            .env("BATON_LISTEN", format!("127.0.0.1:{port}"))
+            .env("BATON_LABELS", labels)
+            .env("BATON_LOG", log_level.as_deref().unwrap_or("warn"))
+            .stdout(stdout)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start baton");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        eventually(START_WITHIN, "baton to answer /healthz", || {
+            let url = format!("{base}/healthz");
+            let http = http.clone();
+            async move {
+                http.get(url)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status().is_success())
+            }
+        })
+        .await;
+        let mut baton = Baton {
+            child,
+            base,
+            label,
+            replica_id: String::new(),
+            http,
+        };
+        // The replica writes its row before it listens, so one look is
+        // enough once /healthz answers.
+        let me = baton
+            .replicas()
+            .await
+            .into_iter()
+            .find(|r| r.labels.contains(&baton.label))
+            .unwrap_or_else(|| panic!("no replica labelled {}", baton.label));
+        baton.replica_id = me.replica_id;
+        baton
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .expect("the process was not waited for yet")
+    }
+
+    /// Kills the process and waits until it is gone: a crash.
+    pub async fn sigkill(&mut self) {
+        self.child.start_kill().expect("SIGKILL baton");
+        self.child.wait().await.expect("reap baton");
+    }
+
+    /// Freezes the process: it still exists but runs no code, like a
+    /// long GC pause or a VM stall.
+    pub fn sigstop(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    pub fn sigcont(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// Asks the process to shut down and waits for it to exit; panics
+    /// when it has not exited `within`.
+    pub async fn sigterm_and_wait(&mut self, within: Duration) -> ExitStatus {
+        self.signal(libc::SIGTERM);
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("baton did not exit within {within:?} of SIGTERM"))
+            .expect("wait for baton")
+    }
+
+    /// Waits for the process to exit on its own (e.g. an injected fault);
+    /// callers bound it with a timeout.
+    pub async fn wait(&mut self) -> ExitStatus {
+        self.child.wait().await.expect("wait for baton")
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: kill only sends a signal, to a child we have not reaped
+        // (`pid` panics otherwise), so the pid is still ours.
+        let rc = unsafe { libc::kill(self.pid(), signal) };
+        assert_eq!(
+            rc,
+            0,
+            "signal {signal}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// `GET /api/v1/replicas` as this process answers it.
+    pub async fn replicas(&self) -> Vec<ReplicaView> {
+        self.try_replicas().await.expect("GET /api/v1/replicas")
+    }
+
+    /// Like [`Baton::replicas`], `None` on any failure: for polling.
+    pub async fn try_replicas(&self) -> Option<Vec<ReplicaView>> {
+        let response = self
+            .http
+            .get(format!("{}/api/v1/replicas", self.base))
+            .send()
+            .await
+            .ok()?;
+        response.error_for_status().ok()?.json().await.ok()
+    }
+
+    /// Submits a plan written as JSON.
+    pub async fn submit(&self, plan: serde_json::Value) -> PlanView {
+        let response = self
+            .http
+            .post(format!("{}/api/v1/plans", self.base))
+            .json(&plan)
+            .send()
+            .await
+            .expect("POST /api/v1/plans");
+        let status = response.status();
+        let body = response.text().await.expect("plan submission body");
+        assert!(status.is_success(), "plan rejected ({status}): {body}");
+        serde_json::from_str(&body).expect("a PlanView")
+    }
+
+    /// `GET /api/v1/plans/{id}`, `None` on any failure: for polling.
+    pub async fn plan(&self, id: i64) -> Option<PlanView> {
+        let response = self
+            .http
+            .get(format!("{}/api/v1/plans/{id}", self.base))
+            .send()
+            .await
+            .ok()?;
+        response.error_for_status().ok()?.json().await.ok()
+    }
+}

@@ -1,0 +1,571 @@
+//! Liveness with real `baton serve` processes on one PostgreSQL database
+//! (SPEC §5, §10.4, §10.6, §10.7): what happens to work when a replica is
+//! killed, frozen, loses the leader lease, carries no label a task needs,
+//! or is asked to stop.
+//!
+//! The processes run with liveness periods shrunk to fractions of a second,
+//! so every wait below is bounded by a few of those periods plus slack.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use app::model::{PlanStatus, RunStatus, RunView, TaskStatus, TaskView};
+use baton::store::Store;
+use common::process::{Baton, Options};
+use common::{Kind, TestDb, eventually};
+use serde_json::json;
+use tokio::sync::{Mutex, MutexGuard};
+
+const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);
+const STALE_AFTER: Duration = Duration::from_secs(1);
+const SWEEP_INTERVAL: Duration = Duration::from_millis(200);
+const LEADER_LEASE: Duration = Duration::from_secs(1);
+/// Room for process scheduling, database round trips and polling.
+const SLACK: Duration = Duration::from_secs(2);
+
+/// The bounds below are a few hundred milliseconds wide: several clusters
+/// at once on a two-core machine would starve each other's heartbeats and
+/// see live replicas swept. One cluster at a time keeps them meaningful.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+fn fast_liveness() -> Options {
+    Options::default()
+        .env("BATON_HEARTBEAT_INTERVAL", &millis(HEARTBEAT_INTERVAL))
+        .env("BATON_STALE_AFTER", &millis(STALE_AFTER))
+        .env("BATON_SWEEP_INTERVAL", &millis(SWEEP_INTERVAL))
+        .env("BATON_LEADER_LEASE", &millis(LEADER_LEASE))
+        .env("BATON_POLL_INTERVAL", "100ms")
+}
+
+/// A duration as the `BATON_*` variables take it.
+fn millis(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+/// Processes on one fresh database, plus a store of the test's own to look
+/// at that database directly. Fields drop in order: processes first.
+struct Cluster {
+    batons: Vec<Baton>,
+    store: Arc<dyn Store>,
+    db: TestDb,
+    _turn: MutexGuard<'static, ()>,
+}
+
+impl Cluster {
+    async fn start(n: usize, options: &Options) -> Cluster {
+        let turn = ONE_AT_A_TIME.lock().await;
+        let db = TestDb::new(Kind::Postgres).await;
+        // Migrate once up front so the processes do not race on first start.
+        let store = db.store().await;
+        let mut batons = Vec::new();
+        for _ in 0..n {
+            batons.push(Baton::start(db.url(), options).await);
+        }
+        Cluster {
+            batons,
+            store,
+            db,
+            _turn: turn,
+        }
+    }
+
+    fn position(&self, replica_id: &str) -> usize {
+        self.batons
+            .iter()
+            .position(|b| b.replica_id == replica_id)
+            .unwrap_or_else(|| panic!("no process of ours is replica {replica_id}"))
+    }
+
+    fn get(&self, replica_id: &str) -> &Baton {
+        &self.batons[self.position(replica_id)]
+    }
+
+    /// Takes a process out of the cluster, to kill or stop it.
+    fn take(&mut self, replica_id: &str) -> Baton {
+        let at = self.position(replica_id);
+        self.batons.remove(at)
+    }
+
+    fn replica_ids(&self) -> Vec<String> {
+        self.batons.iter().map(|b| b.replica_id.clone()).collect()
+    }
+}
+
+/// Polls one task of a plan through `baton`'s API until `check` holds.
+async fn wait_for_task(
+    baton: &Baton,
+    plan_id: i64,
+    name: &str,
+    within: Duration,
+    what: &str,
+    check: impl Fn(&TaskView) -> bool,
+) -> TaskView {
+    let check = &check;
+    eventually(within, what, || async move {
+        let plan = baton.plan(plan_id).await?;
+        let task = plan.tasks.into_iter().find(|t| t.name == name)?;
+        check(&task).then_some(task)
+    })
+    .await
+}
+
+/// Polls a run in the database until `check` holds.
+async fn wait_for_run(
+    store: &dyn Store,
+    run_id: i64,
+    within: Duration,
+    what: &str,
+    check: impl Fn(&RunView) -> bool,
+) -> RunView {
+    let check = &check;
+    eventually(within, what, || async move {
+        let run = store.run_get(run_id).await.ok()?;
+        check(&run).then_some(run)
+    })
+    .await
+}
+
+fn running(t: &TaskView) -> bool {
+    t.status == TaskStatus::Running
+}
+
+/// Whether a process with this pid exists (zombies included).
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the pid exists; nothing is sent.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        return true;
+    }
+    std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_of_a_replica_fails_its_run_and_a_survivor_retries_it() {
+    let mut c = Cluster::start(3, &fast_liveness()).await;
+    let plan = c.batons[0]
+        .submit(json!({"name": "crash", "tasks": [{
+            "name": "long", "target": "t", "max_attempts": 2,
+            // By default a run's heartbeat times out after stale_after too,
+            // and which rule the sweeper sees first depends on the phase
+            // of two timers. A long run timeout leaves only the rule under
+            // test: the replica's own silence.
+            "heartbeat_timeout": "30s",
+            // Only the first attempt hangs; the retry proves the task can
+            // still finish elsewhere.
+            "command": {"argv": ["sh", "-c",
+                "if [ \"$BATON_ATTEMPT\" = 1 ]; then sleep 30; fi; echo ok"]},
+        }]}))
+        .await;
+    let first = wait_for_task(
+        &c.batons[0],
+        plan.id,
+        "long",
+        Duration::from_secs(10),
+        "`long` RUNNING",
+        running,
+    )
+    .await;
+    let first_run = first.run_id.expect("a run");
+    let victim_id = first.replica_id.clone().expect("a replica");
+    let mut victim = c.take(&victim_id);
+
+    let killed_at = Instant::now();
+    victim.sigkill().await;
+    let limit = STALE_AFTER + SWEEP_INTERVAL + SLACK;
+    let failed = wait_for_run(
+        c.store.as_ref(),
+        first_run,
+        limit + Duration::from_secs(5),
+        "the killed replica's run FAILED",
+        |r| r.status != RunStatus::Running,
+    )
+    .await;
+    let took = killed_at.elapsed();
+    assert_eq!(failed.status, RunStatus::Failed, "{failed:#?}");
+    assert!(
+        took <= limit,
+        "swept {took:?} after the kill; SPEC §10.6 allows {limit:?}"
+    );
+    // The cause names the dead replica and its last heartbeat, which the
+    // row it left behind still holds.
+    let last_beat = c
+        .store
+        .replica_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.info.replica_id == victim_id)
+        .expect("a killed replica's row stays until pruned")
+        .last_heartbeat;
+    assert_eq!(
+        failed.error.as_deref(),
+        Some(
+            format!(
+                "replica {victim_id} stopped heart-beating at {}",
+                last_beat.clock()
+            )
+            .as_str()
+        ),
+    );
+    let sweep = failed.events.last().expect("events");
+    assert_eq!(
+        (sweep.from, sweep.to, sweep.actor.as_str()),
+        (Some(RunStatus::Running), RunStatus::Failed, "scheduler")
+    );
+
+    // Retry backoff is 1 s after a first failure.
+    let retried = wait_for_task(
+        &c.batons[0],
+        plan.id,
+        "long",
+        Duration::from_secs(15),
+        "the second attempt DONE",
+        |t| t.status == TaskStatus::Done,
+    )
+    .await;
+    assert_eq!(retried.attempt, Some(2));
+    assert_ne!(retried.run_id, Some(first_run));
+    let survivor = retried.replica_id.expect("a replica");
+    assert!(
+        c.replica_ids().contains(&survivor),
+        "retried on {survivor}, not on a survivor (killed: {victim_id})"
+    );
+    let log = c.store.run_log(retried.run_id.unwrap()).await.unwrap();
+    assert_eq!(log, "ok\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_replica_is_fenced_out_after_its_run_is_swept() {
+    let c = Cluster::start(2, &fast_liveness()).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("ticker.pid");
+    let plan = c.batons[0]
+        .submit(json!({"name": "freeze", "tasks": [{
+            "name": "ticker", "target": "t",
+            // Bounded, so a failed test leaves no shell behind for long.
+            "command": {
+                "argv": ["sh", "-c", "echo $$ > \"$PID_FILE\"; i=0; \
+                    while [ $i -lt 600 ]; do echo tick $i; i=$((i+1)); sleep 0.1; done"],
+                "env": {"PID_FILE": pid_file.to_str().unwrap()},
+            },
+        }]}))
+        .await;
+    let task = wait_for_task(
+        &c.batons[0],
+        plan.id,
+        "ticker",
+        Duration::from_secs(10),
+        "`ticker` RUNNING",
+        running,
+    )
+    .await;
+    let run_id = task.run_id.expect("a run");
+    let paused = c.get(task.replica_id.as_deref().expect("a replica"));
+    let store = c.store.as_ref();
+    // Lines reaching the log show the replica was writing before it froze.
+    eventually(Duration::from_secs(10), "ticks in the log", || async move {
+        let log = store.run_log(run_id).await.ok()?;
+        log.contains("tick 3\n").then_some(())
+    })
+    .await;
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the shell wrote its pid before ticking")
+        .trim()
+        .parse()
+        .unwrap();
+
+    paused.sigstop();
+    // If the frozen replica led, another one must first take the lease.
+    let swept = wait_for_run(
+        store,
+        run_id,
+        LEADER_LEASE + STALE_AFTER + SWEEP_INTERVAL + SLACK + Duration::from_secs(5),
+        "the frozen replica's run swept",
+        |r| r.status != RunStatus::Running,
+    )
+    .await;
+    let swept_log = store.run_log(run_id).await.unwrap();
+    assert_eq!(swept.status, RunStatus::Failed, "{swept:#?}");
+    let error = swept.error.clone().unwrap_or_default();
+    assert!(
+        error.contains(&paused.replica_id),
+        "the cause names the frozen replica {}: {error}",
+        paused.replica_id
+    );
+    // The command runs in its own process group, so the freeze did not
+    // reach it: it is still there for the resumed replica to stop.
+    assert!(process_exists(pid), "the command outlived the freeze");
+
+    paused.sigcont();
+    eventually(
+        Duration::from_secs(5),
+        "the resumed replica to kill the command it no longer owns",
+        || async { (!process_exists(pid)).then_some(()) },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(5),
+        "the resumed replica alive again, running nothing",
+        || async {
+            let me = paused
+                .try_replicas()
+                .await?
+                .into_iter()
+                .find(|r| r.replica_id == paused.replica_id)?;
+            (me.alive && me.running == 0).then_some(())
+        },
+    )
+    .await;
+    // The resumed replica had ticks buffered and its execution ended
+    // (killed): it tries to store the ticks at once, and the fence must
+    // turn them away with nothing (no finish) after. Absence can only be
+    // observed over a while: give it ten of its heartbeat periods.
+    tokio::time::sleep(10 * HEARTBEAT_INTERVAL).await;
+    assert_eq!(store.run_get(run_id).await.unwrap(), swept);
+    assert_eq!(store.run_log(run_id).await.unwrap(), swept_log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killing_the_leader_moves_leadership_and_work_continues() {
+    let mut c = Cluster::start(3, &fast_liveness()).await;
+    let first = &c.batons[0];
+    let leader_id = eventually(Duration::from_secs(10), "exactly one leader", || async {
+        let replicas = first.try_replicas().await?;
+        let leaders: Vec<_> = replicas.into_iter().filter(|r| r.leader).collect();
+        (leaders.len() == 1).then(|| leaders[0].replica_id.clone())
+    })
+    .await;
+    // Pinned to the leader, so the leader's death also leaves a run for
+    // the next leader's sweeper.
+    let held = first
+        .submit(json!({"name": "on-the-leader", "tasks": [{
+            "name": "held", "target": "t",
+            "node": c.get(&leader_id).label, "reassign_after": "never",
+            "command": {"argv": ["sleep", "20"]},
+        }]}))
+        .await;
+    let task = wait_for_task(
+        first,
+        held.id,
+        "held",
+        Duration::from_secs(10),
+        "`held` RUNNING",
+        running,
+    )
+    .await;
+    assert_eq!(task.replica_id.as_deref(), Some(leader_id.as_str()));
+    let held_run = task.run_id.expect("a run");
+
+    let mut leader = c.take(&leader_id);
+    let killed_at = Instant::now();
+    leader.sigkill().await;
+    let survivors = &c.batons;
+    let new_leader = eventually(
+        LEADER_LEASE + SLACK,
+        "a surviving replica to lead",
+        || async {
+            let replicas = survivors[0].try_replicas().await?;
+            let leaders: Vec<_> = replicas.into_iter().filter(|r| r.leader).collect();
+            (leaders.len() == 1 && leaders[0].replica_id != leader_id)
+                .then(|| leaders[0].replica_id.clone())
+        },
+    )
+    .await;
+    assert!(
+        c.replica_ids().contains(&new_leader),
+        "{new_leader} is not a survivor"
+    );
+    let seen_by_other: Vec<_> = survivors[1]
+        .replicas()
+        .await
+        .into_iter()
+        .filter(|r| r.leader)
+        .map(|r| r.replica_id)
+        .collect();
+    assert_eq!(seen_by_other, vec![new_leader.clone()]);
+
+    // The new leader sweeps: the old leader's run fails, naming it.
+    let limit = LEADER_LEASE + STALE_AFTER + SWEEP_INTERVAL + SLACK;
+    let swept = wait_for_run(
+        c.store.as_ref(),
+        held_run,
+        limit,
+        "the killed leader's run FAILED",
+        |r| r.status != RunStatus::Running,
+    )
+    .await;
+    assert_eq!(swept.status, RunStatus::Failed);
+    assert!(
+        swept
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&leader_id),
+        "{:?}",
+        swept.error
+    );
+    assert!(killed_at.elapsed() <= limit);
+
+    // The new leader promotes: a fresh plan completes on the survivors.
+    let tasks: Vec<_> = (0..4)
+        .map(|i| json!({"name": format!("x-{i}"), "target": format!("t/{i}"), "sleep": "100ms"}))
+        .collect();
+    let after = survivors[1]
+        .submit(json!({"name": "after", "tasks": tasks}))
+        .await;
+    let done = eventually(Duration::from_secs(10), "the new plan DONE", || async {
+        let plan = survivors[0].plan(after.id).await?;
+        (plan.status == PlanStatus::Done).then_some(plan)
+    })
+    .await;
+    for task in &done.tasks {
+        let ran_on = task.replica_id.clone().expect("a replica");
+        assert!(c.replica_ids().contains(&ran_on), "{task:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pinned_work_waits_with_a_cause_then_is_reassigned() {
+    let mut c = Cluster::start(2, &fast_liveness()).await;
+    let submitted_at = Instant::now();
+    let plan = c.batons[0]
+        .submit(json!({"name": "pinned", "tasks": [
+            {"name": "gpu-job", "target": "t/1", "node": "gpu", "reassign_after": "3s",
+                "sleep": "0s"},
+            {"name": "gpu-only", "target": "t/2", "node": "gpu", "reassign_after": "never",
+                "command": {"argv": ["echo", "ran on gpu"]}},
+        ]}))
+        .await;
+    let api = &c.batons[0];
+    let waiting = wait_for_task(
+        api,
+        plan.id,
+        "gpu-job",
+        Duration::from_secs(5),
+        "`gpu-job` waiting for its node",
+        |t| {
+            t.waiting_cause
+                .as_deref()
+                .is_some_and(|c| c.contains("no live replica labelled gpu"))
+        },
+    )
+    .await;
+    assert_eq!(waiting.status, TaskStatus::Pending);
+
+    let done = wait_for_task(
+        api,
+        plan.id,
+        "gpu-job",
+        Duration::from_secs(15),
+        "`gpu-job` DONE once its pin is dropped",
+        |t| t.status == TaskStatus::Done,
+    )
+    .await;
+    assert!(
+        submitted_at.elapsed() >= Duration::from_secs(3),
+        "the pin held for reassign_after"
+    );
+    assert!(c.replica_ids().contains(done.replica_id.as_ref().unwrap()));
+    let run = c.store.run_get(done.run_id.unwrap()).await.unwrap();
+    let unpinned = run
+        .events
+        .iter()
+        .find(|e| e.from == Some(RunStatus::Pending) && e.to == RunStatus::Pending)
+        .unwrap_or_else(|| panic!("no PENDING → PENDING event: {:#?}", run.events));
+    let detail = unpinned.detail.as_deref().unwrap_or_default();
+    assert!(detail.starts_with("pin to node gpu dropped"), "{detail}");
+
+    // `never` keeps the pin however long the node is away…
+    let kept = c.batons[0]
+        .plan(plan.id)
+        .await
+        .unwrap()
+        .tasks
+        .into_iter()
+        .find(|t| t.name == "gpu-only")
+        .unwrap();
+    assert_eq!(kept.status, TaskStatus::Pending);
+    let cause = kept.waiting_cause.unwrap_or_default();
+    assert!(cause.contains("no live replica labelled gpu"), "{cause}");
+    assert!(cause.contains("pinned for good"), "{cause}");
+
+    // …and a replica carrying the label, started later, picks it up.
+    let gpu = Baton::start(c.db.url(), &fast_liveness().label("gpu")).await;
+    let gpu_id = gpu.replica_id.clone();
+    c.batons.push(gpu);
+    let ran = wait_for_task(
+        &c.batons[0],
+        plan.id,
+        "gpu-only",
+        Duration::from_secs(10),
+        "`gpu-only` DONE on the gpu replica",
+        |t| t.status == TaskStatus::Done,
+    )
+    .await;
+    assert_eq!(ran.replica_id, Some(gpu_id));
+    let log = c.store.run_log(ran.run_id.unwrap()).await.unwrap();
+    assert_eq!(log, "ran on gpu\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_hands_running_work_back_and_exits_zero() {
+    let grace = Duration::from_secs(1);
+    let mut c = Cluster::start(
+        2,
+        &fast_liveness().env("BATON_SHUTDOWN_GRACE", &millis(grace)),
+    )
+    .await;
+    let plan = c.batons[0]
+        .submit(json!({"name": "handover", "tasks": [{
+            "name": "slow", "target": "t", "max_attempts": 1,
+            "command": {"argv": ["sh", "-c", "sleep 5; echo finished"]},
+        }]}))
+        .await;
+    let task = wait_for_task(
+        &c.batons[0],
+        plan.id,
+        "slow",
+        Duration::from_secs(10),
+        "`slow` RUNNING",
+        running,
+    )
+    .await;
+    let run_id = task.run_id.expect("a run");
+    let leaving_id = task.replica_id.clone().expect("a replica");
+    let mut leaving = c.take(&leaving_id);
+    let staying_id = c.batons[0].replica_id.clone();
+
+    let status = leaving.sigterm_and_wait(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0), "baton exited with {status}");
+    let rows = c.store.replica_list().await.unwrap();
+    assert!(
+        rows.iter().all(|r| r.info.replica_id != leaving_id),
+        "the stopped replica removed its heartbeat row: {rows:?}"
+    );
+    let handed = c.store.run_get(run_id).await.unwrap();
+    let back = handed
+        .events
+        .iter()
+        .find(|e| e.from == Some(RunStatus::Running) && e.to == RunStatus::Available)
+        .unwrap_or_else(|| panic!("no RUNNING → AVAILABLE event: {:#?}", handed.events));
+    assert_eq!(back.replica_id.as_deref(), Some(leaving_id.as_str()));
+    let detail = back.detail.as_deref().unwrap_or_default();
+    assert!(detail.contains("handed back"), "{detail}");
+
+    // The same run, same attempt, finishes on the other replica.
+    let done = wait_for_run(
+        c.store.as_ref(),
+        run_id,
+        Duration::from_secs(15),
+        "the handed-back run DONE",
+        |r| matches!(r.status, RunStatus::Done | RunStatus::Failed),
+    )
+    .await;
+    assert_eq!(done.status, RunStatus::Done, "{done:#?}");
+    assert_eq!(done.attempt, 1);
+    assert_eq!(done.replica_id.as_deref(), Some(staying_id.as_str()));
+    let task = c.batons[0].plan(plan.id).await.unwrap().tasks.remove(0);
+    assert_eq!(task.run_id, Some(run_id), "no new run was created");
+    assert_eq!(c.store.run_log(run_id).await.unwrap(), "finished\n");
+}

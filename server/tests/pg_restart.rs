@@ -1,0 +1,217 @@
+//! PostgreSQL restarts in the middle of a plan (SPEC §10, invariant 8):
+//! two real `baton serve` processes log, reconnect and finish; no task,
+//! run or log line is lost and nothing runs twice.
+//!
+//! The test restarts a PostgreSQL of its own — a throw-away cluster made
+//! with the local `initdb`/`pg_ctl` — so the shared test server is left
+//! alone. `scripts/test.sh` makes sure those programs are installed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use app::model::{PlanStatus, TaskStatus};
+use common::process::{Baton, Options, free_port};
+use common::{eventually, invariants};
+use serde_json::json;
+
+/// A PostgreSQL cluster in a temporary directory, stopped when dropped.
+struct Cluster {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let bin = pg_bin().expect("initdb not found: install Debian's postgresql package");
+        let dir = tempfile::Builder::new()
+            .prefix("baton-pg-")
+            .tempdir()
+            .unwrap();
+        if is_root() {
+            // initdb and the server refuse to run as root.
+            run(Command::new("chown").arg("postgres:").arg(dir.path()));
+        }
+        let data = dir.path().join("data");
+        run(as_postgres(&bin.join("initdb")).arg("-D").arg(&data).args([
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "--no-sync",
+        ]));
+        let cluster = Cluster {
+            bin,
+            dir,
+            port: free_port(),
+        };
+        cluster.pg_ctl_start();
+        cluster
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn pg_ctl_start(&self) {
+        run(as_postgres(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(self.dir.path().join("server.log"))
+            .arg("-o")
+            .arg(format!(
+                "-p {} -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off",
+                self.port
+            ))
+            .args(["-w", "start"]));
+    }
+
+    fn pg_ctl_stop(&self, mode: &str) {
+        run(as_postgres(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.data())
+            .args(["-m", mode, "-w", "stop"]));
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = as_postgres(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.data())
+            .args(["-m", "immediate", "stop"])
+            .output();
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn as_postgres(program: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn run(command: &mut Command) {
+    let out = command.output().expect("run a PostgreSQL tool");
+    assert!(
+        out.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The directory of `initdb`: on PATH, or Debian's newest.
+fn pg_bin() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("initdb"))
+            .find(|p| p.is_file())
+    });
+    if let Some(initdb) = on_path {
+        return initdb.parent().map(Path::to_path_buf);
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("bin"))
+        .filter(|bin| bin.join("initdb").is_file())
+        .collect();
+    versions.sort_by_key(|p| {
+        p.parent()
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<u32>().ok())
+    });
+    versions.pop()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_postgres_restart_mid_plan_loses_nothing_and_runs_nothing_twice() {
+    let cluster = Cluster::start();
+    let store = baton::store::connect(&cluster.url()).await.unwrap();
+    store.migrate().await.unwrap();
+    // Heartbeat timeouts far longer than the outage: runs keep executing
+    // while the database is away and must not be swept for it.
+    let options = Options::default()
+        .env("BATON_HEARTBEAT_INTERVAL", "200ms")
+        .env("BATON_STALE_AFTER", "6s")
+        .env("BATON_SWEEP_INTERVAL", "200ms")
+        .env("BATON_LEADER_LEASE", "1s")
+        .env("BATON_POLL_INTERVAL", "100ms");
+    let batons = [
+        Baton::start(&cluster.url(), &options).await,
+        Baton::start(&cluster.url(), &options).await,
+    ];
+    let tasks: Vec<_> = (0..24)
+        .map(|i| {
+            json!({"name": format!("t{i}"), "target": format!("db/{i}"),
+                "command": {"argv": ["sh", "-c",
+                    "echo start $BATON_RUN_ID; sleep 0.3; echo end $BATON_RUN_ID"]}})
+        })
+        .collect();
+    let plan = batons[0]
+        .submit(json!({"name": "restart", "parallel_limit": 4, "tasks": tasks}))
+        .await;
+    let done_before = eventually(Duration::from_secs(30), "some tasks DONE", || async {
+        let view = batons[1].plan(plan.id).await?;
+        let done = view
+            .tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Done)
+            .count();
+        (done >= 4).then_some(done)
+    })
+    .await;
+    assert!(
+        done_before < 20,
+        "the restart must come mid-plan ({done_before} DONE)"
+    );
+
+    // Runs are executing now; the database goes away for a second.
+    cluster.pg_ctl_stop("fast");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.pg_ctl_start();
+
+    let view = eventually(Duration::from_secs(90), "the plan DONE", || async {
+        let view = batons[0].plan(plan.id).await?;
+        (view.status == PlanStatus::Done).then_some(view)
+    })
+    .await;
+    let store = baton::store::connect(&cluster.url()).await.unwrap();
+    let events = invariants::all_events(store.as_ref()).await;
+    // Every run started once and finished DONE once: nothing ran twice.
+    invariants::check(std::slice::from_ref(&view), &events);
+    for task in &view.tasks {
+        assert_eq!(
+            task.attempt,
+            Some(1),
+            "{} needed no second attempt",
+            task.name
+        );
+        let run = task.run_id.unwrap();
+        let log = store.run_log(run).await.unwrap();
+        assert_eq!(
+            log,
+            format!("start {run}\nend {run}\n"),
+            "{}'s log",
+            task.name
+        );
+    }
+}
