@@ -5,8 +5,10 @@
 //! each round SIGKILLs the replica holding the most runs and times, from
 //! the kill, until the sweeper has resolved every one of them. The bound to
 //! compare with is `stale_after + sweep_interval` plus scheduling slack
-//! (SPEC §10, invariant 6). Heartbeat and sweep settings are the global
-//! flags / `BATON_*` variables, passed on to the processes.
+//! (SPEC §10, invariant 6) — or, when the victim was the leader, the lease
+//! (`BATON_LEADER_LEASE`) running out first if it is the longer of the two.
+//! Heartbeat, sweep and lease settings are the global flags / `BATON_*`
+//! variables, passed on to the processes.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -17,7 +19,7 @@ use tokio::process::{Child, Command};
 
 use crate::config::Settings;
 use crate::store::scratch::Scratch;
-use crate::store::{Store, StoreError, Ts};
+use crate::store::{LEADER_LEASE, Store, StoreError, Ts};
 
 /// How often the bench looks at the runs it is waiting for.
 const POLL: Duration = Duration::from_millis(20);
@@ -98,6 +100,10 @@ async fn measure(
             .iter()
             .position(|p| p.replica_id == victim)
             .context("the runs' replica is not one of ours")?;
+        let leader = store
+            .lease_get(LEADER_LEASE)
+            .await?
+            .is_some_and(|lease| lease.holder == victim);
         let mut dead = processes.swap_remove(at);
         dead.child.start_kill()?;
         let killed = Instant::now();
@@ -122,7 +128,12 @@ async fn measure(
         let took = killed.elapsed();
         times.push(took);
         println!(
-            "round {round}: killed {victim} holding {} runs; all resolved {:.2} s after the kill",
+            "round {round}: killed {victim}{} holding {} runs; all resolved {:.2} s after the kill",
+            if leader {
+                " (the leader: its successor takes the lease first)"
+            } else {
+                ""
+            },
             victim_runs.len(),
             took.as_secs_f64()
         );

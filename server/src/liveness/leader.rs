@@ -109,8 +109,8 @@ impl LeaderLease {
             }
         }
         // Hand leadership over at once rather than after the lease runs out.
-        if *self.leading.borrow() {
-            self.set_leading(false);
+        if self.leading.send_replace(false) {
+            tracing::info!(replica = %self.replica_id, "shutting down: giving up the leader lease");
             if let Err(e) = self
                 .store
                 .lease_release(LEADER_LEASE, &self.replica_id)
