@@ -215,3 +215,48 @@ async fn a_postgres_restart_mid_plan_loses_nothing_and_runs_nothing_twice() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_cut_off_from_the_database_steps_down_before_its_lease_expires() {
+    use baton::liveness::LeaderLease;
+    use std::time::Instant;
+    use tokio_util::sync::CancellationToken;
+
+    let cluster = Cluster::start();
+    let store = baton::store::connect(&cluster.url()).await.unwrap();
+    store.migrate().await.unwrap();
+    let ttl = Duration::from_secs(3);
+    let (lease, leadership) = LeaderLease::new(store.clone(), "r-alone".into(), ttl);
+    let shutdown = CancellationToken::new();
+    let looping = tokio::spawn(lease.run(shutdown.clone()));
+    eventually(Duration::from_secs(10), "leadership", || async {
+        leadership.is_leader().then_some(())
+    })
+    .await;
+    // Renewals now fail. The lease may have been renewed just before the
+    // cut, so it stays valid for up to `ttl` from here: the replica must
+    // stop leading before then, or two leaders could overlap.
+    let cut = Instant::now();
+    cluster.pg_ctl_stop("immediate");
+    eventually(ttl, "stepping down", || async {
+        (!leadership.is_leader()).then_some(())
+    })
+    .await;
+    let stepped_down = cut.elapsed();
+    assert!(
+        stepped_down < ttl,
+        "stepped down {stepped_down:?} after the cut"
+    );
+    cluster.pg_ctl_start();
+    eventually(Duration::from_secs(15), "leading again", || async {
+        leadership.is_leader().then_some(())
+    })
+    .await;
+    shutdown.cancel();
+    looping.await.unwrap();
+    assert_eq!(
+        store.lease_get(baton::store::LEADER_LEASE).await.unwrap(),
+        None,
+        "released"
+    );
+}

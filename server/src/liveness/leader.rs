@@ -65,24 +65,34 @@ impl LeaderLease {
 
     pub async fn run(self, shutdown: CancellationToken) {
         let renew_every = self.ttl / 3;
-        // When the last renewal that succeeded was sent.
-        let mut renewed: Option<Instant> = None;
+        // When the leader must have stopped leading unless a renewal
+        // succeeded: two thirds into the lease it last renewed, counted
+        // from when that renewal was sent (the lease may have been stamped
+        // that early).
+        let mut step_down_at: Option<Instant> = None;
         loop {
             let sent = Instant::now();
+            if step_down_at.is_some_and(|at| sent >= at) {
+                step_down_at = None;
+                self.set_leading(false);
+            }
+            // A renewal that hangs must not carry the leader past its
+            // step-down time.
+            let budget = step_down_at.map_or(renew_every, |at| (at - sent).min(renew_every));
             let attempt = tokio::time::timeout(
-                renew_every,
+                budget,
                 self.store
                     .lease_acquire(LEADER_LEASE, &self.replica_id, self.ttl, Ts::now()),
             )
             .await;
             let wait = match attempt {
                 Ok(Ok(lease)) if lease.holder == self.replica_id => {
-                    renewed = Some(sent);
+                    step_down_at = Some(sent + self.ttl * 2 / 3);
                     self.set_leading(true);
                     renew_every
                 }
                 Ok(Ok(lease)) => {
-                    renewed = None;
+                    step_down_at = None;
                     self.set_leading(false);
                     // Try again as soon as the holder's lease runs out.
                     let left = (lease.expires_at.0 - Ts::now().0)
@@ -93,14 +103,13 @@ impl LeaderLease {
                 failed => {
                     let error = match failed {
                         Ok(Err(e)) => e.to_string(),
-                        _ => format!("no answer within {} ms", renew_every.as_millis()),
+                        _ => format!("no answer within {} ms", budget.as_millis()),
                     };
                     tracing::warn!(%error, "leader lease renewal failed; will retry");
-                    if renewed.is_some_and(|at| at.elapsed() >= self.ttl * 2 / 3) {
-                        renewed = None;
-                        self.set_leading(false);
-                    }
-                    renew_every / 4
+                    let retry = renew_every / 4;
+                    step_down_at.map_or(retry, |at| {
+                        retry.min(at.saturating_duration_since(Instant::now()))
+                    })
                 }
             };
             tokio::select! {
