@@ -93,8 +93,9 @@ async fn a_notification_claimed_just_before_a_crash_is_delivered_after_restart()
             .env("BATON_FAULT", "exit-after-notification-claim"),
     )
     .await;
+    // Long enough for the submission's answer to arrive before the death.
     crasher
-        .submit(json!({"name": "crash", "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]}))
+        .submit(json!({"name": "crash", "tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}))
         .await;
     tokio::time::timeout(Duration::from_secs(30), crasher.wait())
         .await

@@ -24,12 +24,6 @@ pub struct Leadership {
 }
 
 impl Leadership {
-    /// A replica that always leads: tests that drive loops by hand.
-    pub fn always() -> Self {
-        let (_, leading) = watch::channel(true);
-        Leadership { leading }
-    }
-
     pub fn is_leader(&self) -> bool {
         *self.leading.borrow()
     }
