@@ -398,7 +398,13 @@ async fn probes_and_replicas_report_this_process() {
     assert_eq!(health["status"], "ok");
     let ready: Value = s.get("/readyz").await;
     assert_eq!(ready["status"], "ready");
-    let replicas: Vec<ReplicaView> = s.get("/api/v1/replicas").await;
+    // The lease is taken by the lease loop's first round, just after start.
+    let replicas: Vec<ReplicaView> =
+        eventually(Duration::from_secs(10), "this process to lead", || async {
+            let replicas: Vec<ReplicaView> = s.get("/api/v1/replicas").await;
+            replicas.iter().all(|r| r.leader).then_some(replicas)
+        })
+        .await;
     assert_eq!(replicas.len(), 1);
     assert!(replicas[0].alive);
     assert!(replicas[0].leader, "on SQLite the single process leads");
