@@ -312,7 +312,8 @@ pub fn payload(event: &str, plan: &PlanView, public_url: &str, now: Ts) -> Strin
     serde_json::to_string(&body).expect("a payload always serialises")
 }
 
-/// The claim-and-outbox step, the same SQL on both backends, expanded for
+/// The steps after runs end (retries, then the claim and the outbox) and
+/// the delivery bookkeeping: the same SQL on both backends, expanded for
 /// each store's transaction type. `$lock_plan` serialises the completeness
 /// check per plan: two transactions finishing a plan's last two tasks at
 /// once must not each see the other's task still running and both stay
@@ -377,6 +378,63 @@ macro_rules! notify_step {
                     notified.push(Notified { plan_id, event });
                 }
                 Ok(notified)
+            }
+
+            /// What follows runs leaving RUNNING (a finish or a sweep): the
+            /// next attempt of each failure with attempts left, then the
+            /// notifications the outcomes call for. Returns both.
+            async fn runs_ended(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                targets: &super::notify::NotifyTargets,
+                done: &[rows::FinishedRow],
+                now: Ts,
+            ) -> Result<(Vec<i64>, Vec<super::notify::Notified>)> {
+                let (retry_tasks, retry_at) = rows::FinishedRow::retries(done, now);
+                let retried = Self::runs_create(
+                    tx,
+                    &retry_tasks,
+                    &retry_at,
+                    SCHEDULER,
+                    "automatic retry",
+                    now,
+                )
+                .await?;
+                let outcomes = rows::FinishedRow::outcomes(done);
+                let notified = Self::notify_plans(tx, targets, outcomes, now).await?;
+                Ok((retried, notified))
+            }
+
+            /// Keeps one delivery attempt and what happens next.
+            async fn delivery_write(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                replica_id: &str,
+                delivery: &super::notify::DueDelivery,
+                outcome: &super::notify::DeliveryOutcome,
+                now: Ts,
+            ) -> Result<()> {
+                use super::notify;
+                let attempt = delivery.attempts + 1;
+                sqlx::query(notify::ATTEMPT_INSERT)
+                    .bind(delivery.id)
+                    .bind(attempt)
+                    .bind(replica_id)
+                    .bind(now)
+                    .bind(outcome.status_code)
+                    .bind(&outcome.error)
+                    .execute(&mut **tx)
+                    .await?;
+                sqlx::query(notify::DELIVERY_UPDATE)
+                    .bind(delivery.id)
+                    .bind(attempt)
+                    .bind(replica_id)
+                    .bind(now)
+                    .bind(outcome.status_code)
+                    .bind(&outcome.error)
+                    .bind(outcome.state())
+                    .bind(outcome.retry_at)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(())
             }
 
             /// One outbox row per destination, carrying the payload.

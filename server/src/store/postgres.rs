@@ -624,18 +624,7 @@ impl Store for PgStore {
         .fetch_all(&mut *tx)
         .await?;
         let report = FinishedRow::report(&done, finishes);
-        let (retry_tasks, retry_at) = FinishedRow::retries(&done, now);
-        let retried = Self::runs_create(
-            &mut tx,
-            &retry_tasks,
-            &retry_at,
-            SCHEDULER,
-            "automatic retry",
-            now,
-        )
-        .await?;
-        let notified =
-            Self::notify_plans(&mut tx, &self.targets(), FinishedRow::outcomes(&done), now).await?;
+        let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
         Self::notify(&mut tx, Signal::Changed).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
@@ -750,18 +739,7 @@ impl Store for PgStore {
         .bind(SCHEDULER)
         .fetch_all(&mut *tx)
         .await?;
-        let (retry_tasks, retry_at) = FinishedRow::retries(&done, now);
-        let retried = Self::runs_create(
-            &mut tx,
-            &retry_tasks,
-            &retry_at,
-            SCHEDULER,
-            "automatic retry",
-            now,
-        )
-        .await?;
-        let notified =
-            Self::notify_plans(&mut tx, &self.targets(), FinishedRow::outcomes(&done), now).await?;
+        let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
         // A replica still executing one of these (a missed deadline) hears
         // it at once and stops it.
         Self::notify(&mut tx, Signal::Canceled).await?;
@@ -875,27 +853,7 @@ impl Store for PgStore {
         now: Ts,
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        let attempt = delivery.attempts + 1;
-        sqlx::query(notify::ATTEMPT_INSERT)
-            .bind(delivery.id)
-            .bind(attempt)
-            .bind(replica_id)
-            .bind(now)
-            .bind(outcome.status_code)
-            .bind(&outcome.error)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(notify::DELIVERY_UPDATE)
-            .bind(delivery.id)
-            .bind(attempt)
-            .bind(replica_id)
-            .bind(now)
-            .bind(outcome.status_code)
-            .bind(&outcome.error)
-            .bind(outcome.state())
-            .bind(outcome.retry_at)
-            .execute(&mut *tx)
-            .await?;
+        Self::delivery_write(&mut tx, replica_id, delivery, outcome, now).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -639,18 +639,7 @@ impl Store for SqliteStore {
         .execute(&mut *tx)
         .await?;
         let report = FinishedRow::report(&done, finishes);
-        let (retry_tasks, retry_at) = FinishedRow::retries(&done, now);
-        let retried = Self::runs_create(
-            &mut tx,
-            &retry_tasks,
-            &retry_at,
-            SCHEDULER,
-            "automatic retry",
-            now,
-        )
-        .await?;
-        let notified =
-            Self::notify_plans(&mut tx, &self.targets(), FinishedRow::outcomes(&done), now).await?;
+        let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
         Ok(FinishReport {
@@ -780,18 +769,7 @@ impl Store for SqliteStore {
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        let (retry_tasks, retry_at) = FinishedRow::retries(&done, now);
-        let retried = Self::runs_create(
-            &mut tx,
-            &retry_tasks,
-            &retry_at,
-            SCHEDULER,
-            "automatic retry",
-            now,
-        )
-        .await?;
-        let notified =
-            Self::notify_plans(&mut tx, &self.targets(), FinishedRow::outcomes(&done), now).await?;
+        let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Canceled);
         self.signals.raise(Signal::Changed);
@@ -917,27 +895,7 @@ impl Store for SqliteStore {
         now: Ts,
     ) -> Result<()> {
         let (_writer, mut tx) = self.begin().await?;
-        let attempt = delivery.attempts + 1;
-        sqlx::query(notify::ATTEMPT_INSERT)
-            .bind(delivery.id)
-            .bind(attempt)
-            .bind(replica_id)
-            .bind(now)
-            .bind(outcome.status_code)
-            .bind(&outcome.error)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(notify::DELIVERY_UPDATE)
-            .bind(delivery.id)
-            .bind(attempt)
-            .bind(replica_id)
-            .bind(now)
-            .bind(outcome.status_code)
-            .bind(&outcome.error)
-            .bind(outcome.state())
-            .bind(outcome.retry_at)
-            .execute(&mut *tx)
-            .await?;
+        Self::delivery_write(&mut tx, replica_id, delivery, outcome, now).await?;
         tx.commit().await?;
         Ok(())
     }
