@@ -146,11 +146,6 @@ async fn sigkill_of_a_replica_fails_its_run_and_a_survivor_retries_it() {
     let plan = c.batons[0]
         .submit(json!({"name": "crash", "tasks": [{
             "name": "long", "target": "t", "max_attempts": 2,
-            // By default a run's heartbeat times out after stale_after too,
-            // and which rule the sweeper sees first depends on the phase
-            // of two timers. A long run timeout leaves only the rule under
-            // test: the replica's own silence.
-            "heartbeat_timeout": "30s",
             // Only the first attempt hangs; the retry proves the task can
             // still finish elsewhere.
             "command": {"argv": ["sh", "-c",

@@ -28,10 +28,12 @@ impl Claimer {
             worker,
             labels,
             poll_interval: config.poll_interval,
-            // A beat later than the replica's staleness: when a replica
-            // dies, its silence (the root cause) is what the sweeper sees
+            // Two beats later than the replica's staleness: a run's last
+            // beat may come up to one (slightly stretched) interval before
+            // the replica's last one, so with this margin a dead replica's
+            // silence (the root cause) is always what the sweeper sees
             // first and names, not each run's missed beat.
-            heartbeat_timeout: config.stale_after + config.heartbeat_interval,
+            heartbeat_timeout: config.stale_after + 2 * config.heartbeat_interval,
         }
     }
 

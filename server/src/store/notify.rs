@@ -80,10 +80,12 @@ pub const CLAIM_GET: &str = "SELECT event, claimed_at FROM notification_claim WH
 pub const CLAIM_EVENT: &str = "SELECT event FROM notification_claim WHERE plan_id = $1";
 
 /// Is some task of the plan neither DONE nor SKIPPED?
-pub const PLAN_INCOMPLETE: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM task t
-        LEFT JOIN task_run r ON r.id = t.latest_run_id
-        WHERE t.plan_id = $1 AND t.skipped_at IS NULL AND (r.id IS NULL OR r.status <> 'DONE')
-        LIMIT 1) AS open";
+pub const PLAN_INCOMPLETE: &str = concat!(
+    "SELECT COUNT(*) FROM (SELECT 1 FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
+        WHERE t.plan_id = $1 AND ",
+    super::rows::task_status_sql!(),
+    " NOT IN ('DONE', 'SKIPPED') LIMIT 1) AS open"
+);
 
 pub const PLAN_WEBHOOKS: &str = "SELECT webhooks FROM plan WHERE id = $1";
 

@@ -20,6 +20,7 @@ macro_rules! task_status_sql {
               WHEN r.id IS NULL THEN 'NOT_STARTED' ELSE r.status END"
     };
 }
+pub(super) use task_status_sql;
 
 /// A run's heartbeat timeout in ms, from its task `t` and the replica
 /// default `$5`: the task's own, else the default stretched to twice the

@@ -194,6 +194,28 @@ impl SqliteStore {
         Ok(old.len() as u64)
     }
 
+    /// Records RUNNING → final status for runs a finish or sweep just
+    /// moved (the error as detail), by `actor`, in id order.
+    async fn runs_ended_events(
+        tx: &mut Transaction<'_, Sqlite>,
+        done: &[FinishedRow],
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<()> {
+        let ids: Vec<i64> = done.iter().map(|d| d.id).collect();
+        sqlx::query(
+            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+             SELECT id, 'RUNNING', status, replica_id, $2, $3, error FROM task_run
+             WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
+        )
+        .bind(id_list(&ids))
+        .bind(actor)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
     async fn plan_exists(tx: &mut Transaction<'_, Sqlite>, id: i64) -> Result<()> {
         let found: Option<i64> = sqlx::query_scalar("SELECT id FROM plan WHERE id = $1")
             .bind(id)
@@ -627,17 +649,7 @@ impl Store for SqliteStore {
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
-        let ids: Vec<i64> = done.iter().map(|d| d.id).collect();
-        sqlx::query(
-            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-             SELECT id, 'RUNNING', status, $2, $2, $3, error FROM task_run
-             WHERE id IN (SELECT value FROM json_each($1))",
-        )
-        .bind(id_list(&ids))
-        .bind(replica_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        Self::runs_ended_events(&mut tx, &done, replica_id, now).await?;
         let report = FinishedRow::report(&done, finishes);
         let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
         tx.commit().await?;
@@ -758,17 +770,7 @@ impl Store for SqliteStore {
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
-        let ids: Vec<i64> = done.iter().map(|d| d.id).collect();
-        sqlx::query(
-            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-             SELECT id, 'RUNNING', 'FAILED', replica_id, $2, $3, error FROM task_run
-             WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
-        )
-        .bind(id_list(&ids))
-        .bind(SCHEDULER)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        Self::runs_ended_events(&mut tx, &done, SCHEDULER, now).await?;
         let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Canceled);
