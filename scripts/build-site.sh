@@ -46,6 +46,7 @@ if [[ -f $site/pkg/.stamp && $(cat "$site/pkg/.stamp") == "$stamp" ]]; then
 else
     step "Generating the JS bindings"
     rm -rf "$site/pkg.new"
+    mkdir -p "$site"
     wasm-bindgen --target web --no-typescript --out-name baton \
         --out-dir "$site/pkg.new" "$wasm"
     # Leptos (built with LEPTOS_OUTPUT_NAME) asks for pkg/baton.wasm.

@@ -4,24 +4,58 @@
 //! it), so the server implements [`DashboardSource`] over its store and hands
 //! it to Leptos as context. Server functions stay thin: they fetch the
 //! [`Backend`] from context and call one method; no connection is opened per
-//! call.
+//! call and no SQL lives in this crate.
 
 use std::sync::Arc;
 
-use crate::model::{PlanList, PlanStatus};
+use crate::error::DashboardError;
+use crate::model::PlanStatus;
+use crate::views::{Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage};
 
-/// What the dashboard may ask of the engine.
+/// Longest run log tail a page shows; the full log is a link away.
+pub const LOG_TAIL_LINES: i64 = 500;
+
+/// Which plans the list shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlanFilter {
+    pub status: Option<PlanStatus>,
+    /// Part of the name, case-insensitive.
+    pub name: Option<String>,
+}
+
+/// What the dashboard may ask of the engine. Errors are already worded
+/// for operators; database details stay in the server log.
 #[async_trait::async_trait]
 pub trait DashboardSource: Send + Sync + 'static {
-    /// Plans, newest first, optionally only those in `status`.
-    async fn plan_list(
+    async fn overview(&self) -> Result<Overview, DashboardError>;
+    /// Plans, newest first.
+    async fn plans(
         &self,
-        status: Option<PlanStatus>,
+        filter: PlanFilter,
         limit: i64,
         offset: i64,
-    ) -> Result<PlanList, String>;
+    ) -> Result<PlansPage, DashboardError>;
+    async fn plan(&self, id: i64) -> Result<PlanPage, DashboardError>;
+    /// The run with its events and the last `log_lines` lines of its log.
+    async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError>;
+    async fn replicas(&self) -> Result<ReplicasPage, DashboardError>;
+    async fn deliveries(&self, limit: i64) -> Result<DeliveriesPage, DashboardError>;
+    /// Validates and stores a plan file (YAML, or JSON when it starts with
+    /// `{`); returns the new plan's id.
+    async fn submit(&self, text: &str) -> Result<i64, DashboardError>;
+    /// Applies an operator action to plan or task `id`.
+    async fn act(&self, action: Action, id: i64) -> Result<(), DashboardError>;
 }
 
 /// The context value server functions look up.
 #[derive(Clone)]
 pub struct Backend(pub Arc<dyn DashboardSource>);
+
+/// The engine, from inside a server function.
+pub fn source() -> Result<Arc<dyn DashboardSource>, DashboardError> {
+    leptos::prelude::use_context::<Backend>()
+        .map(|Backend(source)| source)
+        .ok_or_else(|| {
+            DashboardError::Unavailable("the dashboard is not connected to the engine".into())
+        })
+}

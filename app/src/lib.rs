@@ -2,10 +2,13 @@
 //!
 //! Layout:
 //! - [`model`]: the JSON view types shared with the REST API.
+//! - [`views`]: what each page loads; [`error`]: the error its server
+//!   functions return.
 //! - `backend` (ssr only): the trait through which server functions reach
 //!   the engine; the server crate implements it and provides it as context.
 //! - [`pages`]: one module per page, each with the server functions it calls.
-//! - [`components`]: pieces shared by pages (status badges, live refresh).
+//! - [`components`]: pieces shared by pages (badges, tables, times, live
+//!   refresh, actions).
 //! - [`shell`] and [`App`]: the HTML document and the router; `hydrate` is
 //!   the wasm entry point the page's hydration script calls.
 
@@ -13,7 +16,9 @@
 // (release builds) computing their layout exceeds the default limit.
 #![recursion_limit = "256"]
 
+pub mod error;
 pub mod model;
+pub mod views;
 
 #[cfg(feature = "ssr")]
 pub mod backend;
@@ -23,15 +28,18 @@ pub mod pages;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Title, provide_meta_context};
-use leptos_router::{
-    StaticSegment,
-    components::{Route, Router, Routes},
+use leptos_router::components::{A, Route, Router, Routes};
+use leptos_router::{SsrMode, path};
+
+use crate::components::notice::NotFound;
+use crate::pages::{
+    deliveries::DeliveriesListPage, overview::OverviewPage, plan::PlanDetailPage,
+    plans::PlansListPage, replicas::ReplicasListPage, run::RunDetailPage, submit::SubmitPage,
 };
 
-use crate::pages::plans::PlansPage;
-
 /// The whole HTML document; only ever rendered on the server.
-pub fn shell(options: LeptosOptions) -> impl IntoView {
+/// `stylesheet` is the address the server serves the compiled CSS at.
+pub fn shell(options: LeptosOptions, stylesheet: &'static str) -> impl IntoView {
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -39,7 +47,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg" />
-                <link rel="stylesheet" href="/pkg/baton.css" />
+                <link rel="stylesheet" href=stylesheet />
                 <AutoReload options=options.clone() />
                 <HydrationScripts options />
                 <MetaTags />
@@ -64,25 +72,61 @@ pub fn App() -> impl IntoView {
         }
     });
 
+    // Pages wait for their data before the first byte (SsrMode::Async):
+    // the HTML is complete without JavaScript, and a missing plan or run
+    // can still answer with a real 404 status.
     view! {
         <Title text="Baton" />
-        <div node_ref=root id="baton" class="min-h-screen">
-            <header class="border-b border-slate-200 bg-white">
-                <div class="mx-auto flex max-w-6xl items-center gap-3 px-4 py-3">
-                    <a href="/" class="text-lg font-semibold tracking-tight">
-                        "Baton"
-                    </a>
-                    <span class="text-sm text-slate-500">"task scheduler"</span>
-                </div>
-            </header>
-            <main class="mx-auto max-w-6xl px-4 py-6">
-                <Router>
-                    <Routes fallback=|| view! { <p class="text-slate-600">"Page not found."</p> }>
-                        <Route path=StaticSegment("") view=PlansPage />
+        <Router>
+            <div node_ref=root id="baton" class="min-h-screen">
+                <a
+                    href="#main"
+                    class="sr-only focus:not-sr-only focus:absolute focus:top-2 focus:left-2 focus:rounded-sm focus:bg-white focus:px-3 focus:py-2"
+                >
+                    "Skip to content"
+                </a>
+                <header class="border-b border-slate-200 bg-white">
+                    <div class="mx-auto flex max-w-7xl flex-wrap items-center gap-x-6 gap-y-2 px-4 py-3">
+                        <a href="/" class="text-lg font-semibold tracking-tight">
+                            "Baton"
+                        </a>
+                        <nav aria-label="Main" class="flex flex-wrap gap-x-4 gap-y-1 text-sm">
+                            <NavLink href="/" label="Overview" />
+                            <NavLink href="/plans" label="Plans" />
+                            <NavLink href="/plans/new" label="Submit" />
+                            <NavLink href="/replicas" label="Replicas" />
+                            <NavLink href="/deliveries" label="Deliveries" />
+                        </nav>
+                    </div>
+                </header>
+                <main id="main" class="mx-auto max-w-7xl px-4 py-6">
+                    <Routes fallback=|| view! { <NotFound what="There is no page at this address.".to_owned() /> }>
+                        <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async />
+                        <Route path=path!("/plans") view=PlansListPage ssr=SsrMode::Async />
+                        <Route path=path!("/plans/new") view=SubmitPage ssr=SsrMode::Async />
+                        <Route path=path!("/plans/:id") view=PlanDetailPage ssr=SsrMode::Async />
+                        <Route path=path!("/runs/:id") view=RunDetailPage ssr=SsrMode::Async />
+                        <Route path=path!("/replicas") view=ReplicasListPage ssr=SsrMode::Async />
+                        <Route path=path!("/deliveries") view=DeliveriesListPage ssr=SsrMode::Async />
                     </Routes>
-                </Router>
-            </main>
-        </div>
+                </main>
+            </div>
+        </Router>
+    }
+}
+
+/// A main navigation link; the current page's is marked for screen
+/// readers (`aria-current`, set by the router) and styled from it.
+#[component]
+fn NavLink(href: &'static str, label: &'static str) -> impl IntoView {
+    view! {
+        <A
+            href=href
+            exact=true
+            attr:class="text-slate-700 hover:text-slate-950 aria-[current=page]:font-semibold aria-[current=page]:text-blue-800"
+        >
+            {label}
+        </A>
     }
 }
 

@@ -99,6 +99,19 @@ impl TaskStatus {
         TaskStatus::Skipped,
     ];
 
+    /// The order of segments in progress bars: finished work first, then
+    /// what is under way, then what has not begun.
+    pub const PROGRESS_ORDER: [TaskStatus; 8] = [
+        TaskStatus::Done,
+        TaskStatus::Skipped,
+        TaskStatus::Failed,
+        TaskStatus::Canceled,
+        TaskStatus::Running,
+        TaskStatus::Available,
+        TaskStatus::Pending,
+        TaskStatus::NotStarted,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             TaskStatus::NotStarted => "NOT_STARTED",

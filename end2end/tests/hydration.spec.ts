@@ -21,12 +21,12 @@ test('plans are rendered on the server, then hydrated and kept live', async ({ p
   await submitPlan(request, 'e2e-hydration');
 
   // The server's HTML already holds the plan; hydration has not happened.
-  const html = await (await request.get('/')).text();
+  const html = await (await request.get('/plans')).text();
   expect(html).toContain('e2e-hydration');
   expect(html).not.toContain('data-hydrated');
 
   const errors = collectErrors(page);
-  await page.goto('/');
+  await page.goto('/plans');
   await expect(page.locator('#baton')).toHaveAttribute('data-hydrated', 'true');
   await expect(page.locator('#plans')).toContainText('e2e-hydration');
 
@@ -36,10 +36,13 @@ test('plans are rendered on the server, then hydrated and kept live', async ({ p
   await submitPlan(request, 'e2e-live');
   await expect(page.locator('#plans')).toContainText('e2e-live', { timeout: 10_000 });
 
-  // The filter only works once the page is hydrated: no plan has FAILED.
-  await page.selectOption('#plan-status-filter', 'FAILED');
+  // Once hydrated, the filter form navigates inside the page.
+  await page.fill('#plan-search', 'no-such-plan');
+  await page.click('#plan-filter button[type=submit]');
+  await expect(page).toHaveURL(/q=no-such-plan/);
   await expect(page.locator('#plans-empty')).toBeVisible();
-  await page.selectOption('#plan-status-filter', '');
+  await page.fill('#plan-search', '');
+  await page.click('#plan-filter button[type=submit]');
   await expect(page.locator('#plans')).toContainText('e2e-hydration');
 
   expect(await page.evaluate(() => (window as any).__sameDocument)).toBe(true);
@@ -48,7 +51,7 @@ test('plans are rendered on the server, then hydrated and kept live', async ({ p
 
 test('without the wasm bundle the page renders but never hydrates', async ({ page }) => {
   await page.route('**/*.wasm', (route) => route.abort());
-  await page.goto('/');
+  await page.goto('/plans');
   await expect(page.locator('#plans, #plans-empty')).toBeVisible();
   // Longer than a hydrated page takes to set the marker (well under 1 s).
   await page.waitForTimeout(3_000);

@@ -70,6 +70,27 @@ pub struct BenchArgs {
     /// `--failover`: kills to time.
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
+    /// Measure the dashboard instead: seed a scratch database with
+    /// `--seed-plans` x `--seed-tasks` finished runs plus one plan of
+    /// `--seed-big-plan` tasks, then time server-side page renders.
+    #[arg(long)]
+    pub render: bool,
+    /// Seed the configured database (BATON_DATABASE_URL) with that history
+    /// and exit, to browse a large dashboard with `baton serve`.
+    #[arg(long, conflicts_with = "render")]
+    pub seed: bool,
+    /// `--render`/`--seed`: finished plans.
+    #[arg(long, default_value_t = 100_000)]
+    pub seed_plans: i64,
+    /// `--render`/`--seed`: tasks (one run each) per finished plan.
+    #[arg(long, default_value_t = 10)]
+    pub seed_tasks: i64,
+    /// `--render`/`--seed`: tasks of the plan in flight.
+    #[arg(long, default_value_t = 1_000)]
+    pub seed_big_plan: i64,
+    /// `--render`: timed requests per page.
+    #[arg(long, default_value_t = 30)]
+    pub requests: usize,
 }
 
 /// What the bench needs from the system under test.
@@ -94,7 +115,7 @@ impl Target for InProcess {
     }
 
     async fn plans(&self, limit: i64) -> anyhow::Result<PlanList> {
-        Ok(self.0.plan_list(None, limit, 0).await?)
+        Ok(self.0.plan_list(None, None, limit, 0).await?)
     }
 }
 
@@ -148,6 +169,23 @@ impl Target for OverHttp {
 }
 
 pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
+    if args.render || args.seed {
+        anyhow::ensure!(
+            args.seed_plans >= 1 && args.seed_tasks >= 1 && args.seed_big_plan >= 1,
+            "--seed-plans, --seed-tasks and --seed-big-plan must be at least 1"
+        );
+        anyhow::ensure!(args.requests >= 1, "--requests must be at least 1");
+        let spec = crate::store::seed::SeedSpec {
+            plans: args.seed_plans,
+            tasks: args.seed_tasks,
+            big_plan_tasks: args.seed_big_plan,
+        };
+        return if args.seed {
+            crate::render_bench::seed_configured(&settings, spec).await
+        } else {
+            crate::render_bench::run(&settings, spec, args.requests).await
+        };
+    }
     if args.failover {
         return crate::failover_bench::run(
             &settings,

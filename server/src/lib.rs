@@ -24,6 +24,7 @@ pub mod faults;
 pub mod liveness;
 pub mod notifications;
 pub mod plan;
+pub mod render_bench;
 pub mod scheduler;
 pub mod serve;
 pub mod store;

@@ -69,7 +69,10 @@ pub fn router(store: Arc<dyn Store>, replica: ReplicaInfo, settings: &Settings) 
         .site_pkg_dir("pkg")
         .site_addr(settings.listen)
         .build();
-    let backend = app::backend::Backend(Arc::new(dashboard_source::StoreSource(store)));
+    let backend = app::backend::Backend(Arc::new(dashboard::StoreSource {
+        store,
+        stale_after: settings.stale_after,
+    }));
     api::router(state)
         .merge(dashboard::router(options, backend))
         .layer(tower_http::trace::TraceLayer::new_for_http())
@@ -92,32 +95,4 @@ async fn stop_on_signal(shutdown: CancellationToken) {
     }
     tracing::info!("shutting down: no new claims; letting running executions finish");
     shutdown.cancel();
-}
-
-mod dashboard_source {
-    //! The engine as the dashboard's server functions see it.
-
-    use std::sync::Arc;
-
-    use app::backend::DashboardSource;
-    use app::model::{PlanList, PlanStatus};
-
-    use crate::store::Store;
-
-    pub struct StoreSource(pub Arc<dyn Store>);
-
-    #[async_trait::async_trait]
-    impl DashboardSource for StoreSource {
-        async fn plan_list(
-            &self,
-            status: Option<PlanStatus>,
-            limit: i64,
-            offset: i64,
-        ) -> Result<PlanList, String> {
-            self.0.plan_list(status, limit, offset).await.map_err(|e| {
-                tracing::error!(error = %e, "dashboard plan list failed");
-                "the plan list is unavailable right now".to_owned()
-            })
-        }
-    }
 }

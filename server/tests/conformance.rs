@@ -611,7 +611,7 @@ mod cases {
             s.task_cancel(t.id, "t", Ts::now()).await.unwrap();
             s.task_skip(t.id, "t", Ts::now()).await.unwrap();
         }
-        let all = s.plan_list(None, 10, 0).await.unwrap();
+        let all = s.plan_list(None, None, 10, 0).await.unwrap();
         assert_eq!(all.total, 3);
         assert_eq!(
             all.plans.iter().map(|p| p.id).collect::<Vec<_>>(),
@@ -630,17 +630,17 @@ mod cases {
         assert_eq!(all.plans[0].counts.get(&TaskStatus::Skipped), Some(&2));
         assert_eq!(all.plans[1].counts.get(&TaskStatus::Pending), Some(&2));
         assert_eq!(all.plans[2].status, PlanStatus::NotStarted);
-        let page = s.plan_list(None, 1, 1).await.unwrap();
+        let page = s.plan_list(None, None, 1, 1).await.unwrap();
         assert_eq!((page.total, page.plans[0].id), (3, running));
-        let past_end = s.plan_list(None, 10, 10).await.unwrap();
+        let past_end = s.plan_list(None, None, 10, 10).await.unwrap();
         assert_eq!((past_end.total, past_end.plans.len()), (3, 0));
         let only = s
-            .plan_list(Some(PlanStatus::NotStarted), 10, 0)
+            .plan_list(Some(PlanStatus::NotStarted), None, 10, 0)
             .await
             .unwrap();
         assert_eq!((only.total, only.plans[0].id), (1, not_started));
         assert_eq!(
-            s.plan_list(Some(PlanStatus::Failed), 10, 0)
+            s.plan_list(Some(PlanStatus::Failed), None, 10, 0)
                 .await
                 .unwrap()
                 .total,
@@ -799,7 +799,7 @@ mod cases {
         for p in promoters {
             p.await.unwrap();
         }
-        let list = setup.plan_list(None, 100, 0).await.unwrap();
+        let list = setup.plan_list(None, None, 100, 0).await.unwrap();
         let mut per_target = std::collections::HashMap::new();
         for summary in &list.plans {
             let view = setup.plan_get(summary.id).await.unwrap();

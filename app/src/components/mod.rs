@@ -1,4 +1,10 @@
 //! Pieces shared by the pages.
 
+pub mod actions;
+pub mod chart;
 pub mod live;
+pub mod loaded;
+pub mod notice;
 pub mod status;
+pub mod tables;
+pub mod time;

@@ -7,7 +7,9 @@
 
 use leptos::prelude::*;
 
-use crate::model::{PlanStatus, TaskStatus};
+use std::collections::BTreeMap;
+
+use crate::model::{PlanStatus, RunStatus, TaskStatus};
 
 const BADGE: &str = "inline-flex items-center rounded-sm px-2 py-0.5 text-xs font-medium";
 
@@ -33,6 +35,75 @@ pub fn plan_status_class(status: PlanStatus) -> &'static str {
         PlanStatus::Done => TaskStatus::Done,
         PlanStatus::Canceled => TaskStatus::Canceled,
     })
+}
+
+/// The solid colour of a status in bars and charts: the badge's hue, darker.
+pub fn task_status_fill(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::NotStarted => "bg-slate-300",
+        TaskStatus::Pending => "bg-amber-400",
+        TaskStatus::Available => "bg-cyan-500",
+        TaskStatus::Running => "bg-blue-600",
+        TaskStatus::Done => "bg-emerald-500",
+        TaskStatus::Failed => "bg-red-600",
+        TaskStatus::Canceled => "bg-orange-500",
+        TaskStatus::Skipped => "bg-violet-400",
+    }
+}
+
+#[component]
+pub fn TaskStatusBadge(status: TaskStatus) -> impl IntoView {
+    view! {
+        <span class=format!("{BADGE} {}", task_status_class(status)) data-status=status.as_str()>
+            {status.as_str()}
+        </span>
+    }
+}
+
+/// A run's status wears the colour of the task status of the same name.
+#[component]
+pub fn RunStatusBadge(status: RunStatus) -> impl IntoView {
+    view! { <TaskStatusBadge status=TaskStatus::from(status) /> }
+}
+
+/// A plan's tasks as one bar, a segment per status in the order a task
+/// moves through them; the same numbers are written out for screen
+/// readers and on hover.
+#[component]
+pub fn ProgressBar(counts: BTreeMap<TaskStatus, i64>) -> impl IntoView {
+    let total: i64 = counts.values().sum();
+    let summary = counts
+        .iter()
+        .map(|(status, n)| format!("{n} {status}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let segments = TaskStatus::PROGRESS_ORDER
+        .into_iter()
+        .filter_map(|status| {
+            let n = counts.get(&status).copied().filter(|n| *n > 0)?;
+            let width = n as f64 * 100.0 / total.max(1) as f64;
+            Some(view! {
+                <span
+                    class=format!("block h-full {}", task_status_fill(status))
+                    style=format!("width: {width:.2}%")
+                    title=format!("{n} {status}")
+                    data-status=status.as_str()
+                ></span>
+            })
+        })
+        .collect_view();
+    view! {
+        <div class="flex min-w-32 items-center gap-2">
+            <div
+                class="flex h-2.5 w-full overflow-hidden rounded-sm bg-slate-100"
+                role="img"
+                aria-label=format!("{total} tasks: {summary}")
+                title=summary
+            >
+                {segments}
+            </div>
+        </div>
+    }
 }
 
 #[component]
@@ -66,8 +137,11 @@ mod tests {
     #[test]
     fn every_task_status_has_its_own_colour() {
         let mut seen = std::collections::HashSet::new();
+        let mut fills = std::collections::HashSet::new();
         for s in TaskStatus::ALL {
             assert!(seen.insert(task_status_class(s)), "{s} shares a colour");
+            assert!(fills.insert(task_status_fill(s)), "{s} shares a bar colour");
         }
+        assert_eq!(TaskStatus::PROGRESS_ORDER.len(), TaskStatus::ALL.len());
     }
 }

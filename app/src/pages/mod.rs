@@ -1,3 +1,9 @@
 //! One module per page; each holds the server functions it calls.
 
+pub mod deliveries;
+pub mod overview;
+pub mod plan;
 pub mod plans;
+pub mod replicas;
+pub mod run;
+pub mod submit;

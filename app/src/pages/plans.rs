@@ -1,146 +1,216 @@
-//! The plans list: newest first, filterable by status, refreshed live.
+//! `/plans`: every plan, newest first, with a progress bar each; filter by
+//! status, search by name, page through. Filters and pages are plain query
+//! parameters, so links can be shared and everything works without
+//! JavaScript.
 
 use leptos::prelude::*;
+use leptos_router::components::Form;
+use leptos_router::hooks::use_query_map;
 
 use crate::components::live::{REFRESH_EVERY, use_tick};
-use crate::components::status::{PlanStatusBadge, TaskCountBadge};
-use crate::model::{PlanList, PlanStatus, PlanSummary};
+use crate::components::loaded::loaded;
+use crate::components::notice::EmptyState;
+use crate::components::status::{PlanStatusBadge, ProgressBar};
+use crate::components::tables::{LINK, TABLE, TABLE_FRAME, TD, TH, THEAD};
+use crate::components::time::Ago;
+use crate::error::DashboardError;
+use crate::model::{PlanStatus, PlanSummary};
+use crate::views::PlansPage;
 
-const PAGE_SIZE: i64 = 50;
+pub const PAGE_SIZE: i64 = 50;
 
-/// A page of plans, optionally only those whose status is spelled `status`.
-#[server(prefix = "/_fn", endpoint = "list_plans")]
-pub async fn list_plans(
+/// Page `page` (from 1) of the plans whose status is spelled `status` and
+/// whose name contains `q`.
+#[server(prefix = "/_fn", endpoint = "plans")]
+pub async fn load_plans(
     status: Option<String>,
-    limit: i64,
-    offset: i64,
-) -> Result<PlanList, ServerFnError> {
-    use crate::backend::Backend;
+    q: Option<String>,
+    page: i64,
+) -> Result<PlansPage, DashboardError> {
+    use crate::backend::PlanFilter;
 
-    let status = match status.as_deref() {
-        None | Some("") => None,
+    let status = match status.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
         Some(text) => Some(
-            PlanStatus::parse(text)
-                .ok_or_else(|| ServerFnError::new(format!("unknown plan status {text:?}")))?,
+            PlanStatus::parse(text).ok_or_else(|| DashboardError::Invalid {
+                message: format!("`{text}` is not a plan status"),
+                field: Some("status".into()),
+            })?,
         ),
     };
-    let Backend(source) = use_context::<Backend>()
-        .ok_or_else(|| ServerFnError::new("the dashboard is not connected to the engine"))?;
-    // The source already words its errors for users; nothing more leaks.
-    source
-        .plan_list(status, limit.clamp(1, 500), offset.max(0))
+    let name = q.map(|q| q.trim().to_owned()).filter(|q| !q.is_empty());
+    let offset = (page.max(1) - 1) * PAGE_SIZE;
+    crate::backend::source()?
+        .plans(PlanFilter { status, name }, PAGE_SIZE, offset)
         .await
-        .map_err(ServerFnError::new)
+}
+
+/// The list's query string for `page`, keeping the filters.
+fn page_href(status: &str, q: &str, page: i64) -> String {
+    let mut params = vec![format!("page={page}")];
+    if !status.is_empty() {
+        params.push(format!("status={status}"));
+    }
+    if !q.is_empty() {
+        params.push(format!("q={}", urlencode(q)));
+    }
+    format!("/plans?{}", params.join("&"))
+}
+
+/// Percent-encodes a query value (the few characters a name may hold that
+/// a URL may not).
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 #[component]
-pub fn PlansPage() -> impl IntoView {
-    let (status, set_status) = signal(String::new());
+pub fn PlansListPage() -> impl IntoView {
+    let query = use_query_map();
+    let status = move || query.read().get("status").unwrap_or_default();
+    let q = move || query.read().get("q").unwrap_or_default();
+    let page = move || {
+        query
+            .read()
+            .get("page")
+            .and_then(|p| p.parse::<i64>().ok())
+            .unwrap_or(1)
+            .max(1)
+    };
     let tick = use_tick(REFRESH_EVERY);
-    let plans = Resource::new(
-        move || (status.get(), tick.get()),
-        |(status, _)| list_plans((!status.is_empty()).then_some(status), PAGE_SIZE, 0),
+    let data = Resource::new(
+        move || (status(), q(), page(), tick.get()),
+        |(status, q, page, _)| load_plans(Some(status), Some(q), page),
     );
 
     view! {
         <section class="space-y-4">
-            <div class="flex flex-wrap items-center justify-between gap-3">
+            <div class="flex flex-wrap items-end justify-between gap-3">
                 <h1 class="text-2xl font-semibold tracking-tight">"Plans"</h1>
-                <label class="flex items-center gap-2 text-sm text-slate-600">
+                <a
+                    href="/plans/new"
+                    class="rounded-sm bg-blue-700 px-3 py-1.5 text-sm font-medium text-white hover:bg-blue-800 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-blue-600"
+                >
+                    "Submit a plan"
+                </a>
+            </div>
+            <Form method="GET" action="/plans" attr:class="flex flex-wrap items-end gap-3" attr:id="plan-filter">
+                <label class="flex flex-col gap-1 text-sm text-slate-700">
+                    "Name contains"
+                    <input
+                        id="plan-search"
+                        type="search"
+                        name="q"
+                        prop:value=q
+                        class="rounded-sm border border-slate-400 bg-white px-2 py-1 text-sm"
+                    />
+                </label>
+                <label class="flex flex-col gap-1 text-sm text-slate-700">
                     "Status"
                     <select
                         id="plan-status-filter"
-                        class="rounded-sm border border-slate-300 bg-white px-2 py-1 text-sm"
-                        prop:value=move || status.get()
-                        on:change=move |ev| set_status.set(event_target_value(&ev))
+                        name="status"
+                        class="rounded-sm border border-slate-400 bg-white px-2 py-1 text-sm"
                     >
-                        <option value="">"All"</option>
+                        <option value="" selected=move || status().is_empty()>"All"</option>
                         {PlanStatus::ALL
                             .into_iter()
-                            .map(|s| view! { <option value=s.as_str()>{s.as_str()}</option> })
+                            .map(|s| {
+                                view! {
+                                    <option value=s.as_str() selected=move || status() == s.as_str()>
+                                        {s.as_str()}
+                                    </option>
+                                }
+                            })
                             .collect_view()}
                     </select>
                 </label>
-            </div>
-            <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Loading plans…"</p> }>
-                {move || {
-                    plans
-                        .get()
-                        .map(|result| match result {
-                            Ok(list) => view! { <PlanTable list filtered=!status.get_untracked().is_empty() /> }.into_any(),
-                            Err(err) => {
-                                view! {
-                                    <p role="alert" class="rounded-sm border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-800">
-                                        "Could not load plans: " {err.to_string()}
-                                    </p>
-                                }
-                                    .into_any()
-                            }
-                        })
-                }}
-            </Transition>
+                <button
+                    type="submit"
+                    class="rounded-sm border border-slate-400 bg-white px-3 py-1 text-sm font-medium hover:bg-slate-100 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-blue-600"
+                >
+                    "Apply"
+                </button>
+            </Form>
+            {loaded(
+                data,
+                move |p| {
+                    let filtered = !status().is_empty() || !q().is_empty();
+                    view! { <PlanTable p filtered status=status() q=q() page=page() /> }.into_any()
+                },
+            )}
         </section>
     }
 }
 
 #[component]
-fn PlanTable(list: PlanList, filtered: bool) -> impl IntoView {
+fn PlanTable(p: PlansPage, filtered: bool, status: String, q: String, page: i64) -> impl IntoView {
+    let PlansPage { now, list } = p;
     if list.plans.is_empty() {
         let message = if filtered {
-            "No plans have this status."
+            "No plan matches these filters. Clear them to see every plan."
+        } else if page > 1 {
+            "There are no plans on this page."
         } else {
-            "No plans yet. Submit one with `baton submit plan.yaml` or POST /api/v1/plans."
+            "No plans yet. Submit one with the button above, or POST a plan file to /api/v1/plans."
         };
-        return view! {
-            <div id="plans-empty" class="rounded-sm border border-dashed border-slate-300 bg-white px-4 py-10 text-center text-slate-500">
-                {message}
-            </div>
-        }
-        .into_any();
+        return view! { <EmptyState id="plans-empty">{message}</EmptyState> }.into_any();
     }
-    let shown = list.plans.len();
+    let first = (page - 1) * PAGE_SIZE + 1;
+    let last = first + list.plans.len() as i64 - 1;
+    let newer = (page > 1).then(|| {
+        view! { <a class=LINK rel="prev" href=page_href(&status, &q, page - 1)>"← Newer"</a> }
+    });
+    let older = (last < list.total).then(|| {
+        view! { <a class=LINK rel="next" href=page_href(&status, &q, page + 1)>"Older →"</a> }
+    });
     view! {
-        <div class="overflow-x-auto rounded-sm border border-slate-200 bg-white shadow-sm">
-            <table id="plans" class="min-w-full divide-y divide-slate-200 text-sm">
-                <thead class="bg-slate-50 text-left text-xs uppercase tracking-wide text-slate-500">
+        <div class=TABLE_FRAME>
+            <table id="plans" class=TABLE>
+                <caption class="sr-only">"Plans, newest first"</caption>
+                <thead class=THEAD>
                     <tr>
-                        <th class="px-4 py-2 font-medium">"ID"</th>
-                        <th class="px-4 py-2 font-medium">"Name"</th>
-                        <th class="px-4 py-2 font-medium">"Status"</th>
-                        <th class="px-4 py-2 font-medium">"Tasks"</th>
-                        <th class="px-4 py-2 font-medium">"Created"</th>
+                        <th scope="col" class=TH>"ID"</th>
+                        <th scope="col" class=TH>"Name"</th>
+                        <th scope="col" class=TH>"Status"</th>
+                        <th scope="col" class=format!("{TH} w-1/3")>"Progress"</th>
+                        <th scope="col" class=TH>"Tasks"</th>
+                        <th scope="col" class=TH>"Created"</th>
                     </tr>
                 </thead>
                 <tbody class="divide-y divide-slate-100">
-                    {list.plans.into_iter().map(|plan| view! { <PlanRow plan /> }).collect_view()}
+                    {list.plans.into_iter().map(|plan| view! { <PlanRow plan now /> }).collect_view()}
                 </tbody>
             </table>
         </div>
-        <p class="text-xs text-slate-500">{format!("Showing {shown} of {} plans.", list.total)}</p>
+        <nav aria-label="Pages" class="flex items-center justify-between gap-3 text-sm text-slate-700">
+            <span>{newer}</span>
+            <span id="plans-range">{format!("Plans {first}–{last} of {}", list.total)}</span>
+            <span>{older}</span>
+        </nav>
     }
     .into_any()
 }
 
 #[component]
-fn PlanRow(plan: PlanSummary) -> impl IntoView {
-    let created = plan.created_at.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+fn PlanRow(plan: PlanSummary, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
+    let tasks: i64 = plan.counts.values().sum();
     view! {
         <tr class="hover:bg-slate-50" data-plan-id=plan.id>
-            <td class="px-4 py-2 font-mono text-slate-500 tabular-nums">{plan.id}</td>
-            <td class="px-4 py-2 font-medium">{plan.name}</td>
-            <td class="px-4 py-2">
-                <PlanStatusBadge status=plan.status />
+            <td class=format!("{TD} font-mono tabular-nums text-slate-600")>{plan.id}</td>
+            <td class=format!("{TD} font-medium")>
+                <a class=LINK href=format!("/plans/{}", plan.id)>{plan.name}</a>
             </td>
-            <td class="px-4 py-2">
-                <div class="flex flex-wrap gap-1">
-                    {plan
-                        .counts
-                        .into_iter()
-                        .map(|(status, count)| view! { <TaskCountBadge status count /> })
-                        .collect_view()}
-                </div>
-            </td>
-            <td class="px-4 py-2 whitespace-nowrap text-slate-500">{created}</td>
+            <td class=TD><PlanStatusBadge status=plan.status /></td>
+            <td class=TD><ProgressBar counts=plan.counts /></td>
+            <td class=format!("{TD} tabular-nums")>{tasks}</td>
+            <td class=TD><Ago at=plan.created_at now /></td>
         </tr>
     }
 }

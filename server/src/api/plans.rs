@@ -46,11 +46,13 @@ pub async fn submit(
 #[derive(Deserialize)]
 pub struct ListQuery {
     status: Option<String>,
+    /// Part of the plan name, any case.
+    name: Option<String>,
     limit: Option<String>,
     offset: Option<String>,
 }
 
-/// `GET /api/v1/plans?status=&limit=&offset=`
+/// `GET /api/v1/plans?status=&name=&limit=&offset=`
 pub async fn list(
     State(state): State<ApiState>,
     Query(q): Query<ListQuery>,
@@ -81,7 +83,10 @@ pub async fn list(
     if offset < 0 {
         return Err(ApiError::invalid("offset", "offset must not be negative"));
     }
-    Ok(Json(state.store.plan_list(status, limit, offset).await?))
+    let name = q.name.as_deref().map(str::trim).filter(|n| !n.is_empty());
+    Ok(Json(
+        state.store.plan_list(status, name, limit, offset).await?,
+    ))
 }
 
 fn number(text: Option<&str>, field: &str, default: i64) -> ApiResult<i64> {

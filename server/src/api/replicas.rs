@@ -5,31 +5,10 @@ use axum::Json;
 use axum::extract::State;
 
 use super::{ApiResult, ApiState};
-use crate::store::{LEADER_LEASE, Ts};
+use crate::liveness::replica_views;
+use crate::store::Ts;
 
 pub async fn list(State(state): State<ApiState>) -> ApiResult<Json<Vec<ReplicaView>>> {
-    let now = Ts::now();
-    let live_since = now.minus(state.stale_after);
-    let replicas = state.store.replica_list().await?;
-    let leader = state
-        .store
-        .lease_get(LEADER_LEASE)
-        .await?
-        .filter(|lease| lease.expires_at > now)
-        .map(|lease| lease.holder);
-    let views = replicas
-        .into_iter()
-        .map(|r| ReplicaView {
-            alive: r.last_heartbeat >= live_since,
-            leader: leader.as_deref() == Some(r.info.replica_id.as_str()),
-            replica_id: r.info.replica_id,
-            hostname: r.info.hostname,
-            labels: r.info.labels,
-            version: r.info.version,
-            started_at: r.info.started_at.0,
-            last_heartbeat: r.last_heartbeat.0,
-            running: r.running,
-        })
-        .collect();
+    let views = replica_views(state.store.as_ref(), state.stale_after, Ts::now()).await?;
     Ok(Json(views))
 }

@@ -4,8 +4,10 @@
 
 mod leader;
 mod replica_heartbeat;
+mod replica_views;
 mod sweeper;
 
 pub use self::leader::{LeaderLease, Leadership};
 pub use self::replica_heartbeat::ReplicaHeartbeat;
+pub use self::replica_views::replica_views;
 pub use self::sweeper::{PRUNE_AFTER, Sweeper};

@@ -30,6 +30,16 @@ pub fn parse_yaml(body: &str) -> Result<NewPlan, InvalidPlan> {
     from_value(value)
 }
 
+/// Parses a plan file pasted as text: JSON when it starts with `{`, else
+/// YAML (of which JSON is nearly a subset, but JSON's errors read better).
+pub fn parse_text(text: &str) -> Result<NewPlan, InvalidPlan> {
+    if text.trim_start().starts_with('{') {
+        parse_json(text.as_bytes())
+    } else {
+        parse_yaml(text)
+    }
+}
+
 fn from_value(value: serde_json::Value) -> Result<NewPlan, InvalidPlan> {
     if !value.is_object() {
         return Err(invalid(

@@ -11,12 +11,14 @@
 //! conformance suite in `tests/conformance/`, run against both backends, is
 //! what proves they behave the same.
 
+mod dashboard;
 pub mod gates;
 mod liveness;
 pub mod notify;
 mod postgres;
 mod rows;
 pub mod scratch;
+pub mod seed;
 pub mod signals;
 mod sqlite;
 pub mod time;
@@ -27,6 +29,7 @@ use std::time::Duration;
 
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
 
+pub use self::dashboard::{CHART_MINUTES, OverviewStats, RECENT_FAILURES};
 pub use self::gates::NodeLabels;
 pub use self::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
 pub use self::notify::{DeliveryOutcome, DueDelivery, Notified, NotifyTargets};
@@ -192,9 +195,12 @@ pub trait Store: Send + Sync + 'static {
     /// Stores a validated plan; creates PENDING runs when `plan.start`.
     async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64>;
     async fn plan_get(&self, id: i64) -> Result<PlanView>;
+    /// Plans newest first: those in `status` whose name contains `name`
+    /// (any case), and how many match in all.
     async fn plan_list(
         &self,
         status: Option<PlanStatus>,
+        name: Option<&str>,
         limit: i64,
         offset: i64,
     ) -> Result<PlanList>;
@@ -241,6 +247,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<bool>;
     async fn run_get(&self, id: i64) -> Result<RunView>;
     async fn run_log(&self, id: i64) -> Result<String>;
+    /// The last `limit` lines of a run's log and how many it has in all.
+    async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail>;
+    /// Live run counts, runs finished per minute over the last hour, and
+    /// the latest failures (the dashboard's overview).
+    async fn overview_stats(&self, now: Ts) -> Result<OverviewStats>;
     /// Events with id > `after_id`, oldest first (history checks, timelines).
     async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>>;
 

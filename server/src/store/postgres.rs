@@ -13,6 +13,7 @@ use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunVie
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
+use super::dashboard::{self, OverviewStats};
 use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
@@ -223,6 +224,10 @@ impl PgStore {
 }
 
 rows::shared_reads!(PgStore);
+dashboard::dashboard_reads!(
+    PgStore,
+    "FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT"
+);
 notify::notify_step!(
     PgStore,
     Postgres,
@@ -354,10 +359,11 @@ impl Store for PgStore {
     async fn plan_list(
         &self,
         status: Option<PlanStatus>,
+        name: Option<&str>,
         limit: i64,
         offset: i64,
     ) -> Result<PlanList> {
-        self.read_plan_list(status, limit, offset).await
+        self.read_plan_list(status, name, limit, offset).await
     }
 
     async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
@@ -693,6 +699,14 @@ impl Store for PgStore {
 
     async fn run_log(&self, id: i64) -> Result<String> {
         self.read_run_log(id).await
+    }
+
+    async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail> {
+        self.read_log_tail(id, limit).await
+    }
+
+    async fn overview_stats(&self, now: Ts) -> Result<OverviewStats> {
+        self.read_overview_stats(now).await
     }
 
     async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {

@@ -34,13 +34,51 @@ macro_rules! heartbeat_timeout_sql {
 }
 pub(super) use heartbeat_timeout_sql;
 
-/// Plan list page (API and dashboard): each plan's task counts by status
-/// and its derived status (the rule of `PlanStatus::from_counts`, in SQL so
-/// the list can be filtered and paged by status), newest first.
+/// A plan's status from its tasks, for filtering the list: each clause
+/// stops at the plan's first matching task, in the precedence of
+/// `PlanStatus::from_counts` (the conformance suite checks they agree).
+macro_rules! plan_status_of_p_sql {
+    () => {
+        "CASE
+            WHEN EXISTS (SELECT 1 FROM task t JOIN task_run r ON r.id = t.latest_run_id
+                WHERE t.plan_id = p.id AND t.skipped_at IS NULL
+                  AND r.status IN ('PENDING', 'AVAILABLE', 'RUNNING')) THEN 'RUNNING'
+            WHEN EXISTS (SELECT 1 FROM task t WHERE t.plan_id = p.id
+                AND t.skipped_at IS NULL AND t.latest_run_id IS NULL) THEN 'NOT_STARTED'
+            WHEN EXISTS (SELECT 1 FROM task t JOIN task_run r ON r.id = t.latest_run_id
+                WHERE t.plan_id = p.id AND t.skipped_at IS NULL AND r.status = 'FAILED') THEN 'FAILED'
+            WHEN EXISTS (SELECT 1 FROM task t JOIN task_run r ON r.id = t.latest_run_id
+                WHERE t.plan_id = p.id AND t.skipped_at IS NULL AND r.status = 'CANCELED') THEN 'CANCELED'
+            ELSE 'DONE' END"
+    };
+}
+
+/// The plans a list shows: `$1` a status (or NULL), `$4` a lower-case
+/// `LIKE` pattern for the name (or NULL).
+macro_rules! plan_filter_sql {
+    () => {
+        concat!(
+            "(CAST($4 AS TEXT) IS NULL OR LOWER(p.name) LIKE $4 ESCAPE '\\')
+             AND (CAST($1 AS TEXT) IS NULL OR ",
+            plan_status_of_p_sql!(),
+            " = $1)"
+        )
+    };
+}
+
+/// Plan list page (API and dashboard), newest first: the page of plans is
+/// picked first (walking the primary key, so paging stays cheap however
+/// many plans there are), then only those plans' tasks are counted by
+/// status and their status derived.
 pub const PLAN_LIST: &str = concat!(
-    "WITH task_state AS (SELECT t.plan_id, ",
+    "WITH page AS (
+        SELECT p.id, p.name, p.created_at FROM plan p WHERE ",
+    plan_filter_sql!(),
+    " ORDER BY p.id DESC LIMIT $2 OFFSET $3),
+    task_state AS (SELECT t.plan_id, ",
     task_status_sql!(),
-    " AS status FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id),
+    " AS status FROM page JOIN task t ON t.plan_id = page.id
+        LEFT JOIN task_run r ON r.id = t.latest_run_id),
     counted AS (
         SELECT plan_id,
             SUM(CASE WHEN status = 'NOT_STARTED' THEN 1 ELSE 0 END) AS not_started,
@@ -51,24 +89,33 @@ pub const PLAN_LIST: &str = concat!(
             SUM(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END) AS failed,
             SUM(CASE WHEN status = 'CANCELED' THEN 1 ELSE 0 END) AS canceled,
             SUM(CASE WHEN status = 'SKIPPED' THEN 1 ELSE 0 END) AS skipped
-        FROM task_state GROUP BY plan_id),
-    stated AS (
-        SELECT c.*, CASE
+        FROM task_state GROUP BY plan_id)
+    SELECT page.id, page.name, page.created_at, CASE
             WHEN c.pending + c.available + c.running > 0 THEN 'RUNNING'
             WHEN c.not_started > 0 THEN 'NOT_STARTED'
             WHEN c.failed > 0 THEN 'FAILED'
             WHEN c.canceled > 0 THEN 'CANCELED'
-            ELSE 'DONE' END AS status
-        FROM counted c)
-    SELECT p.id, p.name, p.created_at, s.status, s.not_started, s.pending, s.available,
-           s.running, s.done, s.failed, s.canceled, s.skipped, COUNT(*) OVER () AS total
-    FROM plan p JOIN stated s ON s.plan_id = p.id
-    WHERE CAST($1 AS TEXT) IS NULL OR s.status = $1
-    ORDER BY p.id DESC LIMIT $2 OFFSET $3"
+            ELSE 'DONE' END AS status,
+        c.not_started, c.pending, c.available, c.running, c.done, c.failed, c.canceled, c.skipped
+    FROM page JOIN counted c ON c.plan_id = page.id
+    ORDER BY page.id DESC"
 );
 
-/// Total for a plan list page that came back empty (offset past the end).
-pub const PLAN_COUNT: &str = "SELECT COUNT(*) FROM plan";
+/// How many plans a filtered list holds in all (`$1`, `$4` as above).
+pub const PLAN_COUNT: &str = concat!("SELECT COUNT(*) FROM plan p WHERE ", plan_filter_sql!());
+
+/// The `LIKE` pattern matching names that contain `text`, any case.
+pub fn name_pattern(text: &str) -> String {
+    let mut pattern = String::from("%");
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
 
 /// Plan page: the plan row.
 pub const PLAN_GET: &str =
@@ -129,7 +176,6 @@ pub struct PlanListRow {
     pub failed: i64,
     pub canceled: i64,
     pub skipped: i64,
-    pub total: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -231,8 +277,7 @@ fn time(ts: Option<Ts>) -> Option<chrono::DateTime<chrono::Utc>> {
     ts.map(|t| t.0)
 }
 
-pub fn plan_list(rows: Vec<PlanListRow>, total_if_empty: i64) -> Result<PlanList> {
-    let total = rows.first().map_or(total_if_empty, |r| r.total);
+pub fn plan_list(rows: Vec<PlanListRow>, total: i64) -> Result<PlanList> {
     let plans = rows
         .into_iter()
         .map(|r| {
@@ -541,23 +586,28 @@ macro_rules! shared_reads {
             async fn read_plan_list(
                 &self,
                 status: Option<PlanStatus>,
+                name: Option<&str>,
                 limit: i64,
                 offset: i64,
             ) -> Result<PlanList> {
+                let status = status.map(|s| s.as_str());
+                let pattern = name.map(rows::name_pattern);
                 let page: Vec<rows::PlanListRow> = sqlx::query_as(rows::PLAN_LIST)
-                    .bind(status.map(|s| s.as_str()))
+                    .bind(status)
                     .bind(limit)
                     .bind(offset)
+                    .bind(pattern.as_deref())
                     .fetch_all(&self.pool)
                     .await?;
-                // The page carries the total; past the end it is empty.
-                let total = if page.is_empty() && status.is_none() {
-                    sqlx::query_scalar(rows::PLAN_COUNT)
-                        .fetch_one(&self.pool)
-                        .await?
-                } else {
-                    0
-                };
+                // $2 and $3 are unused here, but bound so the filter's
+                // placeholders keep their numbers.
+                let total: i64 = sqlx::query_scalar(rows::PLAN_COUNT)
+                    .bind(status)
+                    .bind(limit)
+                    .bind(offset)
+                    .bind(pattern.as_deref())
+                    .fetch_one(&self.pool)
+                    .await?;
                 rows::plan_list(page, total)
             }
 

@@ -18,6 +18,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, Transaction};
 
+use super::dashboard::{self, OverviewStats};
 use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
@@ -271,6 +272,7 @@ fn id_list(ids: &[i64]) -> String {
 }
 
 rows::shared_reads!(SqliteStore);
+dashboard::dashboard_reads!(SqliteStore, "finished_at / 60000000");
 // The write lock every transaction here holds already serialises plans.
 notify::notify_step!(SqliteStore, Sqlite, "SELECT $1");
 
@@ -371,10 +373,11 @@ impl Store for SqliteStore {
     async fn plan_list(
         &self,
         status: Option<PlanStatus>,
+        name: Option<&str>,
         limit: i64,
         offset: i64,
     ) -> Result<PlanList> {
-        self.read_plan_list(status, limit, offset).await
+        self.read_plan_list(status, name, limit, offset).await
     }
 
     async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
@@ -732,6 +735,14 @@ impl Store for SqliteStore {
 
     async fn run_log(&self, id: i64) -> Result<String> {
         self.read_run_log(id).await
+    }
+
+    async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail> {
+        self.read_log_tail(id, limit).await
+    }
+
+    async fn overview_stats(&self, now: Ts) -> Result<OverviewStats> {
+        self.read_overview_stats(now).await
     }
 
     async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {

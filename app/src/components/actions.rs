@@ -1,0 +1,119 @@
+//! Operator actions (SPEC §6) as forms: each posts to the `act` server
+//! function, so it works as a plain HTML form without JavaScript (the
+//! server redirects back to the page) and as an in-page request with it.
+//!
+//! A button is only enabled when the action applies to the current status;
+//! destructive actions (cancel, skip) first open a confirmation.
+
+use leptos::prelude::*;
+
+use crate::components::notice::ErrorNotice;
+use crate::error::DashboardError;
+use crate::views::Action;
+
+/// Applies `kind` to plan or task `id`; answers with a line for the page.
+#[server(prefix = "/_fn", endpoint = "act")]
+pub async fn act(kind: Action, id: i64) -> Result<String, DashboardError> {
+    crate::backend::source()?.act(kind, id).await?;
+    Ok(kind.done_message(id))
+}
+
+const BUTTON: &str = "inline-flex items-center rounded-sm border px-2.5 py-1 text-sm font-medium \
+    focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-blue-600 \
+    disabled:cursor-not-allowed disabled:border-slate-200 disabled:bg-slate-50 disabled:text-slate-400";
+const PLAIN: &str = "border-slate-300 bg-white text-slate-800 hover:bg-slate-100";
+const DANGER: &str = "border-red-300 bg-white text-red-800 hover:bg-red-50";
+
+/// One action button for plan or task `id`.
+///
+/// `label` is what the button says; `subject` names what it acts on for
+/// screen readers ("task migrate-orders"). With `confirm`, the button opens
+/// a disclosure that asks the question and holds the real button.
+#[component]
+pub fn ActionButton(
+    action: ServerAction<Act>,
+    kind: Action,
+    id: i64,
+    enabled: bool,
+    label: &'static str,
+    subject: String,
+    #[prop(optional)] confirm: Option<&'static str>,
+) -> impl IntoView {
+    let aria = format!("{label} {subject}");
+    let name = serde_kind(kind);
+    if !enabled {
+        return view! {
+            <button type="button" class=format!("{BUTTON} {PLAIN}") disabled aria-label=aria data-action=name>
+                {label}
+            </button>
+        }
+        .into_any();
+    }
+    let form = move |class: &'static str, text: String, aria: String| {
+        view! {
+            <ActionForm action attr:class="inline">
+                <input type="hidden" name="kind" value=serde_kind(kind) />
+                <input type="hidden" name="id" value=id />
+                <button type="submit" class=format!("{BUTTON} {class}") aria-label=aria data-action=name>
+                    {text}
+                </button>
+            </ActionForm>
+        }
+    };
+    match confirm {
+        None => form(PLAIN, label.to_owned(), aria).into_any(),
+        Some(question) => view! {
+            <details class="relative inline-block">
+                <summary
+                    class=format!("{BUTTON} {DANGER} cursor-pointer list-none")
+                    aria-label=format!("{aria}…")
+                    data-confirm=name
+                >
+                    {format!("{label}…")}
+                </summary>
+                <div class="absolute right-0 z-10 mt-1 w-64 space-y-2 rounded-sm border border-slate-200 bg-white p-3 text-left text-sm shadow-lg">
+                    <p class="text-slate-700">{question}</p>
+                    {form(DANGER, format!("Yes, {}", label.to_lowercase()), format!("Confirm: {aria}"))}
+                </div>
+            </details>
+        }
+        .into_any(),
+    }
+}
+
+/// The form value serde expects for `kind` (snake_case).
+fn serde_kind(kind: Action) -> &'static str {
+    match kind {
+        Action::PlanRun => "plan_run",
+        Action::PlanRetry => "plan_retry",
+        Action::PlanCancel => "plan_cancel",
+        Action::TaskRetry => "task_retry",
+        Action::TaskCancel => "task_cancel",
+        Action::TaskSkip => "task_skip",
+    }
+}
+
+/// The latest action's outcome, announced politely to screen readers.
+#[component]
+pub fn ActionResult(action: ServerAction<Act>) -> impl IntoView {
+    view! {
+        <div id="action-result" role="status" aria-live="polite">
+            {move || {
+                action
+                    .value()
+                    .get()
+                    .map(|result: Result<String, DashboardError>| match result {
+                        Ok(message) => {
+                            view! {
+                                <p class="rounded-sm border border-emerald-200 bg-emerald-50 px-3 py-2 text-sm text-emerald-900">
+                                    {message}
+                                </p>
+                            }
+                                .into_any()
+                        }
+                        Err(error) => view! { <ErrorNotice error /> }.into_any(),
+                    })
+            }}
+        </div>
+    }
+}

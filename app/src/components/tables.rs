@@ -1,0 +1,198 @@
+//! Tables more than one page shows: replicas and webhook deliveries.
+
+use chrono::{DateTime, Utc};
+use leptos::prelude::*;
+
+use crate::components::time::{Ago, MaybeAgo};
+use crate::model::{DeliveryView, ReplicaView};
+
+/// The frame every data table sits in: scrolls sideways on a phone rather
+/// than squeezing columns.
+pub const TABLE_FRAME: &str =
+    "overflow-x-auto rounded-sm border border-slate-200 bg-white shadow-sm";
+pub const TABLE: &str = "min-w-full divide-y divide-slate-200 text-sm";
+pub const THEAD: &str = "bg-slate-50 text-left text-xs uppercase tracking-wide text-slate-600";
+pub const TH: &str = "px-3 py-2 font-medium whitespace-nowrap";
+pub const TD: &str = "px-3 py-2 align-top";
+pub const LINK: &str = "text-blue-700 underline-offset-2 hover:underline focus-visible:underline";
+
+#[component]
+pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl IntoView {
+    let rows = replicas
+        .into_iter()
+        .map(|r| {
+            let state = if r.alive {
+                view! {
+                    <span class="inline-flex items-center gap-1 rounded-sm bg-emerald-100 px-2 py-0.5 text-xs font-medium text-emerald-800 ring-1 ring-emerald-300">
+                        "alive"
+                    </span>
+                }
+                .into_any()
+            } else {
+                view! {
+                    <span class="inline-flex items-center gap-1 rounded-sm bg-red-100 px-2 py-0.5 text-xs font-medium text-red-800 ring-1 ring-red-300">
+                        "stale"
+                    </span>
+                }
+                .into_any()
+            };
+            let leader = r.leader.then(|| {
+                view! {
+                    <span
+                        class="ml-2 rounded-sm bg-indigo-100 px-1.5 py-0.5 text-xs font-medium text-indigo-800 ring-1 ring-indigo-300"
+                        title="holds the leader lease: promotes and sweeps"
+                    >
+                        "leader"
+                    </span>
+                }
+            });
+            let labels = if r.labels.is_empty() {
+                "—".to_owned()
+            } else {
+                r.labels.join(", ")
+            };
+            let id = r.replica_id.clone();
+            view! {
+                <tr data-replica-id=id data-alive=r.alive.to_string() data-leader=r.leader.to_string()>
+                    <td class=format!("{TD} font-mono whitespace-nowrap")>{r.replica_id}{leader}</td>
+                    <td class=TD>{r.hostname}</td>
+                    <td class=TD>{labels}</td>
+                    <td class=TD>{state}</td>
+                    <td class=TD><Ago at=r.last_heartbeat now /></td>
+                    <td class=format!("{TD} tabular-nums")>{r.running}</td>
+                    <td class=TD>{r.version}</td>
+                    <td class=TD><Ago at=r.started_at now /></td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class=TABLE_FRAME>
+            <table id="replicas" class=TABLE>
+                <caption class="sr-only">"Replicas and their heartbeats"</caption>
+                <thead class=THEAD>
+                    <tr>
+                        <th scope="col" class=TH>"Replica"</th>
+                        <th scope="col" class=TH>"Host"</th>
+                        <th scope="col" class=TH>"Labels"</th>
+                        <th scope="col" class=TH>"State"</th>
+                        <th scope="col" class=TH>"Heartbeat"</th>
+                        <th scope="col" class=TH>"Running"</th>
+                        <th scope="col" class=TH>"Version"</th>
+                        <th scope="col" class=TH>"Started"</th>
+                    </tr>
+                </thead>
+                <tbody class="divide-y divide-slate-100">{rows}</tbody>
+            </table>
+        </div>
+    }
+}
+
+/// Colour of a delivery state: delivered, still trying, given up.
+fn delivery_state_class(state: &str) -> &'static str {
+    match state {
+        "DELIVERED" => "bg-emerald-100 text-emerald-800 ring-emerald-300",
+        "FAILED" => "bg-red-100 text-red-800 ring-red-300",
+        _ => "bg-amber-100 text-amber-800 ring-amber-300",
+    }
+}
+
+#[component]
+pub fn DeliveryTable(
+    deliveries: Vec<DeliveryView>,
+    now: DateTime<Utc>,
+    /// Leave the plan column out (the plan page shows one plan's).
+    #[prop(optional)]
+    hide_plan: bool,
+) -> impl IntoView {
+    let rows = deliveries
+        .into_iter()
+        .map(|d| {
+            let plan = (!hide_plan).then(|| {
+                view! {
+                    <td class=TD>
+                        <a class=LINK href=format!("/plans/{}", d.plan_id)>{format!("plan {}", d.plan_id)}</a>
+                    </td>
+                }
+            });
+            let last = match (&d.last_status_code, &d.last_error) {
+                (_, Some(error)) => error.clone(),
+                (Some(code), None) => format!("HTTP {code}"),
+                (None, None) => "—".to_owned(),
+            };
+            let next = match d.state.as_str() {
+                "DELIVERED" => view! { <MaybeAgo at=d.delivered_at now /> }.into_any(),
+                "PENDING" => view! { <MaybeAgo at=d.next_attempt_at now /> }.into_any(),
+                _ => view! { <span class="text-slate-500">"gave up"</span> }.into_any(),
+            };
+            let attempts = d.attempts.len();
+            let attempt_list = d
+                .attempts
+                .into_iter()
+                .map(|a| {
+                    let outcome = match (a.status_code, a.error) {
+                        (Some(code), None) => format!("HTTP {code}"),
+                        (Some(code), Some(e)) => format!("HTTP {code}: {e}"),
+                        (None, Some(e)) => e,
+                        (None, None) => "no answer".to_owned(),
+                    };
+                    view! {
+                        <li>
+                            {format!("#{} ", a.attempt)}
+                            <Ago at=a.at now />
+                            {format!(" by {}: {outcome}", a.replica_id)}
+                        </li>
+                    }
+                })
+                .collect_view();
+            let state = d.state.clone();
+            let state_class = delivery_state_class(&d.state);
+            let url = d.url.clone();
+            view! {
+                <tr data-delivery-id=d.id data-state=state>
+                    <td class=format!("{TD} font-mono text-xs") title=d.delivery_key.clone()>{d.id}</td>
+                    {plan}
+                    <td class=format!("{TD} font-medium")>{d.event}</td>
+                    <td class=format!("{TD} max-w-64 truncate") title=url>{d.url}</td>
+                    <td class=TD>
+                        <span class=format!(
+                            "inline-flex rounded-sm px-2 py-0.5 text-xs font-medium ring-1 {}",
+                            state_class,
+                        )>{d.state}</span>
+                    </td>
+                    <td class=TD>
+                        <details>
+                            <summary class="cursor-pointer tabular-nums">{attempts}</summary>
+                            <ol class="mt-1 space-y-0.5 text-xs text-slate-700">{attempt_list}</ol>
+                        </details>
+                    </td>
+                    <td class=format!("{TD} max-w-72 break-words text-slate-700")>{last}</td>
+                    <td class=TD>{next}</td>
+                    <td class=TD><Ago at=d.created_at now /></td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let plan_head = (!hide_plan).then(|| view! { <th scope="col" class=TH>"Plan"</th> });
+    view! {
+        <div class=TABLE_FRAME>
+            <table class=format!("deliveries {TABLE}")>
+                <caption class="sr-only">"Webhook deliveries"</caption>
+                <thead class=THEAD>
+                    <tr>
+                        <th scope="col" class=TH>"ID"</th>
+                        {plan_head}
+                        <th scope="col" class=TH>"Event"</th>
+                        <th scope="col" class=TH>"URL"</th>
+                        <th scope="col" class=TH>"State"</th>
+                        <th scope="col" class=TH>"Attempts"</th>
+                        <th scope="col" class=TH>"Last result"</th>
+                        <th scope="col" class=TH>"Delivered / next"</th>
+                        <th scope="col" class=TH>"Created"</th>
+                    </tr>
+                </thead>
+                <tbody class="divide-y divide-slate-100">{rows}</tbody>
+            </table>
+        </div>
+    }
+}

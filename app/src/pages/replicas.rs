@@ -1,0 +1,41 @@
+//! `/replicas`: every process with a heartbeat row, alive or stale, and
+//! which one leads.
+
+use leptos::prelude::*;
+
+use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::loaded::loaded;
+use crate::components::notice::EmptyState;
+use crate::components::tables::ReplicaTable;
+use crate::error::DashboardError;
+use crate::views::ReplicasPage;
+
+#[server(prefix = "/_fn", endpoint = "replicas")]
+pub async fn load_replicas() -> Result<ReplicasPage, DashboardError> {
+    crate::backend::source()?.replicas().await
+}
+
+#[component]
+pub fn ReplicasListPage() -> impl IntoView {
+    let tick = use_tick(REFRESH_EVERY);
+    let data = Resource::new(move || tick.get(), |_| load_replicas());
+    view! {
+        <section class="space-y-4">
+            <h1 class="text-2xl font-semibold tracking-tight">"Replicas"</h1>
+            <p class="max-w-3xl text-sm text-slate-700">
+                "Each replica writes a heartbeat; one that stops is marked stale after BATON_STALE_AFTER and its runs are failed over. The leader promotes waiting runs and sweeps."
+            </p>
+            {loaded(
+                data,
+                |p| {
+                    if p.replicas.is_empty() {
+                        view! { <EmptyState id="replicas-empty">"No replica has written a heartbeat yet: start one with baton serve."</EmptyState> }
+                            .into_any()
+                    } else {
+                        view! { <ReplicaTable replicas=p.replicas now=p.now /> }.into_any()
+                    }
+                },
+            )}
+        </section>
+    }
+}

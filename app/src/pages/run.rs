@@ -1,0 +1,179 @@
+//! `/runs/:id`: one attempt — its history (who moved it, when, why), its
+//! heartbeat and deadlines, the end of its log (live), and how it ended.
+
+use chrono::{DateTime, Utc};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::loaded::loaded;
+use crate::components::status::RunStatusBadge;
+use crate::components::tables::LINK;
+use crate::components::time::{Ago, MaybeAgo, duration, exact};
+use crate::error::DashboardError;
+use crate::model::{EventView, RunView};
+use crate::pages::plan::path_id;
+use crate::views::{LogTail, RunPage};
+
+#[server(prefix = "/_fn", endpoint = "run")]
+pub async fn load_run(id: i64) -> Result<RunPage, DashboardError> {
+    use crate::backend::LOG_TAIL_LINES;
+    crate::backend::source()?.run(id, LOG_TAIL_LINES).await
+}
+
+#[component]
+pub fn RunDetailPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || path_id(params.read().get("id"));
+    let tick = use_tick(REFRESH_EVERY);
+    let data = Resource::new(move || (id(), tick.get()), |(id, _)| load_run(id));
+    view! { <section class="space-y-5">{loaded(data, |r| view! { <RunBody r /> }.into_any())}</section> }
+}
+
+#[component]
+fn RunBody(r: RunPage) -> impl IntoView {
+    let RunPage { now, run, log } = r;
+    let title = format!("{} attempt {} · Baton", run.task_name, run.attempt);
+    let events = run.events.clone();
+    view! {
+        <Title text=title />
+        <header class="space-y-2">
+            <nav aria-label="Breadcrumb" class="text-sm">
+                <a class=LINK href="/plans">"Plans"</a>
+                " / "
+                <a class=LINK href=format!("/plans/{}", run.plan_id)>{format!("plan {}", run.plan_id)}</a>
+                <span class="text-slate-500">{format!(" / run {}", run.id)}</span>
+            </nav>
+            <div class="flex flex-wrap items-center gap-3">
+                <h1 class="text-2xl font-semibold tracking-tight break-all">
+                    {format!("{} · attempt {}", run.task_name, run.attempt)}
+                </h1>
+                <span id="run-status"><RunStatusBadge status=run.status /></span>
+            </div>
+            <p class="text-sm text-slate-600">{format!("Target {}", run.target)}</p>
+        </header>
+        <div class="grid gap-4 lg:grid-cols-2">
+            <RunFacts run=run.clone() now />
+            <section class="space-y-2 rounded-sm border border-slate-200 bg-white p-4">
+                <h2 class="text-sm font-semibold text-slate-700">"History"</h2>
+                <Timeline events now />
+            </section>
+        </div>
+        <RunLog run_id=run.id log />
+    }
+}
+
+/// Heartbeat, deadlines and outcome as a description list.
+#[component]
+fn RunFacts(run: RunView, now: DateTime<Utc>) -> impl IntoView {
+    let took = run
+        .started_at
+        .map(|s| duration(s, run.finished_at.unwrap_or(now)));
+    let outcome = match (&run.error, run.result_code) {
+        (Some(error), _) => view! { <span id="run-error" class="font-mono text-xs break-words text-red-800">{error.clone()}</span> }.into_any(),
+        (None, Some(code)) => view! { <span>{format!("result {code}")}</span> }.into_any(),
+        (None, None) if run.status.is_terminal() => view! { <span>"finished"</span> }.into_any(),
+        _ => view! { <span class="text-slate-600">"not finished"</span> }.into_any(),
+    };
+    let waiting = run.waiting_cause.clone().map(|cause| {
+        view! {
+            <dt class="text-slate-600">"Waiting for"</dt>
+            <dd class="waiting-cause font-medium text-amber-900">{cause}</dd>
+        }
+    });
+    view! {
+        <section class="space-y-2 rounded-sm border border-slate-200 bg-white p-4">
+            <h2 class="text-sm font-semibold text-slate-700">"Run"</h2>
+            <dl class="grid grid-cols-[max-content_1fr] gap-x-4 gap-y-1 text-sm">
+                {waiting}
+                <dt class="text-slate-600">"Replica"</dt>
+                <dd class="font-mono text-xs">{run.replica_id.clone().unwrap_or_else(|| "—".into())}</dd>
+                <dt class="text-slate-600">"Created"</dt>
+                <dd><Ago at=run.created_at now /></dd>
+                <dt class="text-slate-600">"Not before"</dt>
+                <dd><MaybeAgo at=run.run_at now /></dd>
+                <dt class="text-slate-600">"Started"</dt>
+                <dd><MaybeAgo at=run.started_at now /></dd>
+                <dt class="text-slate-600">"Last heartbeat"</dt>
+                <dd id="run-heartbeat"><MaybeAgo at=run.last_heartbeat_at now /></dd>
+                <dt class="text-slate-600">"Heartbeat deadline"</dt>
+                <dd><MaybeAgo at=run.heartbeat_deadline now /></dd>
+                <dt class="text-slate-600">"Hard deadline"</dt>
+                <dd><MaybeAgo at=run.deadline now /></dd>
+                <dt class="text-slate-600">"Finished"</dt>
+                <dd><MaybeAgo at=run.finished_at now /></dd>
+                <dt class="text-slate-600">"Duration"</dt>
+                <dd>{took.unwrap_or_else(|| "—".into())}</dd>
+                <dt class="text-slate-600">"Result"</dt>
+                <dd>{outcome}</dd>
+            </dl>
+        </section>
+    }
+}
+
+#[component]
+fn Timeline(events: Vec<EventView>, now: DateTime<Utc>) -> impl IntoView {
+    let items = events
+        .into_iter()
+        .map(|e| {
+            let from = e.from.map(|f| view! { <RunStatusBadge status=f /> " → " });
+            let by = match &e.replica_id {
+                Some(replica) if *replica != e.actor => format!("by {} on {replica}", e.actor),
+                _ => format!("by {}", e.actor),
+            };
+            view! {
+                <li class="relative border-l-2 border-slate-200 pb-3 pl-4 last:pb-0" data-to=e.to.as_str()>
+                    <span class="absolute top-1.5 -left-1.5 h-2.5 w-2.5 rounded-full bg-slate-400"></span>
+                    <div class="flex flex-wrap items-center gap-1 text-sm">
+                        {from}
+                        <RunStatusBadge status=e.to />
+                        <span class="text-slate-600">{by}</span>
+                        <span class="ml-auto text-xs text-slate-600" title=exact(e.at)><Ago at=e.at now /></span>
+                    </div>
+                    {e.detail.map(|d| view! { <p class="mt-0.5 text-sm text-slate-800">{d}</p> })}
+                </li>
+            }
+        })
+        .collect_view();
+    view! { <ol id="timeline" class="ml-1.5">{items}</ol> }
+}
+
+#[component]
+fn RunLog(run_id: i64, log: LogTail) -> impl IntoView {
+    let shown = log.lines.len() as i64;
+    let note = if log.total > shown {
+        format!("The last {shown} of {} lines.", log.total)
+    } else {
+        format!("{} lines.", log.total)
+    };
+    let body = if log.lines.is_empty() {
+        view! { <p class="px-3 py-2 text-sm text-slate-300">"No output yet."</p> }.into_any()
+    } else {
+        let lines = log
+            .lines
+            .into_iter()
+            .map(|l| {
+                let class = if l.stream == "stderr" {
+                    "text-red-300"
+                } else {
+                    "text-slate-100"
+                };
+                view! { <span class=format!("block {class}") title=exact(l.at)>{l.line}</span> }
+            })
+            .collect_view();
+        view! { <pre id="run-log" class="max-h-96 overflow-auto px-3 py-2 text-xs leading-5">{lines}</pre> }.into_any()
+    };
+    view! {
+        <section class="space-y-2">
+            <div class="flex flex-wrap items-baseline justify-between gap-2">
+                <h2 class="text-lg font-semibold">"Log"</h2>
+                <p class="text-sm text-slate-600">
+                    {note} " "
+                    <a class=LINK href=format!("/api/v1/runs/{run_id}/log")>"Full log as text"</a>
+                </p>
+            </div>
+            <div class="rounded-sm bg-slate-900">{body}</div>
+        </section>
+    }
+}

@@ -1,0 +1,140 @@
+//! What each dashboard page loads in one round trip.
+//!
+//! Every payload carries the server's `now`, so relative times ("12 s ago")
+//! are computed against the server clock: the server-rendered HTML and the
+//! hydrated page agree, and a skewed browser clock cannot mislead.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{DeliveryView, PlanList, PlanView, ReplicaView, RunStatus, RunView};
+
+/// `/`: what is happening now, and over the last hour.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    pub now: DateTime<Utc>,
+    /// PENDING, AVAILABLE and RUNNING runs right now.
+    pub live: BTreeMap<RunStatus, i64>,
+    /// DONE, FAILED and CANCELED runs that finished in the last hour.
+    pub last_hour: BTreeMap<RunStatus, i64>,
+    /// Runs finished per minute over the last hour, oldest minute first
+    /// (60 entries, empty minutes included).
+    pub per_minute: Vec<MinuteCount>,
+    pub replicas: Vec<ReplicaView>,
+    /// The latest FAILED runs, newest first.
+    pub failures: Vec<FailureView>,
+    /// The latest webhook deliveries, newest first.
+    pub deliveries: Vec<DeliveryView>,
+}
+
+/// Runs that finished in one minute, by how they ended.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MinuteCount {
+    pub minute: DateTime<Utc>,
+    pub done: i64,
+    pub failed: i64,
+    pub canceled: i64,
+}
+
+impl MinuteCount {
+    pub fn total(&self) -> i64 {
+        self.done + self.failed + self.canceled
+    }
+}
+
+/// A run that failed, with enough to find it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureView {
+    pub run_id: i64,
+    pub plan_id: i64,
+    pub plan_name: String,
+    pub task_name: String,
+    pub target: String,
+    pub attempt: i64,
+    pub replica_id: Option<String>,
+    pub finished_at: DateTime<Utc>,
+    pub error: Option<String>,
+}
+
+/// `/plans`: one page of the plan list.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlansPage {
+    pub now: DateTime<Utc>,
+    pub list: PlanList,
+}
+
+/// `/plans/:id`: the plan, its tasks, and its notifications.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanPage {
+    pub now: DateTime<Utc>,
+    pub plan: PlanView,
+    /// This plan's webhook deliveries with their attempts, newest first.
+    pub deliveries: Vec<DeliveryView>,
+}
+
+/// `/runs/:id`: the run, its history and the end of its log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunPage {
+    pub now: DateTime<Utc>,
+    pub run: RunView,
+    pub log: LogTail,
+}
+
+/// The last lines of a run's log.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogTail {
+    /// Oldest first.
+    pub lines: Vec<LogLineView>,
+    /// Lines the log holds in all (more than `lines.len()` when cut).
+    pub total: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogLineView {
+    pub at: DateTime<Utc>,
+    /// `stdout` or `stderr`.
+    pub stream: String,
+    pub line: String,
+}
+
+/// `/replicas`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplicasPage {
+    pub now: DateTime<Utc>,
+    pub replicas: Vec<ReplicaView>,
+}
+
+/// `/deliveries`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeliveriesPage {
+    pub now: DateTime<Utc>,
+    pub deliveries: Vec<DeliveryView>,
+}
+
+/// The operator actions the dashboard offers (SPEC §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    PlanRun,
+    PlanRetry,
+    PlanCancel,
+    TaskRetry,
+    TaskCancel,
+    TaskSkip,
+}
+
+impl Action {
+    /// What the result line says once the action went through.
+    pub fn done_message(self, id: i64) -> String {
+        match self {
+            Action::PlanRun => format!("Plan {id} started."),
+            Action::PlanRetry => format!("Failed and canceled tasks of plan {id} retried."),
+            Action::PlanCancel => format!("Plan {id} canceled."),
+            Action::TaskRetry => format!("Task {id} retried: a new attempt is pending."),
+            Action::TaskCancel => format!("Task {id} canceled."),
+            Action::TaskSkip => format!("Task {id} skipped."),
+        }
+    }
+}

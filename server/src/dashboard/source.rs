@@ -1,0 +1,164 @@
+//! The engine as the dashboard's server functions see it: each page's data
+//! in one call, and the operator actions. Errors are worded for operators;
+//! database errors are logged here and never shown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::backend::{DashboardSource, PlanFilter};
+use app::error::DashboardError;
+use app::views::{Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage};
+
+use crate::api::ANONYMOUS;
+use crate::liveness::replica_views;
+use crate::plan;
+use crate::store::{Store, StoreError, Ts};
+
+/// Deliveries the overview lists.
+const OVERVIEW_DELIVERIES: i64 = 8;
+/// Deliveries the plan page lists (each with its attempts).
+const PLAN_DELIVERIES: i64 = 50;
+
+pub struct StoreSource {
+    pub store: Arc<dyn Store>,
+    /// A replica whose heartbeat is older than this is shown stale.
+    pub stale_after: Duration,
+}
+
+#[async_trait::async_trait]
+impl DashboardSource for StoreSource {
+    async fn overview(&self) -> Result<Overview, DashboardError> {
+        let now = Ts::now();
+        let stats = self.store.overview_stats(now).await.map_err(failed)?;
+        let replicas = replica_views(self.store.as_ref(), self.stale_after, now)
+            .await
+            .map_err(failed)?;
+        let deliveries = self
+            .store
+            .delivery_list(None, OVERVIEW_DELIVERIES)
+            .await
+            .map_err(failed)?;
+        Ok(Overview {
+            now: now.0,
+            live: stats.live,
+            last_hour: stats.last_hour,
+            per_minute: stats.per_minute,
+            replicas,
+            failures: stats.failures,
+            deliveries,
+        })
+    }
+
+    async fn plans(
+        &self,
+        filter: PlanFilter,
+        limit: i64,
+        offset: i64,
+    ) -> Result<PlansPage, DashboardError> {
+        let now = Ts::now();
+        let list = self
+            .store
+            .plan_list(filter.status, filter.name.as_deref(), limit, offset)
+            .await
+            .map_err(failed)?;
+        Ok(PlansPage { now: now.0, list })
+    }
+
+    async fn plan(&self, id: i64) -> Result<PlanPage, DashboardError> {
+        let now = Ts::now();
+        let plan = self.store.plan_get(id).await.map_err(failed)?;
+        let deliveries = self
+            .store
+            .delivery_list(Some(id), PLAN_DELIVERIES)
+            .await
+            .map_err(failed)?;
+        Ok(PlanPage {
+            now: now.0,
+            plan,
+            deliveries,
+        })
+    }
+
+    async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError> {
+        let now = Ts::now();
+        let run = self.store.run_get(id).await.map_err(failed)?;
+        let log = self
+            .store
+            .run_log_tail(id, log_lines)
+            .await
+            .map_err(failed)?;
+        Ok(RunPage {
+            now: now.0,
+            run,
+            log,
+        })
+    }
+
+    async fn replicas(&self) -> Result<ReplicasPage, DashboardError> {
+        let now = Ts::now();
+        let replicas = replica_views(self.store.as_ref(), self.stale_after, now)
+            .await
+            .map_err(failed)?;
+        Ok(ReplicasPage {
+            now: now.0,
+            replicas,
+        })
+    }
+
+    async fn deliveries(&self, limit: i64) -> Result<DeliveriesPage, DashboardError> {
+        let now = Ts::now();
+        let deliveries = self
+            .store
+            .delivery_list(None, limit)
+            .await
+            .map_err(failed)?;
+        Ok(DeliveriesPage {
+            now: now.0,
+            deliveries,
+        })
+    }
+
+    async fn submit(&self, text: &str) -> Result<i64, DashboardError> {
+        let new_plan = plan::parse_text(text).map_err(|e| DashboardError::Invalid {
+            message: e.message,
+            field: e.field,
+        })?;
+        self.store
+            .plan_insert(&new_plan, ANONYMOUS, Ts::now())
+            .await
+            .map_err(failed)
+    }
+
+    async fn act(&self, action: Action, id: i64) -> Result<(), DashboardError> {
+        let (store, now) = (&self.store, Ts::now());
+        let done = match action {
+            Action::PlanRun => store.plan_start(id, ANONYMOUS, now).await,
+            Action::PlanRetry => store.plan_retry(id, ANONYMOUS, now).await,
+            Action::PlanCancel => store.plan_cancel(id, ANONYMOUS, now).await,
+            Action::TaskRetry => store.task_retry(id, ANONYMOUS, now).await.map(drop),
+            Action::TaskCancel => store.task_cancel(id, ANONYMOUS, now).await.map(drop),
+            Action::TaskSkip => store.task_skip(id, ANONYMOUS, now).await.map(drop),
+        };
+        done.map_err(failed)
+    }
+}
+
+/// What an operator is told when the engine says no.
+fn failed(e: StoreError) -> DashboardError {
+    match e {
+        StoreError::NotFound { .. } => DashboardError::NotFound(e.to_string()),
+        StoreError::Conflict(message) => DashboardError::Conflict(message),
+        StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+            DashboardError::Conflict(
+                "another action changed this task at the same moment; look again and retry".into(),
+            )
+        }
+        other => {
+            tracing::error!(error = %other, "dashboard request failed");
+            DashboardError::Unavailable(
+                "the engine could not answer (see the server log); the page retries on its own"
+                    .into(),
+            )
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! How replicas look from outside: alive (heartbeat fresher than
+//! `stale_after`) and leader (holds an unexpired lease). The REST API and
+//! the dashboard both answer with this.
+
+use std::time::Duration;
+
+use app::model::ReplicaView;
+
+use crate::store::{self, LEADER_LEASE, Store, Ts};
+
+pub async fn replica_views(
+    store: &dyn Store,
+    stale_after: Duration,
+    now: Ts,
+) -> store::Result<Vec<ReplicaView>> {
+    let live_since = now.minus(stale_after);
+    let replicas = store.replica_list().await?;
+    let leader = store
+        .lease_get(LEADER_LEASE)
+        .await?
+        .filter(|lease| lease.expires_at > now)
+        .map(|lease| lease.holder);
+    Ok(replicas
+        .into_iter()
+        .map(|r| ReplicaView {
+            alive: r.last_heartbeat >= live_since,
+            leader: leader.as_deref() == Some(r.info.replica_id.as_str()),
+            replica_id: r.info.replica_id,
+            hostname: r.info.hostname,
+            labels: r.info.labels,
+            version: r.info.version,
+            started_at: r.info.started_at.0,
+            last_heartbeat: r.last_heartbeat.0,
+            running: r.running,
+        })
+        .collect())
+}
