@@ -28,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(fs::read_to_string)
         .collect::<io::Result<Vec<_>>>()?;
 
-    let config = encre_css::Config::default();
+    let config = encre_css::Config::from_file(style.join("encre-css.toml"))?;
     let utilities = encre_css::generate(contents.iter().map(String::as_str), &config);
     let base = fs::read_to_string(style.join("base.css"))?;
 

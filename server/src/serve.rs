@@ -75,6 +75,8 @@ pub fn router(store: Arc<dyn Store>, replica: ReplicaInfo, settings: &Settings) 
     }));
     api::router(state)
         .merge(dashboard::router(options, backend))
+        // Pages, JSON and the wasm bundle shrink several times over.
+        .layer(tower_http::compression::CompressionLayer::new())
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }
 

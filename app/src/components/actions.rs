@@ -18,11 +18,10 @@ pub async fn act(kind: Action, id: i64) -> Result<String, DashboardError> {
     Ok(kind.done_message(id))
 }
 
-const BUTTON: &str = "inline-flex items-center rounded-sm border px-2.5 py-1 text-sm font-medium \
-    focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-blue-600 \
-    disabled:cursor-not-allowed disabled:border-slate-200 disabled:bg-slate-50 disabled:text-slate-400";
-const PLAIN: &str = "border-slate-300 bg-white text-slate-800 hover:bg-slate-100";
-const DANGER: &str = "border-red-300 bg-white text-red-800 hover:bg-red-50";
+// Shortcuts defined in style/encre-css.toml (they repeat on every task row).
+const BUTTON: &str = "btn";
+const PLAIN: &str = "btn-plain";
+const DANGER: &str = "btn-danger";
 
 /// One action button for plan or task `id`.
 ///
@@ -71,7 +70,7 @@ pub fn ActionButton(
                 >
                     {format!("{label}…")}
                 </summary>
-                <div class="absolute right-0 z-10 mt-1 w-64 space-y-2 rounded-sm border border-slate-200 bg-white p-3 text-left text-sm shadow-lg">
+                <div class="popover">
                     <p class="text-slate-700">{question}</p>
                     {form(DANGER, format!("Yes, {}", label.to_lowercase()), format!("Confirm: {aria}"))}
                 </div>

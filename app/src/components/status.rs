@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 
 use crate::model::{PlanStatus, RunStatus, TaskStatus};
 
-const BADGE: &str = "inline-flex items-center rounded-sm px-2 py-0.5 text-xs font-medium";
+/// A shortcut defined in style/encre-css.toml.
+const BADGE: &str = "badge";
 
 pub fn task_status_class(status: TaskStatus) -> &'static str {
     match status {

@@ -12,9 +12,10 @@ pub const TABLE_FRAME: &str =
     "overflow-x-auto rounded-sm border border-slate-200 bg-white shadow-sm";
 pub const TABLE: &str = "min-w-full divide-y divide-slate-200 text-sm";
 pub const THEAD: &str = "bg-slate-50 text-left text-xs uppercase tracking-wide text-slate-600";
-pub const TH: &str = "px-3 py-2 font-medium whitespace-nowrap";
-pub const TD: &str = "px-3 py-2 align-top";
-pub const LINK: &str = "text-blue-700 underline-offset-2 hover:underline focus-visible:underline";
+// Shortcuts defined in style/encre-css.toml (they repeat on every row).
+pub const TH: &str = "head-cell";
+pub const TD: &str = "cell";
+pub const LINK: &str = "link";
 
 #[component]
 pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl IntoView {

@@ -15,6 +15,7 @@ mod dashboard;
 pub mod gates;
 mod liveness;
 pub mod notify;
+mod plan_list;
 mod postgres;
 mod rows;
 pub mod scratch;

@@ -34,89 +34,6 @@ macro_rules! heartbeat_timeout_sql {
 }
 pub(super) use heartbeat_timeout_sql;
 
-/// A plan's status from its tasks, for filtering the list: each clause
-/// stops at the plan's first matching task, in the precedence of
-/// `PlanStatus::from_counts` (the conformance suite checks they agree).
-macro_rules! plan_status_of_p_sql {
-    () => {
-        "CASE
-            WHEN EXISTS (SELECT 1 FROM task t JOIN task_run r ON r.id = t.latest_run_id
-                WHERE t.plan_id = p.id AND t.skipped_at IS NULL
-                  AND r.status IN ('PENDING', 'AVAILABLE', 'RUNNING')) THEN 'RUNNING'
-            WHEN EXISTS (SELECT 1 FROM task t WHERE t.plan_id = p.id
-                AND t.skipped_at IS NULL AND t.latest_run_id IS NULL) THEN 'NOT_STARTED'
-            WHEN EXISTS (SELECT 1 FROM task t JOIN task_run r ON r.id = t.latest_run_id
-                WHERE t.plan_id = p.id AND t.skipped_at IS NULL AND r.status = 'FAILED') THEN 'FAILED'
-            WHEN EXISTS (SELECT 1 FROM task t JOIN task_run r ON r.id = t.latest_run_id
-                WHERE t.plan_id = p.id AND t.skipped_at IS NULL AND r.status = 'CANCELED') THEN 'CANCELED'
-            ELSE 'DONE' END"
-    };
-}
-
-/// The plans a list shows: `$1` a status (or NULL), `$4` a lower-case
-/// `LIKE` pattern for the name (or NULL).
-macro_rules! plan_filter_sql {
-    () => {
-        concat!(
-            "(CAST($4 AS TEXT) IS NULL OR LOWER(p.name) LIKE $4 ESCAPE '\\')
-             AND (CAST($1 AS TEXT) IS NULL OR ",
-            plan_status_of_p_sql!(),
-            " = $1)"
-        )
-    };
-}
-
-/// Plan list page (API and dashboard), newest first: the page of plans is
-/// picked first (walking the primary key, so paging stays cheap however
-/// many plans there are), then only those plans' tasks are counted by
-/// status and their status derived.
-pub const PLAN_LIST: &str = concat!(
-    "WITH page AS (
-        SELECT p.id, p.name, p.created_at FROM plan p WHERE ",
-    plan_filter_sql!(),
-    " ORDER BY p.id DESC LIMIT $2 OFFSET $3),
-    task_state AS (SELECT t.plan_id, ",
-    task_status_sql!(),
-    " AS status FROM page JOIN task t ON t.plan_id = page.id
-        LEFT JOIN task_run r ON r.id = t.latest_run_id),
-    counted AS (
-        SELECT plan_id,
-            SUM(CASE WHEN status = 'NOT_STARTED' THEN 1 ELSE 0 END) AS not_started,
-            SUM(CASE WHEN status = 'PENDING' THEN 1 ELSE 0 END) AS pending,
-            SUM(CASE WHEN status = 'AVAILABLE' THEN 1 ELSE 0 END) AS available,
-            SUM(CASE WHEN status = 'RUNNING' THEN 1 ELSE 0 END) AS running,
-            SUM(CASE WHEN status = 'DONE' THEN 1 ELSE 0 END) AS done,
-            SUM(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END) AS failed,
-            SUM(CASE WHEN status = 'CANCELED' THEN 1 ELSE 0 END) AS canceled,
-            SUM(CASE WHEN status = 'SKIPPED' THEN 1 ELSE 0 END) AS skipped
-        FROM task_state GROUP BY plan_id)
-    SELECT page.id, page.name, page.created_at, CASE
-            WHEN c.pending + c.available + c.running > 0 THEN 'RUNNING'
-            WHEN c.not_started > 0 THEN 'NOT_STARTED'
-            WHEN c.failed > 0 THEN 'FAILED'
-            WHEN c.canceled > 0 THEN 'CANCELED'
-            ELSE 'DONE' END AS status,
-        c.not_started, c.pending, c.available, c.running, c.done, c.failed, c.canceled, c.skipped
-    FROM page JOIN counted c ON c.plan_id = page.id
-    ORDER BY page.id DESC"
-);
-
-/// How many plans a filtered list holds in all (`$1`, `$4` as above).
-pub const PLAN_COUNT: &str = concat!("SELECT COUNT(*) FROM plan p WHERE ", plan_filter_sql!());
-
-/// The `LIKE` pattern matching names that contain `text`, any case.
-pub fn name_pattern(text: &str) -> String {
-    let mut pattern = String::from("%");
-    for c in text.to_lowercase().chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            pattern.push('\\');
-        }
-        pattern.push(c);
-    }
-    pattern.push('%');
-    pattern
-}
-
 /// Plan page: the plan row.
 pub const PLAN_GET: &str =
     "SELECT id, name, description, parallel_limit, created_at, created_by FROM plan WHERE id = $1";
@@ -590,21 +507,18 @@ macro_rules! shared_reads {
                 limit: i64,
                 offset: i64,
             ) -> Result<PlanList> {
-                let status = status.map(|s| s.as_str());
-                let pattern = name.map(rows::name_pattern);
-                let page: Vec<rows::PlanListRow> = sqlx::query_as(rows::PLAN_LIST)
-                    .bind(status)
+                use super::plan_list;
+                let pattern = name.map(plan_list::name_pattern);
+                // Built from constants and the status enum only.
+                let page_sql = sqlx::AssertSqlSafe(plan_list::page_sql(status));
+                let page: Vec<rows::PlanListRow> = sqlx::query_as(page_sql)
+                    .bind(pattern.as_deref())
                     .bind(limit)
                     .bind(offset)
-                    .bind(pattern.as_deref())
                     .fetch_all(&self.pool)
                     .await?;
-                // $2 and $3 are unused here, but bound so the filter's
-                // placeholders keep their numbers.
-                let total: i64 = sqlx::query_scalar(rows::PLAN_COUNT)
-                    .bind(status)
-                    .bind(limit)
-                    .bind(offset)
+                let count_sql = sqlx::AssertSqlSafe(plan_list::count_sql(status));
+                let total: i64 = sqlx::query_scalar(count_sql)
                     .bind(pattern.as_deref())
                     .fetch_one(&self.pool)
                     .await?;

@@ -47,7 +47,10 @@ impl Dialect {
     /// `s(i)`: the integers `0..n`.
     fn series(&self, n: i64) -> String {
         if self.postgres {
-            format!("s(i) AS (SELECT generate_series(0, {}))", n - 1)
+            format!(
+                "s(i) AS (SELECT generate_series(CAST(0 AS BIGINT), {}))",
+                n - 1
+            )
         } else {
             format!(
                 "RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < {})",

@@ -1,0 +1,112 @@
+//! The plan list's SQL (API and dashboard), built to stay fast with
+//! hundreds of thousands of plans.
+//!
+//! A page is picked first, walking the plan primary key newest first, and
+//! only its plans' tasks are counted. A status filter never derives the
+//! status of every plan: each non-DONE status is a small set found through
+//! a partial index (the live statuses, `task_run_failed`,
+//! `task_run_canceled`) or a one-row probe per plan (never started), and
+//! DONE is what is in none of them. The precedence is that of
+//! `PlanStatus::from_counts`; the conformance suite checks they agree.
+//!
+//! Placeholders: `$1` a lower-case `LIKE` pattern for the name or NULL,
+//! `$2` the limit, `$3` the offset.
+
+use app::model::PlanStatus;
+
+use super::rows::task_status_sql;
+
+/// Plans with a PENDING, AVAILABLE or RUNNING run (a live run is always
+/// its task's latest), one partial index each.
+const LIVE: &str = "SELECT plan_id FROM task_run WHERE status = 'PENDING'
+    UNION SELECT plan_id FROM task_run WHERE status = 'AVAILABLE'
+    UNION SELECT plan_id FROM task_run WHERE status = 'RUNNING'";
+
+/// Plans with a task whose latest run FAILED and that is not skipped.
+const FAILED: &str = "SELECT r.plan_id FROM task_run r
+    JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
+    WHERE r.status = 'FAILED' AND t.skipped_at IS NULL";
+
+/// The same for CANCELED.
+const CANCELED: &str = "SELECT r.plan_id FROM task_run r
+    JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
+    WHERE r.status = 'CANCELED' AND t.skipped_at IS NULL";
+
+/// Plan `p` has a task that never ran and is not skipped. Only a plan
+/// submitted with `start: false` and not started since has one (starting
+/// creates a run for every such task), and then none of its tasks has a
+/// run: so the probe stops at a started plan's first task.
+const NEVER_STARTED: &str = "(NOT EXISTS (SELECT 1 FROM task t
+        WHERE t.plan_id = p.id AND t.latest_run_id IS NOT NULL)
+    AND EXISTS (SELECT 1 FROM task t WHERE t.plan_id = p.id AND t.skipped_at IS NULL))";
+
+/// The condition on plan `p` for the list: its name and status.
+fn filter(status: Option<PlanStatus>) -> String {
+    let status = match status {
+        None => "TRUE".to_owned(),
+        Some(PlanStatus::Running) => format!("p.id IN ({LIVE})"),
+        Some(PlanStatus::NotStarted) => NEVER_STARTED.to_owned(),
+        Some(PlanStatus::Failed) => format!("p.id IN ({FAILED}) AND p.id NOT IN ({LIVE})"),
+        Some(PlanStatus::Canceled) => {
+            format!("p.id IN ({CANCELED}) AND p.id NOT IN ({LIVE}) AND p.id NOT IN ({FAILED})")
+        }
+        Some(PlanStatus::Done) => format!(
+            "p.id NOT IN ({LIVE}) AND p.id NOT IN ({FAILED}) AND p.id NOT IN ({CANCELED})
+             AND NOT {NEVER_STARTED}"
+        ),
+    };
+    format!("(CAST($1 AS TEXT) IS NULL OR LOWER(p.name) LIKE $1 ESCAPE '\\') AND {status}")
+}
+
+/// One page of plans with their task counts and derived status.
+pub fn page_sql(status: Option<PlanStatus>) -> String {
+    format!(
+        "WITH page AS (
+            SELECT p.id, p.name, p.created_at FROM plan p WHERE {filter}
+            ORDER BY p.id DESC LIMIT $2 OFFSET $3),
+        task_state AS (SELECT t.plan_id, {task_status} AS status
+            FROM page JOIN task t ON t.plan_id = page.id
+            LEFT JOIN task_run r ON r.id = t.latest_run_id),
+        counted AS (
+            SELECT plan_id,
+                SUM(CASE WHEN status = 'NOT_STARTED' THEN 1 ELSE 0 END) AS not_started,
+                SUM(CASE WHEN status = 'PENDING' THEN 1 ELSE 0 END) AS pending,
+                SUM(CASE WHEN status = 'AVAILABLE' THEN 1 ELSE 0 END) AS available,
+                SUM(CASE WHEN status = 'RUNNING' THEN 1 ELSE 0 END) AS running,
+                SUM(CASE WHEN status = 'DONE' THEN 1 ELSE 0 END) AS done,
+                SUM(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END) AS failed,
+                SUM(CASE WHEN status = 'CANCELED' THEN 1 ELSE 0 END) AS canceled,
+                SUM(CASE WHEN status = 'SKIPPED' THEN 1 ELSE 0 END) AS skipped
+            FROM task_state GROUP BY plan_id)
+        SELECT page.id, page.name, page.created_at, CASE
+                WHEN c.pending + c.available + c.running > 0 THEN 'RUNNING'
+                WHEN c.not_started > 0 THEN 'NOT_STARTED'
+                WHEN c.failed > 0 THEN 'FAILED'
+                WHEN c.canceled > 0 THEN 'CANCELED'
+                ELSE 'DONE' END AS status,
+            c.not_started, c.pending, c.available, c.running, c.done, c.failed, c.canceled,
+            c.skipped
+        FROM page JOIN counted c ON c.plan_id = page.id
+        ORDER BY page.id DESC",
+        filter = filter(status),
+        task_status = task_status_sql!(),
+    )
+}
+
+/// How many plans the filter matches in all (`$1` only).
+pub fn count_sql(status: Option<PlanStatus>) -> String {
+    format!("SELECT COUNT(*) FROM plan p WHERE {}", filter(status))
+}
+
+/// The `LIKE` pattern matching names that contain `text`, any case.
+pub fn name_pattern(text: &str) -> String {
+    let mut pattern = String::from("%");
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
