@@ -6,6 +6,7 @@
 //! claims only page routes, the server-function prefix, the stylesheet
 //! and, as the fallback, files under `site_root`.
 
+mod contrast;
 mod source;
 
 use std::sync::LazyLock;

@@ -64,9 +64,11 @@ pub fn page_sql(status: Option<PlanStatus>) -> String {
         "WITH page AS (
             SELECT p.id, p.name, p.created_at FROM plan p WHERE {filter}
             ORDER BY p.id DESC LIMIT $2 OFFSET $3),
+        -- `IN`, not a join with `page`: SQLite would otherwise scan every
+        -- task and probe the page, instead of probing each plan's tasks.
         task_state AS (SELECT t.plan_id, {task_status} AS status
-            FROM page JOIN task t ON t.plan_id = page.id
-            LEFT JOIN task_run r ON r.id = t.latest_run_id),
+            FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
+            WHERE t.plan_id IN (SELECT id FROM page)),
         counted AS (
             SELECT plan_id,
                 SUM(CASE WHEN status = 'NOT_STARTED' THEN 1 ELSE 0 END) AS not_started,
