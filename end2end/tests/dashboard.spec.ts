@@ -259,6 +259,26 @@ test('without JavaScript, forms still submit and actions still apply', async ({ 
   }
 });
 
+test('a hidden tab stops refreshing and catches up when shown again', async ({ page }) => {
+  // Let the test decide what `document.hidden` says.
+  await page.addInitScript(() => {
+    Object.defineProperty(document, 'hidden', { get: () => (window as any).__hidden === true });
+  });
+  const refetches: string[] = [];
+  page.on('request', (req) => {
+    if (req.url().includes('/_fn/')) refetches.push(req.url());
+  });
+  await hydrated(page, '/');
+  await expect.poll(() => refetches.length, { timeout: 10_000 }).toBeGreaterThan(0);
+  await page.evaluate(() => ((window as any).__hidden = true));
+  await page.waitForTimeout(2_500); // a refetch already under way may land
+  const whileHidden = refetches.length;
+  await page.waitForTimeout(5_000); // two and a half refresh periods
+  expect(refetches.length).toBe(whileHidden);
+  await page.evaluate(() => ((window as any).__hidden = false));
+  await expect.poll(() => refetches.length, { timeout: 5_000 }).toBeGreaterThan(whileHidden);
+});
+
 test('an unknown plan or run is a 404 page', async ({ page, request }) => {
   expect((await request.get('/plans/999999')).status()).toBe(404);
   expect((await request.get('/runs/999999')).status()).toBe(404);
