@@ -126,6 +126,27 @@ pub enum Action {
 }
 
 impl Action {
+    pub const ALL: [Action; 6] = [
+        Action::PlanRun,
+        Action::PlanRetry,
+        Action::PlanCancel,
+        Action::TaskRetry,
+        Action::TaskCancel,
+        Action::TaskSkip,
+    ];
+
+    /// The spelling on the wire (serde's) and in forms: `task_retry`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::PlanRun => "plan_run",
+            Action::PlanRetry => "plan_retry",
+            Action::PlanCancel => "plan_cancel",
+            Action::TaskRetry => "task_retry",
+            Action::TaskCancel => "task_cancel",
+            Action::TaskSkip => "task_skip",
+        }
+    }
+
     /// What the result line says once the action went through.
     pub fn done_message(self, id: i64) -> String {
         match self {
@@ -135,6 +156,19 @@ impl Action {
             Action::TaskRetry => format!("Task {id} retried: a new attempt is pending."),
             Action::TaskCancel => format!("Task {id} canceled."),
             Action::TaskSkip => format!("Task {id} skipped."),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Action;
+
+    #[test]
+    fn actions_are_spelled_as_serde_spells_them() {
+        for action in Action::ALL {
+            let wire = serde_json::to_string(&action).unwrap();
+            assert_eq!(wire, format!("\"{}\"", action.as_str()));
         }
     }
 }

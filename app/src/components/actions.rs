@@ -39,7 +39,7 @@ pub fn ActionButton(
     #[prop(optional)] confirm: Option<&'static str>,
 ) -> impl IntoView {
     let aria = format!("{label} {subject}");
-    let name = serde_kind(kind);
+    let name = kind.as_str();
     if !enabled {
         return view! {
             <button type="button" class=format!("{BUTTON} {PLAIN}") disabled aria-label=aria data-action=name>
@@ -51,7 +51,7 @@ pub fn ActionButton(
     let form = move |class: &'static str, text: String, aria: String| {
         view! {
             <ActionForm action attr:class="inline">
-                <input type="hidden" name="kind" value=serde_kind(kind) />
+                <input type="hidden" name="kind" value=kind.as_str() />
                 <input type="hidden" name="id" value=id />
                 <button type="submit" class=format!("{BUTTON} {class}") aria-label=aria data-action=name>
                     {text}
@@ -77,18 +77,6 @@ pub fn ActionButton(
             </details>
         }
         .into_any(),
-    }
-}
-
-/// The form value serde expects for `kind` (snake_case).
-fn serde_kind(kind: Action) -> &'static str {
-    match kind {
-        Action::PlanRun => "plan_run",
-        Action::PlanRetry => "plan_retry",
-        Action::PlanCancel => "plan_cancel",
-        Action::TaskRetry => "task_retry",
-        Action::TaskCancel => "task_cancel",
-        Action::TaskSkip => "task_skip",
     }
 }
 
