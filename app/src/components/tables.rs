@@ -8,14 +8,44 @@ use crate::model::{DeliveryView, ReplicaView};
 
 /// The frame every data table sits in: scrolls sideways on a phone rather
 /// than squeezing columns.
-pub const TABLE_FRAME: &str =
-    "overflow-x-auto rounded-sm border border-slate-200 bg-white shadow-sm";
-pub const TABLE: &str = "min-w-full divide-y divide-slate-200 text-sm";
-pub const THEAD: &str = "bg-slate-50 text-left text-xs uppercase tracking-wide text-slate-600";
+const TABLE_FRAME: &str = "overflow-x-auto rounded-sm border border-slate-200 bg-white shadow-sm";
+const TABLE: &str = "min-w-full divide-y divide-slate-200 text-sm";
+const THEAD: &str = "bg-slate-50 text-left text-xs uppercase tracking-wide text-slate-600";
 // Shortcuts defined in style/encre-css.toml (they repeat on every row).
-pub const TH: &str = "head-cell";
+const TH: &str = "head-cell";
 pub const TD: &str = "cell";
 pub const LINK: &str = "link";
+
+/// A data table in its frame: a caption for screen readers, one header
+/// row of column names, and the rows given as children.
+#[component]
+pub fn DataTable(
+    /// The table's `id`, if pages and tests need to find it.
+    #[prop(optional)]
+    id: Option<&'static str>,
+    /// Extra classes on the table, e.g. a name tests use.
+    #[prop(optional)]
+    class: &'static str,
+    caption: &'static str,
+    columns: Vec<&'static str>,
+    children: Children,
+) -> impl IntoView {
+    let heads = columns
+        .into_iter()
+        .map(|name| view! { <th scope="col" class=TH>{name}</th> })
+        .collect_view();
+    view! {
+        <div class=TABLE_FRAME>
+            <table id=id class=format!("{TABLE} {class}")>
+                <caption class="sr-only">{caption}</caption>
+                <thead class=THEAD>
+                    <tr>{heads}</tr>
+                </thead>
+                <tbody class="divide-y divide-slate-100">{children()}</tbody>
+            </table>
+        </div>
+    }
+}
 
 #[component]
 pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl IntoView {
@@ -67,25 +97,20 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
             }
         })
         .collect_view();
+    let columns = vec![
+        "Replica",
+        "Host",
+        "Labels",
+        "State",
+        "Heartbeat",
+        "Running",
+        "Version",
+        "Started",
+    ];
     view! {
-        <div class=TABLE_FRAME>
-            <table id="replicas" class=TABLE>
-                <caption class="sr-only">"Replicas and their heartbeats"</caption>
-                <thead class=THEAD>
-                    <tr>
-                        <th scope="col" class=TH>"Replica"</th>
-                        <th scope="col" class=TH>"Host"</th>
-                        <th scope="col" class=TH>"Labels"</th>
-                        <th scope="col" class=TH>"State"</th>
-                        <th scope="col" class=TH>"Heartbeat"</th>
-                        <th scope="col" class=TH>"Running"</th>
-                        <th scope="col" class=TH>"Version"</th>
-                        <th scope="col" class=TH>"Started"</th>
-                    </tr>
-                </thead>
-                <tbody class="divide-y divide-slate-100">{rows}</tbody>
-            </table>
-        </div>
+        <DataTable id="replicas" caption="Replicas and their heartbeats" columns>
+            {rows}
+        </DataTable>
     }
 }
 
@@ -174,26 +199,23 @@ pub fn DeliveryTable(
             }
         })
         .collect_view();
-    let plan_head = (!hide_plan).then(|| view! { <th scope="col" class=TH>"Plan"</th> });
+    let columns = [
+        "ID",
+        "Plan",
+        "Event",
+        "URL",
+        "State",
+        "Attempts",
+        "Last result",
+        "Delivered / next",
+        "Created",
+    ]
+    .into_iter()
+    .filter(|c| !(hide_plan && *c == "Plan"))
+    .collect();
     view! {
-        <div class=TABLE_FRAME>
-            <table class=format!("deliveries {TABLE}")>
-                <caption class="sr-only">"Webhook deliveries"</caption>
-                <thead class=THEAD>
-                    <tr>
-                        <th scope="col" class=TH>"ID"</th>
-                        {plan_head}
-                        <th scope="col" class=TH>"Event"</th>
-                        <th scope="col" class=TH>"URL"</th>
-                        <th scope="col" class=TH>"State"</th>
-                        <th scope="col" class=TH>"Attempts"</th>
-                        <th scope="col" class=TH>"Last result"</th>
-                        <th scope="col" class=TH>"Delivered / next"</th>
-                        <th scope="col" class=TH>"Created"</th>
-                    </tr>
-                </thead>
-                <tbody class="divide-y divide-slate-100">{rows}</tbody>
-            </table>
-        </div>
+        <DataTable class="deliveries" caption="Webhook deliveries" columns>
+            {rows}
+        </DataTable>
     }
 }

@@ -12,7 +12,7 @@ use crate::components::live::{REFRESH_EVERY, use_tick};
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::status::{PlanStatusBadge, ProgressBar, TaskStatusBadge};
-use crate::components::tables::{DeliveryTable, LINK, TABLE, TABLE_FRAME, TD, TH, THEAD};
+use crate::components::tables::{DataTable, DeliveryTable, LINK, TD};
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
 use crate::model::{PlanView, TaskStatus, TaskView};
@@ -161,27 +161,22 @@ fn TaskTable(tasks: Vec<TaskView>, now: DateTime<Utc>, action: ServerAction<Act>
         .into_iter()
         .map(|task| view! { <TaskRow task now action /> })
         .collect_view();
+    let columns = vec![
+        "Task",
+        "Status",
+        "Target",
+        "Version",
+        "Attempt",
+        "Replica",
+        "Started",
+        "Duration",
+        "Error / waiting for",
+        "Actions",
+    ];
     view! {
-        <div class=TABLE_FRAME>
-            <table id="tasks" class=TABLE>
-                <caption class="sr-only">"Tasks of this plan"</caption>
-                <thead class=THEAD>
-                    <tr>
-                        <th scope="col" class=TH>"Task"</th>
-                        <th scope="col" class=TH>"Status"</th>
-                        <th scope="col" class=TH>"Target"</th>
-                        <th scope="col" class=TH>"Version"</th>
-                        <th scope="col" class=TH>"Attempt"</th>
-                        <th scope="col" class=TH>"Replica"</th>
-                        <th scope="col" class=TH>"Started"</th>
-                        <th scope="col" class=TH>"Duration"</th>
-                        <th scope="col" class=TH>"Error / waiting for"</th>
-                        <th scope="col" class=TH>"Actions"</th>
-                    </tr>
-                </thead>
-                <tbody class="divide-y divide-slate-100">{rows}</tbody>
-            </table>
-        </div>
+        <DataTable id="tasks" caption="Tasks of this plan" columns>
+            {rows}
+        </DataTable>
     }
     .into_any()
 }

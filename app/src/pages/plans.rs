@@ -11,7 +11,7 @@ use crate::components::live::{REFRESH_EVERY, use_tick};
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::status::{PlanStatusBadge, ProgressBar};
-use crate::components::tables::{LINK, TABLE, TABLE_FRAME, TD, TH, THEAD};
+use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
 use crate::model::{PlanStatus, PlanSummary};
@@ -171,24 +171,13 @@ fn PlanTable(p: PlansPage, filtered: bool, status: String, q: String, page: i64)
         view! { <a class=LINK rel="next" href=page_href(&status, &q, page + 1)>"Older →"</a> }
     });
     view! {
-        <div class=TABLE_FRAME>
-            <table id="plans" class=TABLE>
-                <caption class="sr-only">"Plans, newest first"</caption>
-                <thead class=THEAD>
-                    <tr>
-                        <th scope="col" class=TH>"ID"</th>
-                        <th scope="col" class=TH>"Name"</th>
-                        <th scope="col" class=TH>"Status"</th>
-                        <th scope="col" class=format!("{TH} w-1/3")>"Progress"</th>
-                        <th scope="col" class=TH>"Tasks"</th>
-                        <th scope="col" class=TH>"Created"</th>
-                    </tr>
-                </thead>
-                <tbody class="divide-y divide-slate-100">
-                    {list.plans.into_iter().map(|plan| view! { <PlanRow plan now /> }).collect_view()}
-                </tbody>
-            </table>
-        </div>
+        <DataTable
+            id="plans"
+            caption="Plans, newest first"
+            columns=vec!["ID", "Name", "Status", "Progress", "Tasks", "Created"]
+        >
+            {list.plans.into_iter().map(|plan| view! { <PlanRow plan now /> }).collect_view()}
+        </DataTable>
         <nav aria-label="Pages" class="flex items-center justify-between gap-3 text-sm text-slate-700">
             <span>{newer}</span>
             <span id="plans-range">{format!("Plans {first}–{last} of {}", list.total)}</span>
