@@ -1,17 +1,22 @@
 //! `baton bench`: end-to-end throughput and latency with no-op runs.
 //!
-//! Two measurements, in one run so their figures compare:
+//! Three measurements, in one run so their figures compare:
 //! 1. Latency on an idle system: single-task plans submitted one after the
 //!    other; submit → RUNNING is the run's `started_at` minus the plan's
 //!    `created_at` (both stamped by the same host clock).
-//! 2. Throughput: `--runs` `sleep: 0s` runs over `--plans` plans and
-//!    `--targets` targets, submitted as fast as possible; runs/s is the
-//!    number of runs over the time from the first submit until every run
-//!    is DONE.
+//! 2. Throughput end to end: `--runs` `sleep: 0s` runs over `--plans` plans
+//!    and `--targets` targets, submitted as fast as possible while the
+//!    replicas work; runs/s is the number of runs over the time from the
+//!    first submit until every run is DONE.
+//! 3. Throughput from a full queue (in-process only): the same runs, all
+//!    submitted (PENDING) before any replica starts, as job-queue
+//!    benchmarks fill their queue first; runs/s from the replicas' start
+//!    until every run is DONE. Each run still passes every gate and writes
+//!    every event; only the submission is outside the clock.
 //!
 //! Replicas run in this process (`--replicas`, each with its own pool and
-//! id) on a scratch database, or the load goes to a running server
-//! (`--server URL`), whose own replicas do the work.
+//! id) on scratch databases, or the load goes to a running server
+//! (`--server URL`), whose own replicas do the work (phases 1 and 2).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,6 +59,9 @@ pub struct BenchArgs {
     /// Sequential single-run plans in the latency phase.
     #[arg(long, default_value_t = 200)]
     pub latency_samples: usize,
+    /// Skip the full-queue phase.
+    #[arg(long)]
+    pub no_queued: bool,
     /// Send the load to this running server instead of in-process replicas.
     #[arg(long)]
     pub server: Option<String>,
@@ -208,59 +216,106 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         return measure(&target, &args).await;
     }
     let url = &settings.database_url.0;
-    let scratch = if url.starts_with("postgres") {
-        Scratch::postgres(url).await?
-    } else {
-        Scratch::sqlite().await?
-    };
-    let shutdown = CancellationToken::new();
+    let postgres = url.starts_with("postgres");
     let config = SchedulerConfig {
         workers: args.bench_workers,
         ..settings.scheduler()
     };
-    let postgres = url.starts_with("postgres");
     let count = args.replicas.unwrap_or(if postgres { 4 } else { 1 }).max(1);
-    let mut replicas = Vec::new();
-    let mut stores = Vec::new();
-    for _ in 0..count {
-        let store = scratch.store().await?;
-        stores.push(store.clone());
-        let info = ReplicaInfo {
-            replica_id: new_replica_id(),
-            hostname: "bench".into(),
-            labels: Vec::new(),
-            version: crate::serve::VERSION.into(),
-            started_at: Ts::now(),
-        };
-        replicas.push(
-            Replica::start(
-                store,
-                info,
-                config.clone(),
-                Registry::builtin(),
-                shutdown.clone(),
-            )
-            .await?,
-        );
-    }
-    let backend = if url.starts_with("postgres") {
-        "PostgreSQL"
-    } else {
-        "SQLite"
-    };
     println!(
-        "baton bench: {backend}, {} in-process replicas x {} workers, poll {:?}",
-        replicas.len(),
+        "baton bench: {}, {count} in-process replicas x {} workers, poll {:?}",
+        if postgres { "PostgreSQL" } else { "SQLite" },
         config.workers,
         config.poll_interval
     );
+    // Phases 1 and 2 share a scratch database; phase 3 gets its own, so
+    // neither sees the other's history.
+    let scratch = Scratch::new(url).await?;
+    let stores = scratch.stores(count).await?;
+    let replicas = Replicas::start(&stores, &config).await?;
     // Submit through the first replica's store, as the API of a server
     // does: its commits wake that replica's loops directly.
     let result = measure(&InProcess(stores[0].clone()), &args).await;
-    shutdown.cancel();
-    for r in replicas {
-        r.join().await;
+    replicas.stop().await;
+    scratch.drop_database().await?;
+    result?;
+    if !args.no_queued {
+        measure_queued(url, count, &config, &args).await?;
     }
+    Ok(())
+}
+
+/// In-process replicas, each with its own store (pool) and id.
+struct Replicas {
+    running: Vec<Replica>,
+    shutdown: CancellationToken,
+}
+
+impl Replicas {
+    async fn start(stores: &[Arc<dyn Store>], config: &SchedulerConfig) -> anyhow::Result<Self> {
+        let shutdown = CancellationToken::new();
+        let mut running = Vec::new();
+        for store in stores {
+            let info = ReplicaInfo {
+                replica_id: new_replica_id(),
+                hostname: "bench".into(),
+                labels: Vec::new(),
+                version: crate::serve::VERSION.into(),
+                started_at: Ts::now(),
+            };
+            running.push(
+                Replica::start(
+                    store.clone(),
+                    info,
+                    config.clone(),
+                    Registry::builtin(),
+                    shutdown.clone(),
+                )
+                .await?,
+            );
+        }
+        Ok(Replicas { running, shutdown })
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        for r in self.running {
+            r.join().await;
+        }
+    }
+}
+
+/// Phase 3: every run queued before the replicas start.
+async fn measure_queued(
+    url: &str,
+    count: usize,
+    config: &SchedulerConfig,
+    args: &BenchArgs,
+) -> anyhow::Result<()> {
+    let scratch = Scratch::new(url).await?;
+    // Pools are opened (and migrations checked) before the clock starts.
+    let stores = scratch.stores(count).await?;
+    let target = InProcess(stores[0].clone());
+    let mut ids = Vec::new();
+    for plan in &throughput_plans(args) {
+        ids.push(target.submit(plan).await?);
+    }
+    let started = Ts::now();
+    let replicas = Replicas::start(&stores, config).await?;
+    let result = async {
+        wait_all_done(&target, &ids).await?;
+        let (_, last) = span(&target, &ids).await?;
+        let took = (last.0 - started.0).to_std().unwrap_or_default();
+        println!(
+            "full queue: {} runs PENDING before the replicas started, all DONE {} after their start -> {:.0} runs/s",
+            args.runs / args.plans * args.plans,
+            ms(took),
+            (args.runs / args.plans * args.plans) as f64 / took.as_secs_f64()
+        );
+        Ok(())
+    }
+    .await;
+    replicas.stop().await;
     scratch.drop_database().await?;
     result
 }
@@ -292,70 +347,18 @@ async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
         );
     }
 
-    // Phase 2: throughput.
-    let per_plan = args.runs / args.plans;
-    let plans: Vec<serde_json::Value> = (0..args.plans)
-        .map(|p| {
-            let tasks: Vec<_> = (0..per_plan)
-                .map(|t| {
-                    serde_json::json!({
-                        "name": format!("t{t}"),
-                        "target": format!("bench/target-{}", (p * per_plan + t) % args.targets),
-                        "exclusive": args.exclusive,
-                        "sleep": "0s",
-                    })
-                })
-                .collect();
-            let mut plan = serde_json::json!({"name": format!("bench-{p}"), "tasks": tasks});
-            if let Some(limit) = args.limit {
-                plan["parallel_limit"] = limit.into();
-            }
-            plan
-        })
-        .collect();
-    let total = per_plan * args.plans;
+    // Phase 2: throughput end to end.
+    let plans = throughput_plans(args);
+    let total = args.runs / args.plans * args.plans;
     let started = Instant::now();
     let mut ids = Vec::new();
     for plan in &plans {
         ids.push(target.submit(plan).await?);
     }
     let submitted = started.elapsed();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        let list = target.plans((args.plans + 1) as i64).await?;
-        let done = list
-            .plans
-            .iter()
-            .filter(|p| ids.contains(&p.id) && p.status == PlanStatus::Done)
-            .count();
-        if done == ids.len() {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "throughput phase did not finish within 10 minutes ({done} of {} plans done)",
-                ids.len()
-            );
-        }
-        // The figure comes from the runs' own timestamps, so polling gently
-        // only delays noticing the end, not the measurement.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let mut first_created = None;
-    let mut last_finished = None;
-    for id in &ids {
-        let view = target.plan(*id).await?;
-        first_created = first_created
-            .min(Some(view.created_at))
-            .or(Some(view.created_at));
-        for t in &view.tasks {
-            last_finished = last_finished.max(t.finished_at);
-        }
-    }
-    let (Some(first), Some(last)) = (first_created, last_finished) else {
-        bail!("no run finished");
-    };
-    let end_to_end = (last - first).to_std().unwrap_or_default();
+    wait_all_done(target, &ids).await?;
+    let (first, last) = span(target, &ids).await?;
+    let end_to_end = (last.0 - first.0).to_std().unwrap_or_default();
     println!(
         "throughput: {total} runs, {} plans, {} targets{}{}: submitted in {}, all DONE after {} -> {:.0} runs/s end to end",
         args.plans,
@@ -373,6 +376,75 @@ async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
         total as f64 / end_to_end.as_secs_f64()
     );
     Ok(())
+}
+
+/// The throughput phases' plans: `--runs` no-op runs over `--plans` plans
+/// and `--targets` targets.
+fn throughput_plans(args: &BenchArgs) -> Vec<serde_json::Value> {
+    let per_plan = args.runs / args.plans;
+    (0..args.plans)
+        .map(|p| {
+            let tasks: Vec<_> = (0..per_plan)
+                .map(|t| {
+                    serde_json::json!({
+                        "name": format!("t{t}"),
+                        "target": format!("bench/target-{}", (p * per_plan + t) % args.targets),
+                        "exclusive": args.exclusive,
+                        "sleep": "0s",
+                    })
+                })
+                .collect();
+            let mut plan = serde_json::json!({"name": format!("bench-{p}"), "tasks": tasks});
+            if let Some(limit) = args.limit {
+                plan["parallel_limit"] = limit.into();
+            }
+            plan
+        })
+        .collect()
+}
+
+/// Waits (up to 10 minutes) until every plan in `ids` is DONE.
+async fn wait_all_done(target: &dyn Target, ids: &[i64]) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let list = target.plans(ids.len() as i64 + 1).await?;
+        let done = list
+            .plans
+            .iter()
+            .filter(|p| ids.contains(&p.id) && p.status == PlanStatus::Done)
+            .count();
+        if done == ids.len() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "throughput phase did not finish within 10 minutes ({done} of {} plans done)",
+                ids.len()
+            );
+        }
+        // The figures come from the runs' own timestamps, so polling gently
+        // only delays noticing the end, not the measurement.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// When the first of these plans was created and their last run finished.
+async fn span(target: &dyn Target, ids: &[i64]) -> anyhow::Result<(Ts, Ts)> {
+    let mut first_created = None;
+    let mut last_finished = None;
+    for id in ids {
+        let view = target.plan(*id).await?;
+        first_created = first_created
+            .min(Some(view.created_at))
+            .or(Some(view.created_at));
+        for t in &view.tasks {
+            last_finished = last_finished.max(t.finished_at);
+        }
+    }
+    match (first_created, last_finished) {
+        (Some(first), Some(last)) => Ok((Ts(first), Ts(last))),
+        _ => bail!("no run finished"),
+    }
 }
 
 async fn wait_done(target: &dyn Target, id: i64, within: Duration) -> anyhow::Result<PlanView> {

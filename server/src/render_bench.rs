@@ -38,11 +38,7 @@ pub async fn seed_configured(settings: &Settings, spec: SeedSpec) -> anyhow::Res
 
 pub async fn run(settings: &Settings, spec: SeedSpec, requests: usize) -> anyhow::Result<()> {
     let url = &settings.database_url.0;
-    let scratch = if url.starts_with("postgres") {
-        Scratch::postgres(url).await?
-    } else {
-        Scratch::sqlite().await?
-    };
+    let scratch = Scratch::new(url).await?;
     let result = bench(settings, &scratch, spec, requests).await;
     scratch.drop_database().await?;
     result

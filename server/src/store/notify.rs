@@ -396,6 +396,7 @@ macro_rules! notify_step {
                     tx,
                     &retry_tasks,
                     &retry_at,
+                    rows::RunIds::New,
                     SCHEDULER,
                     "automatic retry",
                     now,

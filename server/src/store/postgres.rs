@@ -17,7 +17,7 @@ use super::dashboard::{self, OverviewStats};
 use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
-use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
+use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, RunIds, millis};
 use super::signals::{CHANNEL, Signal, Signals};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
@@ -91,6 +91,7 @@ impl PgStore {
         tx: &mut Transaction<'_, Postgres>,
         task_ids: &[i64],
         run_at: &[Option<Ts>],
+        ids: RunIds,
         actor: Actor<'_>,
         detail: &str,
         now: Ts,
@@ -106,12 +107,13 @@ impl PgStore {
             .execute(&mut **tx)
             .await?;
         // Who: plan submit/start, retries (operator and automatic).
-        let ids: Vec<i64> = sqlx::query_scalar(
+        let created: Vec<i64> = sqlx::query_scalar(
             "WITH made AS (
-                INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive, version,
-                    node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
+                INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
+                    version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
                     reassign_after_ms)
-                SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
+                SELECT CASE WHEN $7 THEN t.latest_run_id ELSE nextval('task_run_id_seq') END,
+                    t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
                     t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
                     COALESCE(x.run_at, t.run_at), $3, $4, t.reassign_after_ms
                 FROM UNNEST($1::bigint[], $2::timestamptz[]) AS x(task_id, run_at)
@@ -119,7 +121,8 @@ impl PgStore {
                 LEFT JOIN task_run prev ON prev.id = t.latest_run_id
                 RETURNING id, task_id),
             linked AS (
-                UPDATE task SET latest_run_id = made.id FROM made WHERE task.id = made.task_id)
+                UPDATE task SET latest_run_id = made.id FROM made
+                WHERE NOT $7 AND task.id = made.task_id)
             INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
             SELECT id, NULL, 'PENDING', $5, $3, $6 FROM made
             RETURNING run_id",
@@ -130,10 +133,11 @@ impl PgStore {
         .bind(gates::CAUSE_NEW)
         .bind(actor)
         .bind(detail)
+        .bind(ids == RunIds::Reserved)
         .fetch_all(&mut **tx)
         .await?;
         Self::notify(tx, Signal::Changed).await?;
-        Ok(ids)
+        Ok(created)
     }
 
     /// Moves the given live runs to CANCELED, recording each one's previous
@@ -187,7 +191,8 @@ impl PgStore {
             return Err(which.none_left(id));
         }
         let run_at = vec![None; tasks.len()];
-        Self::runs_create(&mut tx, &tasks, &run_at, actor, &which.detail(actor), now).await?;
+        let detail = which.detail(actor);
+        Self::runs_create(&mut tx, &tasks, &run_at, RunIds::New, actor, &detail, now).await?;
         // A new phase: its failure or completion notifies again (seed 002).
         sqlx::query(notify::CLAIM_DELETE)
             .bind(id)
@@ -304,9 +309,10 @@ impl Store for PgStore {
         let task_ids: Vec<i64> = sqlx::query_scalar(
             "INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
                 max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
-                reassign_after_ms)
+                reassign_after_ms, latest_run_id)
              SELECT $1, x.name, x.target, x.exclusive, x.version, x.run_at, x.node, x.timeout_ms,
-                x.max_attempts, x.hbi, x.hbt, x.executor, x.reassign
+                x.max_attempts, x.hbi, x.hbt, x.executor, x.reassign,
+                CASE WHEN $14 THEN nextval('task_run_id_seq') END
              FROM UNNEST($2::text[], $3::text[], $4::bool[], $5::text[], $6::timestamptz[],
                 $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[],
                 $13::bigint[])
@@ -339,11 +345,13 @@ impl Store for PgStore {
                 .map(|t| t.reassign_after.map(millis))
                 .collect::<Vec<_>>(),
         )
+        .bind(plan.start)
         .fetch_all(&mut *tx)
         .await?;
         if plan.start {
             let run_at = vec![None; task_ids.len()];
-            Self::runs_create(&mut tx, &task_ids, &run_at, actor, "submitted", now).await?;
+            let ids = RunIds::Reserved;
+            Self::runs_create(&mut tx, &task_ids, &run_at, ids, actor, "submitted", now).await?;
         }
         tx.commit().await?;
         if plan.start {
@@ -408,6 +416,7 @@ impl Store for PgStore {
             &mut tx,
             &[id],
             &[None],
+            RunIds::New,
             actor,
             &format!("retried by {actor}"),
             now,
@@ -559,6 +568,8 @@ impl Store for PgStore {
         let mut tx = self.pool.begin().await?;
         Self::index_only(&mut tx).await?;
         // Who: every replica's claimer, whenever it has free worker slots.
+        // The task row is read once per run: for its heartbeat timeout and
+        // for the executor the worker needs.
         let rows: Vec<ClaimRow> = sqlx::query_as(concat!(
             "WITH picked AS (
                 SELECT id FROM task_run
@@ -568,19 +579,19 @@ impl Store for PgStore {
                 UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
                     last_heartbeat_at = $4,
                     deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
-                    heartbeat_deadline = $4 + (SELECT ",
+                    heartbeat_deadline = $4 + ",
             rows::heartbeat_timeout_sql!(),
-            " FROM task t WHERE t.id = r.task_id) * INTERVAL '1 millisecond'
-                FROM picked WHERE r.id = picked.id AND r.status = 'AVAILABLE'
-                RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline),
+            " * INTERVAL '1 millisecond'
+                FROM picked, task t
+                WHERE r.id = picked.id AND r.status = 'AVAILABLE' AND t.id = r.task_id
+                RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
+                    t.executor, t.heartbeat_interval_ms, ",
+            rows::heartbeat_timeout_sql!(),
+            " AS heartbeat_timeout_ms),
             logged AS (
                 INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
                 SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
-            SELECT c.id, c.task_id, c.plan_id, c.attempt, c.started_at, c.deadline, t.executor,
-                t.heartbeat_interval_ms, ",
-            rows::heartbeat_timeout_sql!(),
-            " AS heartbeat_timeout_ms
-            FROM claimed c JOIN task t ON t.id = c.task_id ORDER BY c.id"
+            SELECT * FROM claimed ORDER BY id"
         ))
         .bind(claim.replica_id)
         .bind(claim.labels)

@@ -614,3 +614,15 @@ impl PlanTasks {
         }
     }
 }
+
+/// Where the id of a task's new run comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunIds {
+    /// The tasks were inserted in this transaction already pointing
+    /// (`latest_run_id`) at an id reserved for their first run: a submitted
+    /// task row is written once, not inserted and then updated (which on
+    /// PostgreSQL also re-runs its foreign-key check).
+    Reserved,
+    /// A new id, then the task is pointed at it (run, retry).
+    New,
+}

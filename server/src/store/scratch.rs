@@ -19,6 +19,16 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// A fresh database of the backend `url` names: a new database on that
+    /// PostgreSQL server, or else a temporary SQLite file.
+    pub async fn new(url: &str) -> anyhow::Result<Self> {
+        if url.starts_with("postgres") {
+            Self::postgres(url).await
+        } else {
+            Self::sqlite().await
+        }
+    }
+
     /// A fresh SQLite file.
     pub async fn sqlite() -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("baton-").tempdir()?;
@@ -62,6 +72,15 @@ impl Scratch {
         };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// `n` stores, each with its own pool, as `n` replicas would have.
+    pub async fn stores(&self, n: usize) -> anyhow::Result<Vec<Arc<dyn Store>>> {
+        let mut stores = Vec::with_capacity(n);
+        for _ in 0..n {
+            stores.push(self.store().await?);
+        }
+        Ok(stores)
     }
 
     /// Drops a PostgreSQL scratch database (closing other connections).

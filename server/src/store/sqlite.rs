@@ -22,7 +22,7 @@ use super::dashboard::{self, OverviewStats};
 use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
-use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
+use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, RunIds, millis};
 use super::signals::{Signal, Signals};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
@@ -97,6 +97,7 @@ impl SqliteStore {
         tx: &mut Transaction<'_, Sqlite>,
         task_ids: &[i64],
         run_at: &[Option<Ts>],
+        ids: RunIds,
         actor: Actor<'_>,
         detail: &str,
         now: Ts,
@@ -104,15 +105,18 @@ impl SqliteStore {
         if task_ids.is_empty() {
             return Ok(Vec::new());
         }
+        let reserved = ids == RunIds::Reserved;
         let wanted: Vec<_> = task_ids
             .iter()
             .zip(run_at)
             .map(|(id, at)| json!([id, at.map(Ts::micros)]))
             .collect();
         let made: Vec<(i64, i64)> = sqlx::query_as(
-            "INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive, version,
-                node, timeout_ms, max_attempts, run_at, created_at, waiting_cause, reassign_after_ms)
-             SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
+            "INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
+                version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
+                reassign_after_ms)
+             SELECT CASE WHEN $4 THEN t.latest_run_id END,
+                t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
                 t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
                 COALESCE(x.value ->> 1, t.run_at), $2, $3, t.reassign_after_ms
              FROM json_each($1) AS x
@@ -124,16 +128,19 @@ impl SqliteStore {
         .bind(serde_json::Value::Array(wanted).to_string())
         .bind(now)
         .bind(gates::CAUSE_NEW)
+        .bind(reserved)
         .fetch_all(&mut **tx)
         .await?;
-        let pairs: Vec<_> = made.iter().map(|(id, task)| json!([id, task])).collect();
-        sqlx::query(
-            "UPDATE task SET latest_run_id = x.value ->> 0
-             FROM json_each($1) AS x WHERE task.id = x.value ->> 1",
-        )
-        .bind(serde_json::Value::Array(pairs).to_string())
-        .execute(&mut **tx)
-        .await?;
+        if !reserved {
+            let pairs: Vec<_> = made.iter().map(|(id, task)| json!([id, task])).collect();
+            sqlx::query(
+                "UPDATE task SET latest_run_id = x.value ->> 0
+                 FROM json_each($1) AS x WHERE task.id = x.value ->> 1",
+            )
+            .bind(serde_json::Value::Array(pairs).to_string())
+            .execute(&mut **tx)
+            .await?;
+        }
         let ids: Vec<i64> = made.into_iter().map(|(id, _)| id).collect();
         sqlx::query(
             "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
@@ -255,7 +262,8 @@ impl SqliteStore {
             return Err(which.none_left(id));
         }
         let run_at = vec![None; tasks.len()];
-        Self::runs_create(&mut tx, &tasks, &run_at, actor, &which.detail(actor), now).await?;
+        let detail = which.detail(actor);
+        Self::runs_create(&mut tx, &tasks, &run_at, RunIds::New, actor, &detail, now).await?;
         // A new phase: its failure or completion notifies again (seed 002).
         sqlx::query(notify::CLAIM_DELETE)
             .bind(id)
@@ -341,23 +349,33 @@ impl Store for SqliteStore {
                 })
             })
             .collect();
+        // The first runs' ids, reserved so each task row is written once:
+        // rowids count up from the largest, and this transaction holds the
+        // write lock.
+        let last_run: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM task_run")
+            .fetch_one(&mut *tx)
+            .await?;
         let task_ids: Vec<i64> = sqlx::query_scalar(
             "INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
                 max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
-                reassign_after_ms)
+                reassign_after_ms, latest_run_id)
              SELECT $1, v ->> 'name', v ->> 'target', v ->> 'exclusive', v ->> 'version',
                 v ->> 'run_at', v ->> 'node', v ->> 'timeout_ms', v ->> 'max_attempts',
-                v ->> 'hbi', v ->> 'hbt', v ->> 'executor', v ->> 'reassign'
+                v ->> 'hbi', v ->> 'hbt', v ->> 'executor', v ->> 'reassign',
+                CASE WHEN $3 THEN $4 + key + 1 END
              FROM (SELECT x.key, x.value AS v FROM json_each($2) AS x) ORDER BY key
              RETURNING id",
         )
         .bind(plan_id)
         .bind(serde_json::Value::Array(tasks).to_string())
+        .bind(plan.start)
+        .bind(last_run)
         .fetch_all(&mut *tx)
         .await?;
         if plan.start {
             let run_at = vec![None; task_ids.len()];
-            Self::runs_create(&mut tx, &task_ids, &run_at, actor, "submitted", now).await?;
+            let ids = RunIds::Reserved;
+            Self::runs_create(&mut tx, &task_ids, &run_at, ids, actor, "submitted", now).await?;
         }
         tx.commit().await?;
         if plan.start {
@@ -422,6 +440,7 @@ impl Store for SqliteStore {
             &mut tx,
             &[id],
             &[None],
+            RunIds::New,
             actor,
             &format!("retried by {actor}"),
             now,
