@@ -101,6 +101,13 @@ pub struct BenchArgs {
     pub requests: usize,
 }
 
+impl BenchArgs {
+    /// Runs in each throughput phase: `--runs` rounded down to whole plans.
+    fn throughput_runs(&self) -> usize {
+        self.runs / self.plans * self.plans
+    }
+}
+
 /// What the bench needs from the system under test.
 #[async_trait::async_trait]
 trait Target: Send + Sync {
@@ -306,11 +313,11 @@ async fn measure_queued(
         wait_all_done(&target, &ids).await?;
         let (_, last) = span(&target, &ids).await?;
         let took = (last.0 - started.0).to_std().unwrap_or_default();
+        let total = args.throughput_runs();
         println!(
-            "full queue: {} runs PENDING before the replicas started, all DONE {} after their start -> {:.0} runs/s",
-            args.runs / args.plans * args.plans,
+            "full queue: {total} runs PENDING before the replicas started, all DONE {} after their start -> {:.0} runs/s",
             ms(took),
-            (args.runs / args.plans * args.plans) as f64 / took.as_secs_f64()
+            total as f64 / took.as_secs_f64()
         );
         Ok(())
     }
@@ -349,7 +356,7 @@ async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
 
     // Phase 2: throughput end to end.
     let plans = throughput_plans(args);
-    let total = args.runs / args.plans * args.plans;
+    let total = args.throughput_runs();
     let started = Instant::now();
     let mut ids = Vec::new();
     for plan in &plans {

@@ -73,6 +73,35 @@ mod cases {
             (None, RunStatus::Pending)
         );
         assert_eq!(run.events[0].actor, "alice");
+
+        // A later plan's tasks each point at a run of their own (their first
+        // runs' ids are reserved at insert, after every run already there,
+        // including a retry's).
+        let a = task_named(&view, "a");
+        s.task_cancel(a.id, "alice", Ts::now()).await.unwrap();
+        s.task_retry(a.id, "alice", Ts::now()).await.unwrap();
+        let later = s
+            .plan_insert(
+                &plan(json!({"name": "q", "tasks": [
+                    {"name": "c", "target": "db/c", "sleep": "0s"},
+                    {"name": "d", "target": "db/d", "sleep": "0s"},
+                ]})),
+                "alice",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let mut seen = HashSet::new();
+        for t in s.plan_get(later).await.unwrap().tasks {
+            let run = s.run_get(t.run_id.unwrap()).await.unwrap();
+            assert_eq!((run.task_id, run.attempt), (t.id, 1), "task {}", t.name);
+            assert_eq!(run.status, RunStatus::Pending);
+            assert!(seen.insert(run.id));
+        }
+        let a = task_named(&s.plan_get(id).await.unwrap(), "a").clone();
+        let retried = s.run_get(a.run_id.unwrap()).await.unwrap();
+        assert_eq!((retried.task_id, retried.attempt), (a.id, 2));
+        assert!(!seen.contains(&retried.id));
     }
 
     pub async fn submit_without_start_waits_for_run(kind: Kind) {

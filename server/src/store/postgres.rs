@@ -118,7 +118,8 @@ impl PgStore {
                     COALESCE(x.run_at, t.run_at), $3, $4, t.reassign_after_ms
                 FROM UNNEST($1::bigint[], $2::timestamptz[]) AS x(task_id, run_at)
                 JOIN task t ON t.id = x.task_id
-                LEFT JOIN task_run prev ON prev.id = t.latest_run_id
+                -- A reserved id has no run behind it yet: no lookup.
+                LEFT JOIN task_run prev ON NOT $7 AND prev.id = t.latest_run_id
                 RETURNING id, task_id),
             linked AS (
                 UPDATE task SET latest_run_id = made.id FROM made

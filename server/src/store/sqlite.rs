@@ -121,7 +121,7 @@ impl SqliteStore {
                 COALESCE(x.value ->> 1, t.run_at), $2, $3, t.reassign_after_ms
              FROM json_each($1) AS x
              JOIN task t ON t.id = x.value ->> 0
-             LEFT JOIN task_run prev ON prev.id = t.latest_run_id
+             LEFT JOIN task_run prev ON NOT $4 AND prev.id = t.latest_run_id
              ORDER BY x.key
              RETURNING id, task_id",
         )
