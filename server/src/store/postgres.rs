@@ -33,6 +33,41 @@ const PROMOTER_LOCK: i64 = 0x0062_6174_6f6e_3a70;
 /// Connections per replica: the loops, the API and a few spares.
 const DEFAULT_POOL_SIZE: u32 = 12;
 
+/// Who: every replica's claimer, whenever it has free worker slots. The task
+/// row is read once per run: for its heartbeat timeout and for the executor
+/// the worker needs.
+///
+/// The picked ids reach the UPDATE as one array (an InitPlan), not as a
+/// joined CTE. Joined, stale statistics (the last ANALYZE saw no AVAILABLE
+/// run) let the planner put the whole AVAILABLE index on the outside of a
+/// nested loop and rescan the CTE for every run in it: quadratic, 0.5 s per
+/// claim of 512 out of 5,000 AVAILABLE runs, and the reason the bench fell
+/// to 2,000 runs/s after its latency phase. As an array the ids can only be
+/// looked up; `plan_tests` pins that down.
+const CLAIM: &str = concat!(
+    "WITH claimed AS (
+        UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
+            last_heartbeat_at = $4,
+            deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
+            heartbeat_deadline = $4 + ",
+    rows::heartbeat_timeout_sql!(),
+    " * INTERVAL '1 millisecond'
+        FROM task t
+        WHERE r.id = ANY(ARRAY(
+                SELECT id FROM task_run
+                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
+                ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED))
+            AND r.status = 'AVAILABLE' AND t.id = r.task_id
+        RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
+            t.executor, t.heartbeat_interval_ms, ",
+    rows::heartbeat_timeout_sql!(),
+    " AS heartbeat_timeout_ms),
+    logged AS (
+        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
+        SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
+    SELECT * FROM claimed ORDER BY id"
+);
+
 pub struct PgStore {
     pool: PgPool,
     signals: Arc<Signals>,
@@ -568,39 +603,14 @@ impl Store for PgStore {
         }
         let mut tx = self.pool.begin().await?;
         Self::index_only(&mut tx).await?;
-        // Who: every replica's claimer, whenever it has free worker slots.
-        // The task row is read once per run: for its heartbeat timeout and
-        // for the executor the worker needs.
-        let rows: Vec<ClaimRow> = sqlx::query_as(concat!(
-            "WITH picked AS (
-                SELECT id FROM task_run
-                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
-                ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED),
-            claimed AS (
-                UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
-                    last_heartbeat_at = $4,
-                    deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
-                    heartbeat_deadline = $4 + ",
-            rows::heartbeat_timeout_sql!(),
-            " * INTERVAL '1 millisecond'
-                FROM picked, task t
-                WHERE r.id = picked.id AND r.status = 'AVAILABLE' AND t.id = r.task_id
-                RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
-                    t.executor, t.heartbeat_interval_ms, ",
-            rows::heartbeat_timeout_sql!(),
-            " AS heartbeat_timeout_ms),
-            logged AS (
-                INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
-                SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
-            SELECT * FROM claimed ORDER BY id"
-        ))
-        .bind(claim.replica_id)
-        .bind(claim.labels)
-        .bind(claim.limit)
-        .bind(now)
-        .bind(millis(claim.heartbeat_timeout))
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
+            .bind(claim.replica_id)
+            .bind(claim.labels)
+            .bind(claim.limit)
+            .bind(now)
+            .bind(millis(claim.heartbeat_timeout))
+            .fetch_all(&mut *tx)
+            .await?;
         tx.commit().await?;
         rows.into_iter().map(ClaimRow::into_claimed).collect()
     }
@@ -913,3 +923,7 @@ impl Store for PgStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "postgres_plan_tests.rs"]
+mod plan_tests;
