@@ -22,6 +22,7 @@ pub mod scratch;
 pub mod seed;
 pub mod signals;
 mod sqlite;
+mod sqlite_checkpoint;
 pub mod time;
 pub mod version;
 

@@ -24,6 +24,7 @@ use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
 use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, RunIds, millis};
 use super::signals::{Signal, Signals};
+use super::sqlite_checkpoint::{BACKSTOP_PAGES, Checkpointer};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
     ReplicaRecord, Result, SCHEDULER, Store, StoreError, Ts,
@@ -44,6 +45,8 @@ pub struct SqliteStore {
     /// stores on the same file) still meet at SQLite's lock.
     writer: tokio::sync::Mutex<()>,
     targets: RwLock<NotifyTargets>,
+    /// Keeps checkpoints out of the commits; see [`Checkpointer`].
+    _checkpointer: Checkpointer,
 }
 
 /// A write transaction and this process's writer slot, held together.
@@ -68,6 +71,7 @@ impl SqliteStore {
             // WAL + NORMAL: durable across process crashes, fsync per
             // checkpoint rather than per commit.
             .synchronous(SqliteSynchronous::Normal)
+            .pragma("wal_autocheckpoint", BACKSTOP_PAGES)
             .busy_timeout(Duration::from_secs(30))
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
@@ -75,6 +79,7 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         Ok(SqliteStore {
+            _checkpointer: Checkpointer::start(pool.clone()),
             pool,
             signals: Arc::default(),
             writer: tokio::sync::Mutex::new(()),
