@@ -303,10 +303,7 @@ async fn measure_queued(
     // Pools are opened (and migrations checked) before the clock starts.
     let stores = scratch.stores(count).await?;
     let target = InProcess(stores[0].clone());
-    let mut ids = Vec::new();
-    for plan in &throughput_plans(args) {
-        ids.push(target.submit(plan).await?);
-    }
+    let ids = submit_all(&target, &throughput_plans(args)).await?;
     let started = Ts::now();
     let replicas = Replicas::start(&stores, config).await?;
     let result = async {
@@ -358,10 +355,7 @@ async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
     let plans = throughput_plans(args);
     let total = args.throughput_runs();
     let started = Instant::now();
-    let mut ids = Vec::new();
-    for plan in &plans {
-        ids.push(target.submit(plan).await?);
-    }
+    let ids = submit_all(target, &plans).await?;
     let submitted = started.elapsed();
     wait_all_done(target, &ids).await?;
     let (first, last) = span(target, &ids).await?;
@@ -408,6 +402,15 @@ fn throughput_plans(args: &BenchArgs) -> Vec<serde_json::Value> {
             plan
         })
         .collect()
+}
+
+/// Submits `plans` one after the other, as one client would; their ids.
+async fn submit_all(target: &dyn Target, plans: &[serde_json::Value]) -> anyhow::Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(plans.len());
+    for plan in plans {
+        ids.push(target.submit(plan).await?);
+    }
+    Ok(ids)
 }
 
 /// Waits (up to 10 minutes) until every plan in `ids` is DONE.

@@ -102,6 +102,11 @@ impl PgStore {
     /// statements each have one right plan (a live-status partial index or
     /// the primary key), so for them those scans are ruled out. Broader
     /// queries (plan lists, replica counts) keep the planner's choice.
+    ///
+    /// This cannot fix a join order: a batch joined to `task_run` as a CTE
+    /// may still be rescanned once per row of a partial index the planner
+    /// thinks is empty. Batches of ids therefore reach `task_run` as arrays
+    /// (`= ANY(…)`), as the claim does ([`CLAIM`]).
     async fn index_only(tx: &mut Transaction<'_, Postgres>) -> Result<()> {
         sqlx::raw_sql("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
             .execute(&mut **tx)

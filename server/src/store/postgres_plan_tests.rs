@@ -10,6 +10,7 @@ use serde_json::Value;
 use sqlx::Row;
 
 use super::{CLAIM, PgStore};
+use crate::store::Store;
 use crate::store::scratch::Scratch;
 
 const HISTORY: i64 = 200;
@@ -21,7 +22,7 @@ const BATCH: i64 = 300;
 /// after a quiet period and a big submit.
 async fn stale_statistics(scratch: &Scratch) -> PgStore {
     let store = PgStore::connect(&scratch.url).await.expect("connect");
-    super::MIGRATOR.run(&store.pool).await.expect("migrate");
+    store.migrate().await.expect("migrate");
     let seed = |first: i64, count: i64, status: &'static str| {
         format!(
             "INSERT INTO plan (id, name, created_at, created_by)
@@ -38,6 +39,8 @@ async fn stale_statistics(scratch: &Scratch) -> PgStore {
         )
     };
     let statements = [
+        // Autovacuum must not refresh the statistics before the claim runs.
+        "ALTER TABLE task_run SET (autovacuum_enabled = false)".to_owned(),
         seed(1, HISTORY, "DONE"),
         "ANALYZE".to_owned(),
         seed(HISTORY + 1, AVAILABLE, "AVAILABLE"),
