@@ -1,7 +1,7 @@
-//! The plan PostgreSQL picks for the claim when its statistics are stale,
-//! as they are after every burst: `task_run`'s status mix changes far
-//! faster than autovacuum re-analyzes it. (The batched finish, checked by
-//! hand the same way, stays linear: a hash join over the RUNNING runs.)
+//! The plans PostgreSQL picks for the batched claim, finish and heartbeat
+//! when its statistics are stale, as they are after every burst:
+//! `task_run`'s status mix changes far faster than autovacuum re-analyzes
+//! it.
 //!
 //! These tests count rows read in `EXPLAIN ANALYZE`, not time, so a slow
 //! machine cannot fail them and a quadratic plan cannot pass.
@@ -9,21 +9,23 @@
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{CLAIM, PgStore};
+use super::{CLAIM, FINISH, PgStore, RUN_HEARTBEAT};
 use crate::store::Store;
 use crate::store::scratch::Scratch;
 
 const HISTORY: i64 = 200;
-const AVAILABLE: i64 = 3_000;
+/// Runs in the live status under test.
+const LIVE: i64 = 3_000;
 const BATCH: i64 = 300;
+const REPLICA: &str = "r-test";
 
-/// A database whose last ANALYZE saw only finished runs, and which now
-/// holds thousands of AVAILABLE ones: what the promoter leaves behind
-/// after a quiet period and a big submit.
-async fn stale_statistics(scratch: &Scratch) -> PgStore {
+/// A database whose last ANALYZE saw `others` live runs on other replicas
+/// besides finished ones, and which now also holds [`LIVE`] runs in `live`
+/// status (RUNNING ones on [`REPLICA`]): what a burst leaves behind.
+async fn stale_statistics(scratch: &Scratch, live: &str, others: i64) -> PgStore {
     let store = PgStore::connect(&scratch.url).await.expect("connect");
     store.migrate().await.expect("migrate");
-    let seed = |first: i64, count: i64, status: &'static str| {
+    let seed = |first: i64, count: i64, status: &str, replica: &str| {
         format!(
             "INSERT INTO plan (id, name, created_at, created_by)
                 SELECT g, 'p' || g, now(), 'test' FROM generate_series({first}, {last}) g;
@@ -31,19 +33,22 @@ async fn stale_statistics(scratch: &Scratch) -> PgStore {
                 SELECT g, g, 't', 'db/' || (g % 20), false, 60000, 1, '{{\"kind\":\"sleep\",\"duration\":\"0s\"}}'
                 FROM generate_series({first}, {last}) g;
             INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
-                    timeout_ms, max_attempts, created_at, finished_at)
+                    timeout_ms, max_attempts, created_at, finished_at, replica_id)
                 SELECT g, g, g, 1, '{status}', 'db/' || (g % 20), false, 60000, 1, now(),
-                    CASE WHEN '{status}' = 'DONE' THEN now() END
+                    CASE WHEN '{status}' = 'DONE' THEN now() END,
+                    CASE WHEN '{status}' = 'RUNNING' THEN {replica} END
                 FROM generate_series({first}, {last}) g;",
             last = first + count - 1,
         )
     };
     let statements = [
-        // Autovacuum must not refresh the statistics before the claim runs.
+        // Autovacuum must not refresh the statistics before the statement
+        // under test runs.
         "ALTER TABLE task_run SET (autovacuum_enabled = false)".to_owned(),
-        seed(1, HISTORY, "DONE"),
-        "ANALYZE".to_owned(),
-        seed(HISTORY + 1, AVAILABLE, "AVAILABLE"),
+        seed(1, HISTORY, "DONE", "NULL"),
+        seed(HISTORY + 1, others, live, "'r-other-' || (g % 4)"),
+        "VACUUM ANALYZE task_run".to_owned(),
+        seed(first_live(others), LIVE, live, &format!("'{REPLICA}'")),
     ];
     for sql in statements {
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
@@ -52,6 +57,10 @@ async fn stale_statistics(scratch: &Scratch) -> PgStore {
             .expect("seed");
     }
     store
+}
+
+fn first_live(others: i64) -> i64 {
+    HISTORY + others + 1
 }
 
 /// Every node of a JSON plan, depth first.
@@ -69,21 +78,116 @@ fn count(node: &Value, field: &str) -> i64 {
     node[field].as_f64().unwrap_or(0.0) as i64
 }
 
-#[tokio::test]
-async fn a_claim_reads_only_the_runs_it_claims_under_stale_statistics() {
+async fn scratch() -> Scratch {
     let admin = std::env::var("BATON_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let scratch = Scratch::postgres(&admin)
+    Scratch::postgres(&admin)
         .await
-        .expect("a PostgreSQL test server (scripts/test.sh starts one)");
-    let store = stale_statistics(&scratch).await;
+        .expect("a PostgreSQL test server (scripts/test.sh starts one)")
+}
+
+/// Checks an `EXPLAIN (ANALYZE, FORMAT JSON)` of one batched UPDATE: it
+/// changed `changed` runs, compared no pairs of rows, and no scan of
+/// `task_run` or of the batch's arrays read more than `max_read` rows in
+/// all its loops. With `hashed`, the batch (an `UNNEST`, a Function Scan)
+/// must not be joined by a nested loop at all: whichever side the planner
+/// puts outside, that order comes from estimates, and the wrong one
+/// rescans the batch once per live run.
+fn assert_linear(text: &str, changed: i64, max_read: i64, hashed: bool) {
+    let explained: Value = serde_json::from_str(text).expect("plan json");
+    let all = nodes(&explained[0]["Plan"]);
+    let updated = all
+        .iter()
+        .find(|n| n["Node Type"] == "ModifyTable" && n["Operation"] == "Update")
+        .map(|n| count(n, "Actual Rows"))
+        .expect("an UPDATE node");
+    assert_eq!(
+        updated, changed,
+        "the statement changes a full batch:\n{text}"
+    );
+    for node in &all {
+        assert_eq!(
+            count(node, "Rows Removed by Join Filter"),
+            0,
+            "no join compares runs pairwise:\n{text}"
+        );
+        if node["Relation Name"] == "task_run" || node["Node Type"] == "Function Scan" {
+            let read = count(node, "Actual Rows") * count(node, "Actual Loops");
+            assert!(
+                read <= max_read,
+                "a scan read {read} rows for a batch of {BATCH} out of {LIVE} live runs \
+                 (at most {max_read} allowed):\n{text}"
+            );
+        }
+        if hashed && node["Node Type"] == "Nested Loop" {
+            let children = node["Plans"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            assert!(
+                !children.iter().any(|c| c["Node Type"] == "Function Scan"),
+                "the batch is joined by a nested loop:\n{text}"
+            );
+        }
+    }
+}
+
+/// EXPLAIN's json column travels as text; sqlx is built without its json
+/// feature, which nothing else needs.
+fn plan_text(row: &sqlx::postgres::PgRow) -> String {
+    row.try_get_unchecked(0).expect("plan text")
+}
+
+/// Ids of a batch of the seeded live runs, spread over them.
+fn batch_ids(others: i64) -> Vec<i64> {
+    (0..BATCH)
+        .map(|i| first_live(others) + i * (LIVE / BATCH))
+        .collect()
+}
+
+/// `EXPLAIN ANALYZE` of `sql` run as `hash_joined` callers run it, in a
+/// transaction then rolled back, with the plan PostgreSQL caches for a
+/// statement after a few runs: generic, for a batch of unknown length.
+/// `params` are the parameter types, `args` SQL literals for them.
+async fn explain_generic(store: &PgStore, sql: &str, params: &str, args: &str) -> String {
+    let mut tx = store.pool.begin().await.expect("begin");
+    PgStore::hash_joined(&mut tx).await.expect("settings");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "PREPARE under_test ({params}) AS {sql};
+         SET LOCAL plan_cache_mode = force_generic_plan"
+    )))
+    .execute(&mut *tx)
+    .await
+    .expect("prepare");
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE under_test ({args})"
+    )))
+    .fetch_one(&mut *tx)
+    .await
+    .expect("explain the generic plan");
+    let text = plan_text(&row);
+    tx.rollback().await.expect("rollback");
+    sqlx::raw_sql("DEALLOCATE under_test")
+        .execute(&store.pool)
+        .await
+        .ok();
+    text
+}
+
+fn id_literal(ids: &[i64]) -> String {
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    format!("'{{{}}}'", list.join(","))
+}
+
+#[tokio::test]
+async fn a_claim_reads_only_the_runs_it_claims_under_stale_statistics() {
+    let scratch = scratch().await;
+    // The last ANALYZE saw nothing AVAILABLE at all.
+    let store = stale_statistics(&scratch, "AVAILABLE", 0).await;
 
     let mut tx = store.pool.begin().await.expect("begin");
     PgStore::index_only(&mut tx).await.expect("settings");
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "EXPLAIN (ANALYZE, FORMAT JSON) {CLAIM}"
     )))
-    .bind("r-test")
+    .bind(REPLICA)
     .bind(Vec::<String>::new())
     .bind(BATCH)
     .bind(crate::store::Ts::now())
@@ -91,34 +195,96 @@ async fn a_claim_reads_only_the_runs_it_claims_under_stale_statistics() {
     .fetch_one(&mut *tx)
     .await
     .expect("explain the claim");
-    // EXPLAIN's json column travels as text; sqlx is built without its
-    // json feature, which nothing else needs.
-    let text: String = row.try_get_unchecked(0).expect("plan text");
+    let text = plan_text(&row);
     tx.rollback().await.expect("rollback");
     scratch.drop_database().await.expect("drop");
 
-    let explained: Value = serde_json::from_str(&text).expect("plan json");
-    let plan = &explained[0]["Plan"];
-    let all = nodes(plan);
-    let claimed = all
-        .iter()
-        .find(|n| n["Node Type"] == "ModifyTable" && n["Operation"] == "Update")
-        .map(|n| count(n, "Actual Rows"))
-        .expect("an UPDATE node");
-    assert_eq!(claimed, BATCH, "the claim takes a full batch:\n{text}");
-    for node in &all {
-        assert_eq!(
-            count(node, "Rows Removed by Join Filter"),
-            0,
-            "no join compares runs pairwise:\n{text}"
-        );
-        if node["Relation Name"] == "task_run" {
-            let read = count(node, "Actual Rows") * count(node, "Actual Loops");
-            assert!(
-                read <= BATCH,
-                "a task_run scan read {read} rows for a batch of {BATCH} \
-                 out of {AVAILABLE} AVAILABLE:\n{text}"
-            );
-        }
+    // The claim takes the first BATCH AVAILABLE runs off the index and
+    // looks each up once (joining `task` by key in a nested loop).
+    assert_linear(&text, BATCH, BATCH, false);
+}
+
+/// Live runs of other replicas when the statistics were taken: without
+/// `hash_joined`, the finish's and heartbeat's generic plans join the
+/// batch by a nested loop.
+const OTHERS: i64 = 2_000;
+
+#[tokio::test]
+async fn a_finish_reads_each_run_once_under_stale_statistics() {
+    let scratch = scratch().await;
+    let store = stale_statistics(&scratch, "RUNNING", OTHERS).await;
+    let ids = batch_ids(OTHERS);
+    let n = ids.len();
+
+    let mut tx = store.pool.begin().await.expect("begin");
+    PgStore::hash_joined(&mut tx).await.expect("settings");
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {FINISH}"
+    )))
+    .bind(REPLICA)
+    .bind(&ids)
+    .bind(vec!["DONE"; n])
+    .bind(vec![Some(0_i64); n])
+    .bind(vec![None::<String>; n])
+    .bind(crate::store::Ts::now())
+    .fetch_one(&mut *tx)
+    .await
+    .expect("explain the finish");
+    let custom = plan_text(&row);
+    tx.rollback().await.expect("rollback");
+    let generic = explain_generic(
+        &store,
+        FINISH,
+        "text, bigint[], text[], bigint[], text[], timestamptz",
+        &format!(
+            "'{REPLICA}', {}, array_fill('DONE'::text, ARRAY[{n}]), \
+             array_fill(0::bigint, ARRAY[{n}]), array_fill(NULL::text, ARRAY[{n}]), now()",
+            id_literal(&ids)
+        ),
+    )
+    .await;
+    scratch.drop_database().await.expect("drop");
+
+    // Linear: at worst every RUNNING run is read once, to be hashed.
+    for text in [custom, generic] {
+        assert_linear(&text, BATCH, OTHERS + LIVE, true);
+    }
+}
+
+#[tokio::test]
+async fn a_run_heartbeat_reads_each_run_once_under_stale_statistics() {
+    let scratch = scratch().await;
+    let store = stale_statistics(&scratch, "RUNNING", OTHERS).await;
+    let ids = batch_ids(OTHERS);
+    let n = ids.len();
+
+    let mut tx = store.pool.begin().await.expect("begin");
+    PgStore::hash_joined(&mut tx).await.expect("settings");
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {RUN_HEARTBEAT}"
+    )))
+    .bind(REPLICA)
+    .bind(&ids)
+    .bind(vec![30_000_i64; n])
+    .bind(crate::store::Ts::now())
+    .fetch_one(&mut *tx)
+    .await
+    .expect("explain the heartbeat");
+    let custom = plan_text(&row);
+    tx.rollback().await.expect("rollback");
+    let generic = explain_generic(
+        &store,
+        RUN_HEARTBEAT,
+        "text, bigint[], bigint[], timestamptz",
+        &format!(
+            "'{REPLICA}', {}, array_fill(30000::bigint, ARRAY[{n}]), now()",
+            id_literal(&ids)
+        ),
+    )
+    .await;
+    scratch.drop_database().await.expect("drop");
+
+    for text in [custom, generic] {
+        assert_linear(&text, BATCH, OTHERS + LIVE, true);
     }
 }
