@@ -14,7 +14,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::dashboard::{self, OverviewStats};
-use super::gates::{self, Decisions, Holders, NodeLabels, PendingRun};
+use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
 use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, RunIds, millis};
@@ -95,6 +95,19 @@ const RUN_HEARTBEAT: &str = "UPDATE task_run r SET last_heartbeat_at = $4,
     WHERE r.id = b.id AND r.id = ANY($2) AND r.status = 'RUNNING' AND r.replica_id = $1
     RETURNING r.id";
 
+/// The settings of [`PgStore::index_only`] and [`PgStore::hash_joined`],
+/// as literals so `BEGIN` can carry them.
+macro_rules! index_only_sql {
+    () => {
+        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
+    };
+}
+macro_rules! hash_joined_sql {
+    () => {
+        concat!(index_only_sql!(), "; SET LOCAL enable_nestloop = off")
+    };
+}
+
 pub struct PgStore {
     pool: PgPool,
     signals: Arc<Signals>,
@@ -135,10 +148,25 @@ impl PgStore {
     /// thinks is empty. Batches of ids therefore reach `task_run` as arrays
     /// (`= ANY(…)`), as the claim does ([`CLAIM`]).
     async fn index_only(tx: &mut Transaction<'_, Postgres>) -> Result<()> {
-        sqlx::raw_sql("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
-            .execute(&mut **tx)
-            .await?;
+        sqlx::raw_sql(index_only_sql!()).execute(&mut **tx).await?;
         Ok(())
+    }
+
+    /// A transaction under [`Self::index_only`] from its first statement:
+    /// `BEGIN` carries the settings, saving a round trip.
+    async fn begin_index_only(&self) -> Result<Transaction<'static, Postgres>> {
+        Ok(self
+            .pool
+            .begin_with(concat!("BEGIN; ", index_only_sql!()))
+            .await?)
+    }
+
+    /// A transaction under [`Self::hash_joined`] from its first statement.
+    async fn begin_hash_joined(&self) -> Result<Transaction<'static, Postgres>> {
+        Ok(self
+            .pool
+            .begin_with(concat!("BEGIN; ", hash_joined_sql!()))
+            .await?)
     }
 
     /// [`Self::index_only`], and no nested loops either, for the next
@@ -155,12 +183,7 @@ impl PgStore {
     /// more follow: their joins look rows up by key, which only a nested
     /// loop does well.
     async fn hash_joined(tx: &mut Transaction<'_, Postgres>) -> Result<()> {
-        sqlx::raw_sql(
-            "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off;
-             SET LOCAL enable_nestloop = off",
-        )
-        .execute(&mut **tx)
-        .await?;
+        sqlx::raw_sql(hash_joined_sql!()).execute(&mut **tx).await?;
         Ok(())
     }
 
@@ -600,9 +623,11 @@ impl Store for PgStore {
                 .await?,
         };
         let decided = gates::evaluate(&pending, &holders, nodes, now);
-        if decided != Decisions::default() {
+        if !decided.unpin.is_empty() || !decided.causes.is_empty() {
             // Unpins and waiting causes join arrays to task_run.
             Self::hash_joined(&mut tx).await?;
+        } else if !decided.promote.is_empty() {
+            Self::index_only(&mut tx).await?;
         }
         if !decided.unpin.is_empty() {
             let (ids, details): (Vec<i64>, Vec<String>) = decided.unpin.iter().cloned().unzip();
@@ -666,8 +691,7 @@ impl Store for PgStore {
         if claim.limit <= 0 {
             return Ok(Vec::new());
         }
-        let mut tx = self.pool.begin().await?;
-        Self::index_only(&mut tx).await?;
+        let mut tx = self.begin_index_only().await?;
         let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
             .bind(claim.replica_id)
             .bind(claim.labels)
@@ -689,8 +713,7 @@ impl Store for PgStore {
         if finishes.is_empty() {
             return Ok(FinishReport::default());
         }
-        let mut tx = self.pool.begin().await?;
-        Self::hash_joined(&mut tx).await?;
+        let mut tx = self.begin_hash_joined().await?;
         let done: Vec<FinishedRow> = sqlx::query_as(FINISH)
             .bind(replica_id)
             .bind(finishes.iter().map(|f| f.run_id).collect::<Vec<_>>())
@@ -727,8 +750,7 @@ impl Store for PgStore {
         if beats.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.pool.begin().await?;
-        Self::hash_joined(&mut tx).await?;
+        let mut tx = self.begin_hash_joined().await?;
         let owned = sqlx::query_scalar(RUN_HEARTBEAT)
             .bind(replica_id)
             .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
@@ -790,8 +812,7 @@ impl Store for PgStore {
 
     async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport> {
         let stale_since = now.minus(stale_after);
-        let mut tx = self.pool.begin().await?;
-        Self::index_only(&mut tx).await?;
+        let mut tx = self.begin_index_only().await?;
         let sql = sqlx::AssertSqlSafe(format!(
             "{} FOR UPDATE OF r SKIP LOCKED",
             liveness::SWEEP_CANDIDATES

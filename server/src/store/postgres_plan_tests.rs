@@ -147,8 +147,7 @@ fn batch_ids(others: i64) -> Vec<i64> {
 /// statement after a few runs: generic, for a batch of unknown length.
 /// `params` are the parameter types, `args` SQL literals for them.
 async fn explain_generic(store: &PgStore, sql: &str, params: &str, args: &str) -> String {
-    let mut tx = store.pool.begin().await.expect("begin");
-    PgStore::hash_joined(&mut tx).await.expect("settings");
+    let mut tx = store.begin_hash_joined().await.expect("begin");
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "PREPARE under_test ({params}) AS {sql};
          SET LOCAL plan_cache_mode = force_generic_plan"
@@ -182,8 +181,7 @@ async fn a_claim_reads_only_the_runs_it_claims_under_stale_statistics() {
     // The last ANALYZE saw nothing AVAILABLE at all.
     let store = stale_statistics(&scratch, "AVAILABLE", 0).await;
 
-    let mut tx = store.pool.begin().await.expect("begin");
-    PgStore::index_only(&mut tx).await.expect("settings");
+    let mut tx = store.begin_index_only().await.expect("begin");
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "EXPLAIN (ANALYZE, FORMAT JSON) {CLAIM}"
     )))
@@ -216,8 +214,7 @@ async fn a_finish_reads_each_run_once_under_stale_statistics() {
     let ids = batch_ids(OTHERS);
     let n = ids.len();
 
-    let mut tx = store.pool.begin().await.expect("begin");
-    PgStore::hash_joined(&mut tx).await.expect("settings");
+    let mut tx = store.begin_hash_joined().await.expect("begin");
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "EXPLAIN (ANALYZE, FORMAT JSON) {FINISH}"
     )))
@@ -258,8 +255,7 @@ async fn a_run_heartbeat_reads_each_run_once_under_stale_statistics() {
     let ids = batch_ids(OTHERS);
     let n = ids.len();
 
-    let mut tx = store.pool.begin().await.expect("begin");
-    PgStore::hash_joined(&mut tx).await.expect("settings");
+    let mut tx = store.begin_hash_joined().await.expect("begin");
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "EXPLAIN (ANALYZE, FORMAT JSON) {RUN_HEARTBEAT}"
     )))
