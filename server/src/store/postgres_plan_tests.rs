@@ -143,8 +143,8 @@ fn batch_ids(others: i64) -> Vec<i64> {
 }
 
 /// `EXPLAIN ANALYZE` of `sql` run as `hash_joined` callers run it, in a
-/// transaction then rolled back, with the plan PostgreSQL caches for a
-/// statement after a few runs: generic, for a batch of unknown length.
+/// transaction then rolled back, with the plan PostgreSQL may cache for a
+/// statement after five runs: generic, for a batch of unknown length.
 /// `params` are the parameter types, `args` SQL literals for them.
 async fn explain_generic(store: &PgStore, sql: &str, params: &str, args: &str) -> String {
     let mut tx = store.begin_hash_joined().await.expect("begin");
@@ -162,11 +162,12 @@ async fn explain_generic(store: &PgStore, sql: &str, params: &str, args: &str) -
     .await
     .expect("explain the generic plan");
     let text = plan_text(&row);
-    tx.rollback().await.expect("rollback");
+    // PREPARE belongs to the connection, not the transaction.
     sqlx::raw_sql("DEALLOCATE under_test")
-        .execute(&store.pool)
+        .execute(&mut *tx)
         .await
-        .ok();
+        .expect("deallocate");
+    tx.rollback().await.expect("rollback");
     text
 }
 
