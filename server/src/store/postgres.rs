@@ -33,68 +33,6 @@ const PROMOTER_LOCK: i64 = 0x0062_6174_6f6e_3a70;
 /// Connections per replica: the loops, the API and a few spares.
 const DEFAULT_POOL_SIZE: u32 = 12;
 
-/// Who: every replica's claimer, whenever it has free worker slots. The task
-/// row is read once per run: for its heartbeat timeout and for the executor
-/// the worker needs.
-///
-/// The picked ids reach the UPDATE as one array (an InitPlan), not as a
-/// joined CTE. Joined, stale statistics (the last ANALYZE saw no AVAILABLE
-/// run) let the planner put the whole AVAILABLE index on the outside of a
-/// nested loop and rescan the CTE for every run in it: quadratic, 0.5 s per
-/// claim of 512 out of 5,000 AVAILABLE runs, and the reason the bench fell
-/// to 2,000 runs/s after its latency phase. As an array the ids can only be
-/// looked up; `plan_tests` pins that down.
-const CLAIM: &str = concat!(
-    "WITH claimed AS (
-        UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
-            last_heartbeat_at = $4,
-            deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
-            heartbeat_deadline = $4 + ",
-    rows::heartbeat_timeout_sql!(),
-    " * INTERVAL '1 millisecond'
-        FROM task t
-        WHERE r.id = ANY(ARRAY(
-                SELECT id FROM task_run
-                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
-                ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED))
-            AND r.status = 'AVAILABLE' AND t.id = r.task_id
-        RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
-            t.executor, t.heartbeat_interval_ms, ",
-    rows::heartbeat_timeout_sql!(),
-    " AS heartbeat_timeout_ms),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
-        SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
-    SELECT * FROM claimed ORDER BY id"
-);
-
-/// Who: the replica that executed the runs, in batches. Fenced: only runs
-/// still RUNNING and owned by this replica change. Run with nested loops
-/// off ([`PgStore::hash_joined`]); `r.id = ANY($2)` lets the planner read
-/// just the batch by key, rather than every RUNNING run, when its
-/// statistics show that is cheaper.
-const FINISH: &str = "WITH f AS (
-        SELECT * FROM UNNEST($2::bigint[], $3::text[], $4::bigint[], $5::text[])
-            AS f(id, status, code, error)),
-    done AS (
-        UPDATE task_run r SET status = f.status, finished_at = $6, result_code = f.code,
-            error = f.error
-        FROM f WHERE r.id = f.id AND r.id = ANY($2) AND r.status = 'RUNNING'
-            AND r.replica_id = $1
-        RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.error),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-        SELECT id, 'RUNNING', status, $1, $1, $6, error FROM done)
-    SELECT id, plan_id, status, task_id, attempt, max_attempts FROM done";
-
-/// Who: each replica's run heartbeat, one statement for all its runs. Run
-/// with nested loops off, like [`FINISH`].
-const RUN_HEARTBEAT: &str = "UPDATE task_run r SET last_heartbeat_at = $4,
-        heartbeat_deadline = $4 + b.timeout_ms * INTERVAL '1 millisecond'
-    FROM UNNEST($2::bigint[], $3::bigint[]) AS b(id, timeout_ms)
-    WHERE r.id = b.id AND r.id = ANY($2) AND r.status = 'RUNNING' AND r.replica_id = $1
-    RETURNING r.id";
-
 /// The settings of [`PgStore::index_only`] and [`PgStore::hash_joined`],
 /// as literals so `BEGIN` can carry them.
 macro_rules! index_only_sql {
@@ -107,6 +45,88 @@ macro_rules! hash_joined_sql {
         concat!(index_only_sql!(), "; SET LOCAL enable_nestloop = off")
     };
 }
+
+const BEGIN_INDEX_ONLY: &str = concat!("BEGIN; ", index_only_sql!());
+const BEGIN_HASH_JOINED: &str = concat!("BEGIN; ", hash_joined_sql!());
+
+/// A hot statement and the `BEGIN` of its transaction, which sets the
+/// planner up for it ([`PgStore::index_only`] or [`PgStore::hash_joined`]).
+/// Kept together so the store and `plan_tests` run the same pair.
+struct Planned {
+    begin: &'static str,
+    sql: &'static str,
+}
+
+/// Who: every replica's claimer, whenever it has free worker slots. The task
+/// row is read once per run: for its heartbeat timeout and for the executor
+/// the worker needs.
+///
+/// The picked ids reach the UPDATE as one array (an InitPlan), not as a
+/// joined CTE. Joined, stale statistics (the last ANALYZE saw no AVAILABLE
+/// run) let the planner put the whole AVAILABLE index on the outside of a
+/// nested loop and rescan the CTE for every run in it: quadratic, 0.5 s per
+/// claim of 512 out of 5,000 AVAILABLE runs, and the reason the bench fell
+/// to 2,000 runs/s after its latency phase. As an array the ids can only be
+/// looked up; `plan_tests` pins that down.
+const CLAIM: Planned = Planned {
+    begin: BEGIN_INDEX_ONLY,
+    sql: concat!(
+        "WITH claimed AS (
+        UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
+            last_heartbeat_at = $4,
+            deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
+            heartbeat_deadline = $4 + ",
+        rows::heartbeat_timeout_sql!(),
+        " * INTERVAL '1 millisecond'
+        FROM task t
+        WHERE r.id = ANY(ARRAY(
+                SELECT id FROM task_run
+                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
+                ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED))
+            AND r.status = 'AVAILABLE' AND t.id = r.task_id
+        RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
+            t.executor, t.heartbeat_interval_ms, ",
+        rows::heartbeat_timeout_sql!(),
+        " AS heartbeat_timeout_ms),
+    logged AS (
+        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
+        SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
+    SELECT * FROM claimed ORDER BY id"
+    ),
+};
+
+/// Who: the replica that executed the runs, in batches. Fenced: only runs
+/// still RUNNING and owned by this replica change. Hash-joined: the batch
+/// is an `UNNEST`; `r.id = ANY($2)` lets the planner read just the batch
+/// by key, rather than every RUNNING run, when its statistics show that is
+/// cheaper.
+const FINISH: Planned = Planned {
+    begin: BEGIN_HASH_JOINED,
+    sql: "WITH f AS (
+        SELECT * FROM UNNEST($2::bigint[], $3::text[], $4::bigint[], $5::text[])
+            AS f(id, status, code, error)),
+    done AS (
+        UPDATE task_run r SET status = f.status, finished_at = $6, result_code = f.code,
+            error = f.error
+        FROM f WHERE r.id = f.id AND r.id = ANY($2) AND r.status = 'RUNNING'
+            AND r.replica_id = $1
+        RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.error),
+    logged AS (
+        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+        SELECT id, 'RUNNING', status, $1, $1, $6, error FROM done)
+    SELECT id, plan_id, status, task_id, attempt, max_attempts FROM done",
+};
+
+/// Who: each replica's run heartbeat, one statement for all its runs.
+/// Hash-joined, like [`FINISH`].
+const RUN_HEARTBEAT: Planned = Planned {
+    begin: BEGIN_HASH_JOINED,
+    sql: "UPDATE task_run r SET last_heartbeat_at = $4,
+        heartbeat_deadline = $4 + b.timeout_ms * INTERVAL '1 millisecond'
+    FROM UNNEST($2::bigint[], $3::bigint[]) AS b(id, timeout_ms)
+    WHERE r.id = b.id AND r.id = ANY($2) AND r.status = 'RUNNING' AND r.replica_id = $1
+    RETURNING r.id",
+};
 
 pub struct PgStore {
     pool: PgPool,
@@ -152,21 +172,11 @@ impl PgStore {
         Ok(())
     }
 
-    /// A transaction under [`Self::index_only`] from its first statement:
-    /// `BEGIN` carries the settings, saving a round trip.
-    async fn begin_index_only(&self) -> Result<Transaction<'static, Postgres>> {
-        Ok(self
-            .pool
-            .begin_with(concat!("BEGIN; ", index_only_sql!()))
-            .await?)
-    }
-
-    /// A transaction under [`Self::hash_joined`] from its first statement.
-    async fn begin_hash_joined(&self) -> Result<Transaction<'static, Postgres>> {
-        Ok(self
-            .pool
-            .begin_with(concat!("BEGIN; ", hash_joined_sql!()))
-            .await?)
+    /// A transaction whose `BEGIN` also sets the planner up
+    /// ([`BEGIN_INDEX_ONLY`], [`BEGIN_HASH_JOINED`]): one round trip, not
+    /// two.
+    async fn begin(&self, begin: &'static str) -> Result<Transaction<'static, Postgres>> {
+        Ok(self.pool.begin_with(begin).await?)
     }
 
     /// [`Self::index_only`], and no nested loops either, for the next
@@ -691,8 +701,8 @@ impl Store for PgStore {
         if claim.limit <= 0 {
             return Ok(Vec::new());
         }
-        let mut tx = self.begin_index_only().await?;
-        let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM)
+        let mut tx = self.begin(CLAIM.begin).await?;
+        let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM.sql)
             .bind(claim.replica_id)
             .bind(claim.labels)
             .bind(claim.limit)
@@ -713,8 +723,8 @@ impl Store for PgStore {
         if finishes.is_empty() {
             return Ok(FinishReport::default());
         }
-        let mut tx = self.begin_hash_joined().await?;
-        let done: Vec<FinishedRow> = sqlx::query_as(FINISH)
+        let mut tx = self.begin(FINISH.begin).await?;
+        let done: Vec<FinishedRow> = sqlx::query_as(FINISH.sql)
             .bind(replica_id)
             .bind(finishes.iter().map(|f| f.run_id).collect::<Vec<_>>())
             .bind(
@@ -750,8 +760,8 @@ impl Store for PgStore {
         if beats.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.begin_hash_joined().await?;
-        let owned = sqlx::query_scalar(RUN_HEARTBEAT)
+        let mut tx = self.begin(RUN_HEARTBEAT.begin).await?;
+        let owned = sqlx::query_scalar(RUN_HEARTBEAT.sql)
             .bind(replica_id)
             .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
             .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
@@ -812,7 +822,7 @@ impl Store for PgStore {
 
     async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport> {
         let stale_since = now.minus(stale_after);
-        let mut tx = self.begin_index_only().await?;
+        let mut tx = self.begin(BEGIN_INDEX_ONLY).await?;
         let sql = sqlx::AssertSqlSafe(format!(
             "{} FOR UPDATE OF r SKIP LOCKED",
             liveness::SWEEP_CANDIDATES

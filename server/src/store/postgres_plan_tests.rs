@@ -9,7 +9,7 @@
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{CLAIM, FINISH, PgStore, RUN_HEARTBEAT};
+use super::{CLAIM, FINISH, PgStore, Planned, RUN_HEARTBEAT};
 use crate::store::Store;
 use crate::store::scratch::Scratch;
 
@@ -129,28 +129,32 @@ fn assert_linear(text: &str, changed: i64, max_read: i64, hashed: bool) {
     }
 }
 
-/// EXPLAIN's json column travels as text; sqlx is built without its json
-/// feature, which nothing else needs.
-fn plan_text(row: &sqlx::postgres::PgRow) -> String {
-    row.try_get_unchecked(0).expect("plan text")
+/// Ids of a batch of the seeded live runs, spread over them, as an array
+/// literal.
+fn batch_ids(others: i64) -> String {
+    let ids: Vec<String> = (0..BATCH)
+        .map(|i| (first_live(others) + i * (LIVE / BATCH)).to_string())
+        .collect();
+    format!("'{{{}}}'", ids.join(","))
 }
 
-/// Ids of a batch of the seeded live runs, spread over them.
-fn batch_ids(others: i64) -> Vec<i64> {
-    (0..BATCH)
-        .map(|i| first_live(others) + i * (LIVE / BATCH))
-        .collect()
-}
-
-/// `EXPLAIN ANALYZE` of `sql` run as `hash_joined` callers run it, in a
-/// transaction then rolled back, with the plan PostgreSQL may cache for a
-/// statement after five runs: generic, for a batch of unknown length.
-/// `params` are the parameter types, `args` SQL literals for them.
-async fn explain_generic(store: &PgStore, sql: &str, params: &str, args: &str) -> String {
-    let mut tx = store.begin_hash_joined().await.expect("begin");
+/// `EXPLAIN ANALYZE` of `statement` in a transaction begun as the store
+/// begins it, then rolled back, under the plan cache `mode`: a custom plan
+/// (for the batch at hand) or the generic one PostgreSQL may cache after
+/// five runs (for a batch of unknown length). `params` are the parameter
+/// types, `args` SQL literals for them.
+async fn explain(
+    store: &PgStore,
+    statement: &Planned,
+    params: &str,
+    args: &str,
+    mode: &str,
+) -> String {
+    let mut tx = store.begin(statement.begin).await.expect("begin");
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "PREPARE under_test ({params}) AS {sql};
-         SET LOCAL plan_cache_mode = force_generic_plan"
+        "PREPARE under_test ({params}) AS {};
+         SET LOCAL plan_cache_mode = {mode}",
+        statement.sql
     )))
     .execute(&mut *tx)
     .await
@@ -160,8 +164,10 @@ async fn explain_generic(store: &PgStore, sql: &str, params: &str, args: &str) -
     )))
     .fetch_one(&mut *tx)
     .await
-    .expect("explain the generic plan");
-    let text = plan_text(&row);
+    .expect("explain");
+    // EXPLAIN's json column travels as text; sqlx is built without its
+    // json feature, which nothing else needs.
+    let text: String = row.try_get_unchecked(0).expect("plan text");
     // PREPARE belongs to the connection, not the transaction.
     sqlx::raw_sql("DEALLOCATE under_test")
         .execute(&mut *tx)
@@ -171,80 +177,51 @@ async fn explain_generic(store: &PgStore, sql: &str, params: &str, args: &str) -
     text
 }
 
-fn id_literal(ids: &[i64]) -> String {
-    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
-    format!("'{{{}}}'", list.join(","))
-}
+const BOTH_PLANS: [&str; 2] = ["force_custom_plan", "force_generic_plan"];
 
 #[tokio::test]
 async fn a_claim_reads_only_the_runs_it_claims_under_stale_statistics() {
     let scratch = scratch().await;
     // The last ANALYZE saw nothing AVAILABLE at all.
     let store = stale_statistics(&scratch, "AVAILABLE", 0).await;
-
-    let mut tx = store.begin_index_only().await.expect("begin");
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN (ANALYZE, FORMAT JSON) {CLAIM}"
-    )))
-    .bind(REPLICA)
-    .bind(Vec::<String>::new())
-    .bind(BATCH)
-    .bind(crate::store::Ts::now())
-    .bind(10_000_i64)
-    .fetch_one(&mut *tx)
-    .await
-    .expect("explain the claim");
-    let text = plan_text(&row);
-    tx.rollback().await.expect("rollback");
+    let args = format!("'{REPLICA}', ARRAY[]::text[], {BATCH}, now(), 10000");
+    let mut plans = Vec::new();
+    for mode in BOTH_PLANS {
+        let types = "text, text[], bigint, timestamptz, bigint";
+        plans.push(explain(&store, &CLAIM, types, &args, mode).await);
+    }
     scratch.drop_database().await.expect("drop");
 
     // The claim takes the first BATCH AVAILABLE runs off the index and
     // looks each up once (joining `task` by key in a nested loop).
-    assert_linear(&text, BATCH, BATCH, false);
+    for text in plans {
+        assert_linear(&text, BATCH, BATCH, false);
+    }
 }
 
 /// Live runs of other replicas when the statistics were taken: without
-/// `hash_joined`, the finish's and heartbeat's generic plans join the
-/// batch by a nested loop.
+/// nested loops ruled out, the finish's and heartbeat's generic plans join
+/// the batch by a nested loop.
 const OTHERS: i64 = 2_000;
 
 #[tokio::test]
 async fn a_finish_reads_each_run_once_under_stale_statistics() {
     let scratch = scratch().await;
     let store = stale_statistics(&scratch, "RUNNING", OTHERS).await;
-    let ids = batch_ids(OTHERS);
-    let n = ids.len();
-
-    let mut tx = store.begin_hash_joined().await.expect("begin");
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN (ANALYZE, FORMAT JSON) {FINISH}"
-    )))
-    .bind(REPLICA)
-    .bind(&ids)
-    .bind(vec!["DONE"; n])
-    .bind(vec![Some(0_i64); n])
-    .bind(vec![None::<String>; n])
-    .bind(crate::store::Ts::now())
-    .fetch_one(&mut *tx)
-    .await
-    .expect("explain the finish");
-    let custom = plan_text(&row);
-    tx.rollback().await.expect("rollback");
-    let generic = explain_generic(
-        &store,
-        FINISH,
-        "text, bigint[], text[], bigint[], text[], timestamptz",
-        &format!(
-            "'{REPLICA}', {}, array_fill('DONE'::text, ARRAY[{n}]), \
-             array_fill(0::bigint, ARRAY[{n}]), array_fill(NULL::text, ARRAY[{n}]), now()",
-            id_literal(&ids)
-        ),
-    )
-    .await;
+    let args = format!(
+        "'{REPLICA}', {}, array_fill('DONE'::text, ARRAY[{BATCH}]), \
+         array_fill(0::bigint, ARRAY[{BATCH}]), array_fill(NULL::text, ARRAY[{BATCH}]), now()",
+        batch_ids(OTHERS)
+    );
+    let mut plans = Vec::new();
+    for mode in BOTH_PLANS {
+        let types = "text, bigint[], text[], bigint[], text[], timestamptz";
+        plans.push(explain(&store, &FINISH, types, &args, mode).await);
+    }
     scratch.drop_database().await.expect("drop");
 
     // Linear: at worst every RUNNING run is read once, to be hashed.
-    for text in [custom, generic] {
+    for text in plans {
         assert_linear(&text, BATCH, OTHERS + LIVE, true);
     }
 }
@@ -253,35 +230,18 @@ async fn a_finish_reads_each_run_once_under_stale_statistics() {
 async fn a_run_heartbeat_reads_each_run_once_under_stale_statistics() {
     let scratch = scratch().await;
     let store = stale_statistics(&scratch, "RUNNING", OTHERS).await;
-    let ids = batch_ids(OTHERS);
-    let n = ids.len();
-
-    let mut tx = store.begin_hash_joined().await.expect("begin");
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN (ANALYZE, FORMAT JSON) {RUN_HEARTBEAT}"
-    )))
-    .bind(REPLICA)
-    .bind(&ids)
-    .bind(vec![30_000_i64; n])
-    .bind(crate::store::Ts::now())
-    .fetch_one(&mut *tx)
-    .await
-    .expect("explain the heartbeat");
-    let custom = plan_text(&row);
-    tx.rollback().await.expect("rollback");
-    let generic = explain_generic(
-        &store,
-        RUN_HEARTBEAT,
-        "text, bigint[], bigint[], timestamptz",
-        &format!(
-            "'{REPLICA}', {}, array_fill(30000::bigint, ARRAY[{n}]), now()",
-            id_literal(&ids)
-        ),
-    )
-    .await;
+    let args = format!(
+        "'{REPLICA}', {}, array_fill(30000::bigint, ARRAY[{BATCH}]), now()",
+        batch_ids(OTHERS)
+    );
+    let mut plans = Vec::new();
+    for mode in BOTH_PLANS {
+        let types = "text, bigint[], bigint[], timestamptz";
+        plans.push(explain(&store, &RUN_HEARTBEAT, types, &args, mode).await);
+    }
     scratch.drop_database().await.expect("drop");
 
-    for text in [custom, generic] {
+    for text in plans {
         assert_linear(&text, BATCH, OTHERS + LIVE, true);
     }
 }
