@@ -18,6 +18,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let style = root.join("style");
     println!("cargo::rerun-if-changed={}", app_src.display());
     println!("cargo::rerun-if-changed={}", style.display());
+    // `sqlx::migrate!` embeds the migrations when this crate compiles, but
+    // on stable Rust it cannot ask Cargo to watch them: without this line
+    // an added migration would not rebuild the binary that applies it.
+    let migrations = root.join("migrations");
+    println!("cargo::rerun-if-changed={}", migrations.display());
 
     let mut sources = Vec::new();
     collect_rs(&app_src, &mut sources)?;

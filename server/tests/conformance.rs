@@ -18,6 +18,7 @@ use serde_json::json;
 per_backend!(cases:
     submit_creates_pending_runs_with_a_cause,
     submit_without_start_waits_for_run,
+    a_large_submit_keeps_every_task_and_its_run,
     exclusive_runs_share_no_target,
     versions_go_in_natural_order,
     plan_limit_caps_active_runs,
@@ -125,6 +126,83 @@ mod cases {
             s.plan_start(id, "bob", Ts::now()).await,
             Err(StoreError::Conflict(_))
         ));
+    }
+
+    /// 203 tasks: more than one batch of rows on every backend (SQLite
+    /// inserts them in chunks of 64, 8, 2 and 1), each with its own
+    /// fields, and each first run copied from its own task.
+    pub async fn a_large_submit_keeps_every_task_and_its_run(kind: Kind) {
+        const TASKS: usize = 203;
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|i| {
+                let mut t = json!({
+                    "name": format!("t{i:03}"),
+                    "target": format!("db/{}", i % 17),
+                    "exclusive": i % 2 == 0,
+                    "timeout": format!("{}s", 10 + i),
+                    "sleep": format!("{}ms", i),
+                });
+                if i % 3 == 0 {
+                    t["version"] = format!("1.{i}").into();
+                }
+                if i % 5 == 0 {
+                    t["node"] = "gpu".into();
+                }
+                t
+            })
+            .collect();
+        let id = s
+            .plan_insert(
+                &plan(json!({"name": "big", "tasks": tasks})),
+                "alice",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let view = s.plan_get(id).await.unwrap();
+        assert_eq!(view.tasks.len(), TASKS);
+        let mut runs = HashSet::new();
+        for (i, t) in view.tasks.iter().enumerate() {
+            assert_eq!(t.name, format!("t{i:03}"));
+            assert_eq!(t.target, format!("db/{}", i % 17));
+            assert_eq!(t.exclusive, i % 2 == 0, "{}", t.name);
+            assert_eq!(t.version, (i % 3 == 0).then(|| format!("1.{i}")));
+            assert_eq!(t.node.as_deref(), (i % 5 == 0).then_some("gpu"));
+            assert_eq!((t.status, t.attempt), (TaskStatus::Pending, Some(1)));
+            let run = s.run_get(t.run_id.unwrap()).await.unwrap();
+            assert_eq!((run.task_id, run.plan_id, run.attempt), (t.id, id, 1));
+            assert_eq!(run.target, t.target);
+            assert_eq!(run.events.len(), 1, "{}", t.name);
+            assert_eq!(run.events[0].detail.as_deref(), Some("submitted"));
+            assert!(runs.insert(run.id));
+        }
+        // The executor and timeout reach the claimer from the task row.
+        let labels = vec!["gpu".to_owned()];
+        let mut nodes = NodeLabels::default();
+        nodes.live.insert("gpu".to_owned());
+        let mut claimed = Vec::new();
+        while claimed.len() < TASKS {
+            s.run_promote_round(&nodes, Ts::now()).await.unwrap();
+            let batch = s
+                .run_claim_many(&claim("r-test", &labels, 1000), Ts::now())
+                .await
+                .unwrap();
+            assert!(!batch.is_empty(), "{} of {TASKS} claimed", claimed.len());
+            let finishes: Vec<_> = batch.iter().map(|c| done(c.id)).collect();
+            s.run_finish_many("r-test", &finishes, Ts::now())
+                .await
+                .unwrap();
+            claimed.extend(batch);
+        }
+        for c in claimed {
+            let i = view.tasks.iter().position(|t| t.id == c.task_id).unwrap();
+            assert_eq!(c.executor["kind"], "sleep");
+            assert_eq!(c.executor["duration"], i as u64, "milliseconds");
+            let timeout = (c.deadline.0 - c.started_at.0).num_seconds();
+            assert_eq!(timeout, 10 + i as i64, "t{i:03}");
+        }
     }
 
     pub async fn exclusive_runs_share_no_target(kind: Kind) {

@@ -23,6 +23,7 @@ pub mod seed;
 pub mod signals;
 mod sqlite;
 mod sqlite_checkpoint;
+mod sqlite_submit;
 pub mod time;
 pub mod version;
 

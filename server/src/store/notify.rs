@@ -396,7 +396,7 @@ macro_rules! notify_step {
                     tx,
                     &retry_tasks,
                     &retry_at,
-                    rows::RunIds::New,
+                    rows::NewVersions::Maybe,
                     SCHEDULER,
                     "automatic retry",
                     now,

@@ -17,7 +17,7 @@ use super::dashboard::{self, OverviewStats};
 use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
-use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, RunIds, millis};
+use super::rows::{self, ClaimRow, FinishedRow, NewVersions, PlanTasks, millis};
 use super::signals::{CHANNEL, Signal, Signals};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
@@ -128,6 +128,41 @@ const RUN_HEARTBEAT: Planned = Planned {
     RETURNING r.id",
 };
 
+/// Who: plan submit. The plan, its tasks and (when it starts now) each
+/// task's first run with its creation event, in one statement: the runs
+/// are copied from the task rows as they are inserted, not looked up
+/// again. A task is written once, pointing (`latest_run_id`) at the id
+/// reserved for its run.
+const PLAN_SUBMIT: &str = "WITH p AS (
+        INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks)
+        VALUES ($1, $2, $3, $4, $5, $6) RETURNING id),
+    t AS (
+        INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
+            max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
+            reassign_after_ms, latest_run_id)
+        SELECT p.id, x.name, x.target, x.exclusive, x.version, x.run_at, x.node, x.timeout_ms,
+            x.max_attempts, x.hbi, x.hbt, x.executor, x.reassign,
+            CASE WHEN $19 THEN nextval('task_run_id_seq') END
+        FROM p, UNNEST($7::text[], $8::text[], $9::bool[], $10::text[], $11::timestamptz[],
+            $12::text[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[],
+            $18::bigint[])
+            WITH ORDINALITY AS x(name, target, exclusive, version, run_at, node, timeout_ms,
+                max_attempts, hbi, hbt, executor, reassign, ord)
+        ORDER BY x.ord
+        RETURNING id, plan_id, target, exclusive, version, run_at, node, timeout_ms,
+            max_attempts, reassign_after_ms, latest_run_id),
+    made AS (
+        INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive, version,
+            node, timeout_ms, max_attempts, run_at, created_at, waiting_cause, reassign_after_ms)
+        SELECT latest_run_id, id, plan_id, 1, 'PENDING', target, exclusive, version, node,
+            timeout_ms, max_attempts, run_at, $4, $20, reassign_after_ms
+        FROM t WHERE $19
+        RETURNING id),
+    logged AS (
+        INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+        SELECT id, NULL, 'PENDING', $5, $4, 'submitted' FROM made)
+    SELECT id FROM p";
+
 pub struct PgStore {
     pool: PgPool,
     signals: Arc<Signals>,
@@ -214,14 +249,33 @@ impl PgStore {
         Ok(())
     }
 
+    /// Keeps new PENDING runs from slipping in under a promotion round that
+    /// already read the PENDING set, where the version gate would miss
+    /// them: their creators share the lock that a round takes exclusively
+    /// (until commit). Unversioned runs hold nothing back, so creating them
+    /// (every submit without versions) never waits for a round.
+    async fn creation_lock(
+        tx: &mut Transaction<'_, Postgres>,
+        versions: NewVersions,
+    ) -> Result<()> {
+        if versions == NewVersions::Maybe {
+            sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
+                .bind(PROMOTER_LOCK)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Creates the next attempt (PENDING) of each task, points the task at
     /// it and records the creation event. `run_at[i]` overrides the task's
     /// own `run_at` (automatic retries wait out their backoff).
+    #[allow(clippy::too_many_arguments)]
     async fn runs_create(
         tx: &mut Transaction<'_, Postgres>,
         task_ids: &[i64],
         run_at: &[Option<Ts>],
-        ids: RunIds,
+        versions: NewVersions,
         actor: Actor<'_>,
         detail: &str,
         now: Ts,
@@ -229,31 +283,23 @@ impl PgStore {
         if task_ids.is_empty() {
             return Ok(Vec::new());
         }
-        // New PENDING runs must not slip in under a promotion round that
-        // already read the PENDING set (the version gate would miss them):
-        // creators share the lock that a round takes exclusively.
-        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
-            .bind(PROMOTER_LOCK)
-            .execute(&mut **tx)
-            .await?;
-        // Who: plan submit/start, retries (operator and automatic).
+        Self::creation_lock(tx, versions).await?;
+        // Who: plan start, retries (operator and automatic). A submit that
+        // starts at once creates its runs in PLAN_SUBMIT.
         let created: Vec<i64> = sqlx::query_scalar(
             "WITH made AS (
-                INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
+                INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive,
                     version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
                     reassign_after_ms)
-                SELECT CASE WHEN $7 THEN t.latest_run_id ELSE nextval('task_run_id_seq') END,
-                    t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
+                SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
                     t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
                     COALESCE(x.run_at, t.run_at), $3, $4, t.reassign_after_ms
                 FROM UNNEST($1::bigint[], $2::timestamptz[]) AS x(task_id, run_at)
                 JOIN task t ON t.id = x.task_id
-                -- A reserved id has no run behind it yet: no lookup.
-                LEFT JOIN task_run prev ON NOT $7 AND prev.id = t.latest_run_id
+                LEFT JOIN task_run prev ON prev.id = t.latest_run_id
                 RETURNING id, task_id),
             linked AS (
-                UPDATE task SET latest_run_id = made.id FROM made
-                WHERE NOT $7 AND task.id = made.task_id)
+                UPDATE task SET latest_run_id = made.id FROM made WHERE task.id = made.task_id)
             INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
             SELECT id, NULL, 'PENDING', $5, $3, $6 FROM made
             RETURNING run_id",
@@ -264,7 +310,6 @@ impl PgStore {
         .bind(gates::CAUSE_NEW)
         .bind(actor)
         .bind(detail)
-        .bind(ids == RunIds::Reserved)
         .fetch_all(&mut **tx)
         .await?;
         Self::notify(tx, Signal::Changed).await?;
@@ -323,7 +368,8 @@ impl PgStore {
         }
         let run_at = vec![None; tasks.len()];
         let detail = which.detail(actor);
-        Self::runs_create(&mut tx, &tasks, &run_at, RunIds::New, actor, &detail, now).await?;
+        let versions = NewVersions::Maybe;
+        Self::runs_create(&mut tx, &tasks, &run_at, versions, actor, &detail, now).await?;
         // A new phase: its failure or completion notifies again (seed 002).
         sqlx::query(notify::CLAIM_DELETE)
             .bind(id)
@@ -418,71 +464,54 @@ impl Store for PgStore {
     }
 
     async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        let mut tx = self.pool.begin().await?;
-        let plan_id: i64 = sqlx::query_scalar(
-            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-        )
-        .bind(&plan.name)
-        .bind(&plan.description)
-        .bind(plan.parallel_limit)
-        .bind(now)
-        .bind(actor)
-        .bind(rows::webhooks_json(plan)?)
-        .fetch_one(&mut *tx)
-        .await?;
-        let t = &plan.tasks;
-        let executors = t
+        let executors = plan
+            .tasks
             .iter()
             .map(|t| serde_json::to_string(&t.executor))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let task_ids: Vec<i64> = sqlx::query_scalar(
-            "INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
-                max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
-                reassign_after_ms, latest_run_id)
-             SELECT $1, x.name, x.target, x.exclusive, x.version, x.run_at, x.node, x.timeout_ms,
-                x.max_attempts, x.hbi, x.hbt, x.executor, x.reassign,
-                CASE WHEN $14 THEN nextval('task_run_id_seq') END
-             FROM UNNEST($2::text[], $3::text[], $4::bool[], $5::text[], $6::timestamptz[],
-                $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[],
-                $13::bigint[])
-                WITH ORDINALITY AS x(name, target, exclusive, version, run_at, node, timeout_ms,
-                    max_attempts, hbi, hbt, executor, reassign, ord)
-             ORDER BY x.ord RETURNING id",
-        )
-        .bind(plan_id)
-        .bind(t.iter().map(|t| t.name.clone()).collect::<Vec<_>>())
-        .bind(t.iter().map(|t| t.target.clone()).collect::<Vec<_>>())
-        .bind(t.iter().map(|t| t.exclusive).collect::<Vec<_>>())
-        .bind(t.iter().map(|t| t.version.clone()).collect::<Vec<_>>())
-        .bind(t.iter().map(|t| t.run_at.map(Ts::from)).collect::<Vec<_>>())
-        .bind(t.iter().map(|t| t.node.clone()).collect::<Vec<_>>())
-        .bind(t.iter().map(|t| millis(t.timeout)).collect::<Vec<_>>())
-        .bind(t.iter().map(|t| t.max_attempts).collect::<Vec<_>>())
-        .bind(
-            t.iter()
-                .map(|t| t.heartbeat_interval.map(millis))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            t.iter()
-                .map(|t| t.heartbeat_timeout.map(millis))
-                .collect::<Vec<_>>(),
-        )
-        .bind(executors)
-        .bind(
-            t.iter()
-                .map(|t| t.reassign_after.map(millis))
-                .collect::<Vec<_>>(),
-        )
-        .bind(plan.start)
-        .fetch_all(&mut *tx)
-        .await?;
+        let t = &plan.tasks;
+        let mut tx = self.pool.begin().await?;
         if plan.start {
-            let run_at = vec![None; task_ids.len()];
-            let ids = RunIds::Reserved;
-            Self::runs_create(&mut tx, &task_ids, &run_at, ids, actor, "submitted", now).await?;
+            Self::creation_lock(&mut tx, NewVersions::of(plan)).await?;
+        }
+        let plan_id: i64 = sqlx::query_scalar(PLAN_SUBMIT)
+            .bind(&plan.name)
+            .bind(&plan.description)
+            .bind(plan.parallel_limit)
+            .bind(now)
+            .bind(actor)
+            .bind(rows::webhooks_json(plan)?)
+            .bind(t.iter().map(|t| t.name.clone()).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.target.clone()).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.exclusive).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.version.clone()).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.run_at.map(Ts::from)).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.node.clone()).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| millis(t.timeout)).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.max_attempts).collect::<Vec<_>>())
+            .bind(
+                t.iter()
+                    .map(|t| t.heartbeat_interval.map(millis))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                t.iter()
+                    .map(|t| t.heartbeat_timeout.map(millis))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(executors)
+            .bind(
+                t.iter()
+                    .map(|t| t.reassign_after.map(millis))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(plan.start)
+            .bind(gates::CAUSE_NEW)
+            .fetch_one(&mut *tx)
+            .await?;
+        if plan.start {
+            Self::notify(&mut tx, Signal::Changed).await?;
         }
         tx.commit().await?;
         if plan.start {
@@ -547,7 +576,7 @@ impl Store for PgStore {
             &mut tx,
             &[id],
             &[None],
-            RunIds::New,
+            NewVersions::Maybe,
             actor,
             &format!("retried by {actor}"),
             now,
@@ -1013,3 +1042,7 @@ impl Store for PgStore {
 #[cfg(test)]
 #[path = "postgres_plan_tests.rs"]
 mod plan_tests;
+
+#[cfg(test)]
+#[path = "postgres_lock_tests.rs"]
+mod lock_tests;

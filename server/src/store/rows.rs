@@ -615,14 +615,24 @@ impl PlanTasks {
     }
 }
 
-/// Where the id of a task's new run comes from.
+/// Whether runs about to be created may carry a version. Only a versioned
+/// run can hold another back (the version gate; gates 3 and 4 count only
+/// AVAILABLE and RUNNING runs), so only such a creation must not slip in
+/// under a promotion round that already read the PENDING set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunIds {
-    /// The tasks were inserted in this transaction already pointing
-    /// (`latest_run_id`) at an id reserved for their first run: a submitted
-    /// task row is written once, not inserted and then updated (which on
-    /// PostgreSQL also re-runs its foreign-key check).
-    Reserved,
-    /// A new id, then the task is pointed at it (run, retry).
-    New,
+pub enum NewVersions {
+    /// None of them has a version (known at submit).
+    None,
+    /// Some may (retries: not worth a look at the tasks).
+    Maybe,
+}
+
+impl NewVersions {
+    pub fn of(plan: &crate::plan::NewPlan) -> Self {
+        if plan.tasks.iter().any(|t| t.version.is_some()) {
+            NewVersions::Maybe
+        } else {
+            NewVersions::None
+        }
+    }
 }

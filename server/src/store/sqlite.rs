@@ -22,9 +22,10 @@ use super::dashboard::{self, OverviewStats};
 use super::gates::{self, Holders, NodeLabels, PendingRun};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
-use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, RunIds, millis};
+use super::rows::{self, ClaimRow, FinishedRow, NewVersions, PlanTasks, millis};
 use super::signals::{Signal, Signals};
 use super::sqlite_checkpoint::{BACKSTOP_PAGES, Checkpointer};
+use super::sqlite_submit;
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
     ReplicaRecord, Result, SCHEDULER, Store, StoreError, Ts,
@@ -98,11 +99,13 @@ impl SqliteStore {
 
     /// Creates the next attempt (PENDING) of each task; see the PostgreSQL
     /// twin for the contract.
+    #[allow(clippy::too_many_arguments)]
     async fn runs_create(
         tx: &mut Transaction<'_, Sqlite>,
         task_ids: &[i64],
         run_at: &[Option<Ts>],
-        ids: RunIds,
+        // One process, one writer: a round and a creation never overlap.
+        _versions: NewVersions,
         actor: Actor<'_>,
         detail: &str,
         now: Ts,
@@ -110,42 +113,37 @@ impl SqliteStore {
         if task_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let reserved = ids == RunIds::Reserved;
         let wanted: Vec<_> = task_ids
             .iter()
             .zip(run_at)
             .map(|(id, at)| json!([id, at.map(Ts::micros)]))
             .collect();
         let made: Vec<(i64, i64)> = sqlx::query_as(
-            "INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
-                version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
+            "INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive, version,
+                node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
                 reassign_after_ms)
-             SELECT CASE WHEN $4 THEN t.latest_run_id END,
-                t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
+             SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
                 t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
                 COALESCE(x.value ->> 1, t.run_at), $2, $3, t.reassign_after_ms
              FROM json_each($1) AS x
              JOIN task t ON t.id = x.value ->> 0
-             LEFT JOIN task_run prev ON NOT $4 AND prev.id = t.latest_run_id
+             LEFT JOIN task_run prev ON prev.id = t.latest_run_id
              ORDER BY x.key
              RETURNING id, task_id",
         )
         .bind(serde_json::Value::Array(wanted).to_string())
         .bind(now)
         .bind(gates::CAUSE_NEW)
-        .bind(reserved)
         .fetch_all(&mut **tx)
         .await?;
-        if !reserved {
-            let pairs: Vec<_> = made.iter().map(|(id, task)| json!([id, task])).collect();
-            sqlx::query(
-                "UPDATE task SET latest_run_id = x.value ->> 0
-                 FROM json_each($1) AS x WHERE task.id = x.value ->> 1",
-            )
-            .bind(serde_json::Value::Array(pairs).to_string())
-            .execute(&mut **tx)
-            .await?;
-        }
+        let pairs: Vec<_> = made.iter().map(|(id, task)| json!([id, task])).collect();
+        sqlx::query(
+            "UPDATE task SET latest_run_id = x.value ->> 0
+             FROM json_each($1) AS x WHERE task.id = x.value ->> 1",
+        )
+        .bind(serde_json::Value::Array(pairs).to_string())
+        .execute(&mut **tx)
+        .await?;
         let ids: Vec<i64> = made.into_iter().map(|(id, _)| id).collect();
         sqlx::query(
             "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
@@ -268,7 +266,8 @@ impl SqliteStore {
         }
         let run_at = vec![None; tasks.len()];
         let detail = which.detail(actor);
-        Self::runs_create(&mut tx, &tasks, &run_at, RunIds::New, actor, &detail, now).await?;
+        let versions = NewVersions::Maybe;
+        Self::runs_create(&mut tx, &tasks, &run_at, versions, actor, &detail, now).await?;
         // A new phase: its failure or completion notifies again (seed 002).
         sqlx::query(notify::CLAIM_DELETE)
             .bind(id)
@@ -340,47 +339,43 @@ impl Store for SqliteStore {
         .bind(rows::webhooks_json(plan)?)
         .fetch_one(&mut *tx)
         .await?;
-        let tasks: Vec<_> = plan
-            .tasks
-            .iter()
-            .map(|t| {
-                json!({
-                    "name": t.name, "target": t.target, "exclusive": t.exclusive,
-                    "version": t.version, "run_at": t.run_at.map(|at| Ts::from(at).micros()),
-                    "node": t.node, "timeout_ms": millis(t.timeout), "max_attempts": t.max_attempts,
-                    "hbi": t.heartbeat_interval.map(millis), "hbt": t.heartbeat_timeout.map(millis),
-                    "executor": serde_json::to_string(&t.executor).unwrap_or_default(),
-                    "reassign": t.reassign_after.map(millis),
-                })
-            })
-            .collect();
-        // The first runs' ids, reserved so each task row is written once:
-        // rowids count up from the largest, and this transaction holds the
-        // write lock.
-        let last_run: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM task_run")
-            .fetch_one(&mut *tx)
-            .await?;
-        let task_ids: Vec<i64> = sqlx::query_scalar(
-            "INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
-                max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
-                reassign_after_ms, latest_run_id)
-             SELECT $1, v ->> 'name', v ->> 'target', v ->> 'exclusive', v ->> 'version',
-                v ->> 'run_at', v ->> 'node', v ->> 'timeout_ms', v ->> 'max_attempts',
-                v ->> 'hbi', v ->> 'hbt', v ->> 'executor', v ->> 'reassign',
-                CASE WHEN $3 THEN $4 + key + 1 END
-             FROM (SELECT x.key, x.value AS v FROM json_each($2) AS x) ORDER BY key
-             RETURNING id",
+        // Ids reserved for the tasks and their first runs, so each task row
+        // is written once, pointing at its run: rowids count up from the
+        // largest, and this transaction holds the write lock.
+        let (last_task, last_run): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM task),
+                (SELECT COALESCE(MAX(id), 0) FROM task_run)",
         )
-        .bind(plan_id)
-        .bind(serde_json::Value::Array(tasks).to_string())
-        .bind(plan.start)
-        .bind(last_run)
-        .fetch_all(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
+        let first_run = plan.start.then_some(last_run + 1);
+        sqlite_submit::tasks_insert(&mut tx, plan_id, plan, last_task + 1, first_run).await?;
         if plan.start {
-            let run_at = vec![None; task_ids.len()];
-            let ids = RunIds::Reserved;
-            Self::runs_create(&mut tx, &task_ids, &run_at, ids, actor, "submitted", now).await?;
+            // Copied from the task rows just written: their (plan, name)
+            // index hands them over in one range.
+            sqlx::query(
+                "INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
+                    version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
+                    reassign_after_ms)
+                 SELECT latest_run_id, id, plan_id, 1, 'PENDING', target, exclusive, version, node,
+                    timeout_ms, max_attempts, run_at, $2, $3, reassign_after_ms
+                 FROM task WHERE plan_id = $1 ORDER BY latest_run_id",
+            )
+            .bind(plan_id)
+            .bind(now)
+            .bind(gates::CAUSE_NEW)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+                 SELECT latest_run_id, NULL, 'PENDING', $2, $3, 'submitted'
+                 FROM task WHERE plan_id = $1 ORDER BY latest_run_id",
+            )
+            .bind(plan_id)
+            .bind(actor)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         if plan.start {
@@ -445,7 +440,7 @@ impl Store for SqliteStore {
             &mut tx,
             &[id],
             &[None],
-            RunIds::New,
+            NewVersions::Maybe,
             actor,
             &format!("retried by {actor}"),
             now,

@@ -1,0 +1,103 @@
+//! Which creations wait for a promotion round in progress.
+//!
+//! A round holds [`PROMOTER_LOCK`] exclusively until it commits. A new
+//! versioned run could hold back a run the round is promoting (the version
+//! gate), so its creation must wait for the round; an unversioned run holds
+//! nothing back, so a submit without versions must not wait. Waiting is
+//! read from `pg_locks`, not from a clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{PROMOTER_LOCK, PgStore};
+use crate::plan::{NewPlan, parse_json};
+use crate::store::scratch::Scratch;
+use crate::store::{Result, Store, Ts};
+
+async fn store() -> (Scratch, PgStore) {
+    let admin = std::env::var("BATON_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let scratch = Scratch::postgres(&admin)
+        .await
+        .expect("a PostgreSQL test server (scripts/test.sh starts one)");
+    let store = PgStore::connect(&scratch.url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    (scratch, store)
+}
+
+fn plan(name: &str, version: Option<&str>) -> NewPlan {
+    let mut task = serde_json::json!({"name": "t", "target": "db/a", "sleep": "0s"});
+    if let Some(version) = version {
+        task["version"] = version.into();
+    }
+    let body = serde_json::json!({"name": name, "tasks": [task]});
+    parse_json(body.to_string().as_bytes()).expect("a valid plan")
+}
+
+/// Requests for the promoter's lock that are waiting.
+async fn waiting_for_round(store: &PgStore) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+            AND ((classid::bigint << 32) | objid::bigint) = $1",
+    )
+    .bind(PROMOTER_LOCK)
+    .fetch_one(&store.pool)
+    .await
+    .expect("pg_locks")
+}
+
+/// Submits `plan` in the background and watches `pg_locks` until it either
+/// finished (`false`) or asked for the promoter's lock and waits (`true`).
+async fn waits_for_round(
+    store: &Arc<PgStore>,
+    plan: NewPlan,
+) -> (bool, tokio::task::JoinHandle<Result<i64>>) {
+    let submit = tokio::spawn({
+        let store = store.clone();
+        async move { store.plan_insert(&plan, "test", Ts::now()).await }
+    });
+    loop {
+        if waiting_for_round(store).await > 0 {
+            return (true, submit);
+        }
+        if submit.is_finished() {
+            return (false, submit);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn only_a_versioned_submit_waits_for_a_promotion_round() {
+    let (scratch, store) = store().await;
+    let store = Arc::new(store);
+    let mut round = store.pool.begin().await.expect("begin");
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(PROMOTER_LOCK)
+        .execute(&mut *round)
+        .await
+        .expect("the round's lock");
+
+    let (waited, plain) = waits_for_round(&store, plan("plain", None)).await;
+    assert!(!waited, "an unversioned submit waited for the round");
+    plain
+        .await
+        .expect("joined")
+        .expect("the unversioned submit");
+
+    let (waited, versioned) = waits_for_round(&store, plan("versioned", Some("0002"))).await;
+    assert!(
+        waited,
+        "a versioned submit went through while a round held the lock"
+    );
+    assert!(!versioned.is_finished());
+    round.commit().await.expect("the round ends");
+    versioned
+        .await
+        .expect("joined")
+        .expect("the versioned submit, once the round ended");
+    let plans = store.plan_list(None, None, 10, 0).await.expect("list");
+    assert_eq!(plans.total, 2);
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}
