@@ -66,6 +66,26 @@ pub struct Holders {
     pub versions: Vec<VersionHold>,
 }
 
+/// The holder summaries a round reads besides the targets: each reads every
+/// AVAILABLE and RUNNING run, thousands on a busy system, and each only
+/// matters to some PENDING runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summaries {
+    /// Plan slots: only a run whose plan has a limit checks them (gate 4).
+    pub plans: bool,
+    /// Holders' versions: only a versioned run compares them (gate 2).
+    pub versions: bool,
+}
+
+impl Summaries {
+    pub fn needed_by(pending: &[PendingRun]) -> Self {
+        Summaries {
+            plans: pending.iter().any(|r| r.parallel_limit.is_some()),
+            versions: pending.iter().any(|r| r.version.is_some()),
+        }
+    }
+}
+
 /// Which node labels live replicas carry, and when a label was last seen.
 #[derive(Debug, Clone, Default)]
 pub struct NodeLabels {
@@ -625,5 +645,57 @@ mod tests {
             Ts::now(),
         );
         assert_eq!(d, Decisions::default());
+    }
+
+    /// A round that skips the plan slots or the holders' versions, because
+    /// no PENDING run needs them, decides exactly what a full round does.
+    #[test]
+    fn summaries_no_pending_run_needs_change_nothing() {
+        let mut held_versioned = holder(20, 7, "db/a", true);
+        held_versioned.version = Some("1".into());
+        let mut shared_versioned = holder(21, 8, "db/b", false);
+        shared_versioned.version = Some("3".into());
+        let full = Holders::from_runs(&[
+            held_versioned,
+            shared_versioned,
+            holder(22, 7, "db/c", false),
+            holder(23, 9, "db/c", false),
+        ]);
+        let mut shared = pending(1, 7, "db/b");
+        shared.exclusive = false;
+        let round = [
+            pending(2, 7, "db/a"),
+            shared,
+            pending(3, 9, "db/c"),
+            pending(4, 8, "db/d"),
+        ];
+        assert_eq!(
+            Summaries::needed_by(&round),
+            Summaries {
+                plans: false,
+                versions: false
+            }
+        );
+        let skipped = Holders {
+            plans: Vec::new(),
+            versions: Vec::new(),
+            ..full.clone()
+        };
+        let now = Ts::now();
+        let nodes = NodeLabels::default();
+        let decided = evaluate(&round, &skipped, &nodes, now);
+        assert_eq!(decided, evaluate(&round, &full, &nodes, now));
+        assert_eq!(decided.promote, vec![1, 4]);
+
+        let mut limited = round.clone();
+        limited[0].parallel_limit = Some(1);
+        limited[2].version = Some("2".into());
+        assert_eq!(
+            Summaries::needed_by(&limited),
+            Summaries {
+                plans: true,
+                versions: true
+            }
+        );
     }
 }

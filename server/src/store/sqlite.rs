@@ -19,7 +19,7 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, Transaction};
 
 use super::dashboard::{self, OverviewStats};
-use super::gates::{self, Holders, NodeLabels, PendingRun};
+use super::gates::{self, Holders, NodeLabels, PendingRun, Summaries};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
 use super::rows::{self, ClaimRow, FinishedRow, NewVersions, PlanTasks, millis};
@@ -504,16 +504,25 @@ impl Store for SqliteStore {
         if pending.is_empty() {
             return Ok(PromoteReport::default());
         }
+        let needed = Summaries::needed_by(&pending);
         let holders = Holders {
             targets: sqlx::query_as(gates::TARGET_HOLDS)
                 .fetch_all(&mut *tx)
                 .await?,
-            plans: sqlx::query_as(gates::PLAN_HOLDS)
-                .fetch_all(&mut *tx)
-                .await?,
-            versions: sqlx::query_as(gates::VERSION_HOLDS)
-                .fetch_all(&mut *tx)
-                .await?,
+            plans: if needed.plans {
+                sqlx::query_as(gates::PLAN_HOLDS)
+                    .fetch_all(&mut *tx)
+                    .await?
+            } else {
+                Vec::new()
+            },
+            versions: if needed.versions {
+                sqlx::query_as(gates::VERSION_HOLDS)
+                    .fetch_all(&mut *tx)
+                    .await?
+            } else {
+                Vec::new()
+            },
         };
         let decided = gates::evaluate(&pending, &holders, nodes, now);
         if !decided.unpin.is_empty() {
