@@ -270,7 +270,6 @@ impl PgStore {
     /// Creates the next attempt (PENDING) of each task, points the task at
     /// it and records the creation event. `run_at[i]` overrides the task's
     /// own `run_at` (automatic retries wait out their backoff).
-    #[allow(clippy::too_many_arguments)]
     async fn runs_create(
         tx: &mut Transaction<'_, Postgres>,
         task_ids: &[i64],

@@ -99,7 +99,6 @@ impl SqliteStore {
 
     /// Creates the next attempt (PENDING) of each task; see the PostgreSQL
     /// twin for the contract.
-    #[allow(clippy::too_many_arguments)]
     async fn runs_create(
         tx: &mut Transaction<'_, Sqlite>,
         task_ids: &[i64],
