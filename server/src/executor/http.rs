@@ -1,13 +1,18 @@
 //! `http: {url, method, headers, body, expect}` — one request; success when
 //! the status is listed in `expect` (any 2xx when the list is empty).
 
+use std::sync::OnceLock;
+
 use super::{Executor, Outcome, RunContext};
 use crate::plan::HttpSpec;
 
-/// Shares one connection pool across all HTTP tasks of the replica.
+/// Shares one connection pool across all HTTP tasks of the replica, built
+/// for the first of them: building a client loads the system's CA
+/// certificates, tens of milliseconds of CPU that a replica which never
+/// runs an HTTP task should not pay when it starts.
 #[derive(Default)]
 pub struct HttpExecutor {
-    client: reqwest::Client,
+    client: OnceLock<reqwest::Client>,
 }
 
 /// The response body kept in the run's log, at most.
@@ -26,7 +31,8 @@ impl Executor for HttpExecutor {
                 return Outcome::failed(None, format!("`{}` is not an HTTP method", spec.method));
             }
         };
-        let mut request = self.client.request(method.clone(), &spec.url);
+        let client = self.client.get_or_init(reqwest::Client::new);
+        let mut request = client.request(method.clone(), &spec.url);
         for (name, value) in &spec.headers {
             request = request.header(name, value);
         }

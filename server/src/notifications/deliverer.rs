@@ -6,7 +6,7 @@
 //! recording it sends again (at-least-once delivery of an exactly-once
 //! claim).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -45,7 +45,10 @@ pub struct Deliverer {
     replica_id: String,
     config: DeliveryConfig,
     poll_interval: Duration,
-    http: reqwest::Client,
+    /// Built for the first delivery: building a client loads the system's
+    /// CA certificates, tens of milliseconds of CPU that a replica which
+    /// never sends a webhook should not pay when it starts.
+    http: OnceLock<reqwest::Client>,
 }
 
 impl Deliverer {
@@ -55,18 +58,23 @@ impl Deliverer {
         config: DeliveryConfig,
         poll_interval: Duration,
     ) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(SEND_TIMEOUT)
-            .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("an HTTP client with default TLS");
         Deliverer {
             store,
             replica_id,
             config,
             poll_interval,
-            http,
+            http: OnceLock::new(),
         }
+    }
+
+    fn http(&self) -> &reqwest::Client {
+        self.http.get_or_init(|| {
+            reqwest::Client::builder()
+                .timeout(SEND_TIMEOUT)
+                .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .expect("an HTTP client with default TLS")
+        })
     }
 
     /// Sends what is due now; returns how many deliveries were attempted.
@@ -92,7 +100,7 @@ impl Deliverer {
 
     async fn send(&self, d: &DueDelivery) -> DeliveryOutcome {
         let mut request = self
-            .http
+            .http()
             .post(&d.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("X-Baton-Delivery", &d.delivery_key)
