@@ -41,6 +41,14 @@ pub struct NewPlan {
     pub tasks: Vec<NewTask>,
 }
 
+impl NewPlan {
+    /// Whether any task carries a version (the only gate a new PENDING run
+    /// can close on another run).
+    pub fn has_versions(&self) -> bool {
+        self.tasks.iter().any(|t| t.version.is_some())
+    }
+}
+
 /// A notification destination named in the plan file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Webhook {

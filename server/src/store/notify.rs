@@ -396,7 +396,6 @@ macro_rules! notify_step {
                     tx,
                     &retry_tasks,
                     &retry_at,
-                    rows::NewVersions::Maybe,
                     SCHEDULER,
                     "automatic retry",
                     now,

@@ -14,10 +14,10 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::dashboard::{self, OverviewStats};
-use super::gates::{self, Holders, NodeLabels, PendingRun, Summaries};
+use super::gates::{self, NodeLabels};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
-use super::rows::{self, ClaimRow, FinishedRow, NewVersions, PlanTasks, millis};
+use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
 use super::signals::{CHANNEL, Signal, Signals};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
@@ -252,18 +252,15 @@ impl PgStore {
     /// Keeps new PENDING runs from slipping in under a promotion round that
     /// already read the PENDING set, where the version gate would miss
     /// them: their creators share the lock that a round takes exclusively
-    /// (until commit). Unversioned runs hold nothing back, so creating them
-    /// (every submit without versions) never waits for a round.
-    async fn creation_lock(
-        tx: &mut Transaction<'_, Postgres>,
-        versions: NewVersions,
-    ) -> Result<()> {
-        if versions == NewVersions::Maybe {
-            sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
-                .bind(PROMOTER_LOCK)
-                .execute(&mut **tx)
-                .await?;
-        }
+    /// (until commit). Only a versioned run can hold another back, so a
+    /// submit without versions skips it ([`Store::plan_insert`]); starts
+    /// and retries, rare and not worth a look at their tasks, always take
+    /// it.
+    async fn creation_lock(tx: &mut Transaction<'_, Postgres>) -> Result<()> {
+        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
+            .bind(PROMOTER_LOCK)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
@@ -274,7 +271,6 @@ impl PgStore {
         tx: &mut Transaction<'_, Postgres>,
         task_ids: &[i64],
         run_at: &[Option<Ts>],
-        versions: NewVersions,
         actor: Actor<'_>,
         detail: &str,
         now: Ts,
@@ -282,7 +278,7 @@ impl PgStore {
         if task_ids.is_empty() {
             return Ok(Vec::new());
         }
-        Self::creation_lock(tx, versions).await?;
+        Self::creation_lock(tx).await?;
         // Who: plan start, retries (operator and automatic). A submit that
         // starts at once creates its runs in PLAN_SUBMIT.
         let created: Vec<i64> = sqlx::query_scalar(
@@ -367,8 +363,7 @@ impl PgStore {
         }
         let run_at = vec![None; tasks.len()];
         let detail = which.detail(actor);
-        let versions = NewVersions::Maybe;
-        Self::runs_create(&mut tx, &tasks, &run_at, versions, actor, &detail, now).await?;
+        Self::runs_create(&mut tx, &tasks, &run_at, actor, &detail, now).await?;
         // A new phase: its failure or completion notifies again (seed 002).
         sqlx::query(notify::CLAIM_DELETE)
             .bind(id)
@@ -409,6 +404,7 @@ dashboard::dashboard_reads!(
     PgStore,
     "FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT"
 );
+gates::round_reads!(PgStore, Postgres);
 notify::notify_step!(
     PgStore,
     Postgres,
@@ -463,16 +459,11 @@ impl Store for PgStore {
     }
 
     async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        let executors = plan
-            .tasks
-            .iter()
-            .map(|t| serde_json::to_string(&t.executor))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let executors = rows::executors_json(plan)?;
         let t = &plan.tasks;
         let mut tx = self.pool.begin().await?;
-        if plan.start {
-            Self::creation_lock(&mut tx, NewVersions::of(plan)).await?;
+        if plan.start && plan.has_versions() {
+            Self::creation_lock(&mut tx).await?;
         }
         let plan_id: i64 = sqlx::query_scalar(PLAN_SUBMIT)
             .bind(&plan.name)
@@ -575,7 +566,6 @@ impl Store for PgStore {
             &mut tx,
             &[id],
             &[None],
-            NewVersions::Maybe,
             actor,
             &format!("retried by {actor}"),
             now,
@@ -643,31 +633,8 @@ impl Store for PgStore {
                 ..Default::default()
             });
         }
-        let pending: Vec<PendingRun> = sqlx::query_as(gates::PENDING_RUNS)
-            .fetch_all(&mut *tx)
-            .await?;
-        if pending.is_empty() {
+        let Some((pending, holders)) = Self::round_read(&mut tx).await? else {
             return Ok(PromoteReport::default());
-        }
-        let needed = Summaries::needed_by(&pending);
-        let holders = Holders {
-            targets: sqlx::query_as(gates::TARGET_HOLDS)
-                .fetch_all(&mut *tx)
-                .await?,
-            plans: if needed.plans {
-                sqlx::query_as(gates::PLAN_HOLDS)
-                    .fetch_all(&mut *tx)
-                    .await?
-            } else {
-                Vec::new()
-            },
-            versions: if needed.versions {
-                sqlx::query_as(gates::VERSION_HOLDS)
-                    .fetch_all(&mut *tx)
-                    .await?
-            } else {
-                Vec::new()
-            },
         };
         let decided = gates::evaluate(&pending, &holders, nodes, now);
         if !decided.unpin.is_empty() || !decided.causes.is_empty() {

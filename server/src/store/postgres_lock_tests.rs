@@ -15,11 +15,7 @@ use crate::store::scratch::Scratch;
 use crate::store::{Result, Store, Ts};
 
 async fn store() -> (Scratch, PgStore) {
-    let admin = std::env::var("BATON_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let scratch = Scratch::postgres(&admin)
-        .await
-        .expect("a PostgreSQL test server (scripts/test.sh starts one)");
+    let scratch = Scratch::postgres_for_tests().await;
     let store = PgStore::connect(&scratch.url).await.expect("connect");
     store.migrate().await.expect("migrate");
     (scratch, store)

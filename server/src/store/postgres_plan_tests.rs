@@ -78,14 +78,6 @@ fn count(node: &Value, field: &str) -> i64 {
     node[field].as_f64().unwrap_or(0.0) as i64
 }
 
-async fn scratch() -> Scratch {
-    let admin = std::env::var("BATON_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    Scratch::postgres(&admin)
-        .await
-        .expect("a PostgreSQL test server (scripts/test.sh starts one)")
-}
-
 /// Checks an `EXPLAIN (ANALYZE, FORMAT JSON)` of one batched UPDATE: it
 /// changed `changed` runs, compared no pairs of rows, and no scan of
 /// `task_run` or of the batch's arrays read more than `max_read` rows in
@@ -181,7 +173,7 @@ const BOTH_PLANS: [&str; 2] = ["force_custom_plan", "force_generic_plan"];
 
 #[tokio::test]
 async fn a_claim_reads_only_the_runs_it_claims_under_stale_statistics() {
-    let scratch = scratch().await;
+    let scratch = Scratch::postgres_for_tests().await;
     // The last ANALYZE saw nothing AVAILABLE at all.
     let store = stale_statistics(&scratch, "AVAILABLE", 0).await;
     let args = format!("'{REPLICA}', ARRAY[]::text[], {BATCH}, now(), 10000");
@@ -206,7 +198,7 @@ const OTHERS: i64 = 2_000;
 
 #[tokio::test]
 async fn a_finish_reads_each_run_once_under_stale_statistics() {
-    let scratch = scratch().await;
+    let scratch = Scratch::postgres_for_tests().await;
     let store = stale_statistics(&scratch, "RUNNING", OTHERS).await;
     let args = format!(
         "'{REPLICA}', {}, array_fill('DONE'::text, ARRAY[{BATCH}]), \
@@ -228,7 +220,7 @@ async fn a_finish_reads_each_run_once_under_stale_statistics() {
 
 #[tokio::test]
 async fn a_run_heartbeat_reads_each_run_once_under_stale_statistics() {
-    let scratch = scratch().await;
+    let scratch = Scratch::postgres_for_tests().await;
     let store = stale_statistics(&scratch, "RUNNING", OTHERS).await;
     let args = format!(
         "'{REPLICA}', {}, array_fill(30000::bigint, ARRAY[{BATCH}]), now()",

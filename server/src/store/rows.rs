@@ -443,6 +443,15 @@ fn duration_ms(ms: i64) -> std::time::Duration {
 }
 
 /// The plan's own webhooks as stored in `plan.webhooks`.
+/// Each task's executor as the JSON text the `task` row stores.
+pub fn executors_json(plan: &crate::plan::NewPlan) -> Result<Vec<String>> {
+    plan.tasks
+        .iter()
+        .map(|t| serde_json::to_string(&t.executor))
+        .collect::<Result<_, _>>()
+        .map_err(|e| StoreError::Corrupt(format!("an executor does not serialise: {e}")))
+}
+
 pub fn webhooks_json(plan: &crate::plan::NewPlan) -> Result<String> {
     serde_json::to_string(&plan.webhooks).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
@@ -611,28 +620,6 @@ impl PlanTasks {
         match self {
             PlanTasks::NotStarted => format!("started by {actor}"),
             PlanTasks::FailedOrCanceled => format!("retried by {actor}"),
-        }
-    }
-}
-
-/// Whether runs about to be created may carry a version. Only a versioned
-/// run can hold another back (the version gate; gates 3 and 4 count only
-/// AVAILABLE and RUNNING runs), so only such a creation must not slip in
-/// under a promotion round that already read the PENDING set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NewVersions {
-    /// None of them has a version (known at submit).
-    None,
-    /// Some may (retries: not worth a look at the tasks).
-    Maybe,
-}
-
-impl NewVersions {
-    pub fn of(plan: &crate::plan::NewPlan) -> Self {
-        if plan.tasks.iter().any(|t| t.version.is_some()) {
-            NewVersions::Maybe
-        } else {
-            NewVersions::None
         }
     }
 }

@@ -63,6 +63,17 @@ impl Scratch {
         })
     }
 
+    /// A fresh database on the test server: `BATON_TEST_DATABASE_URL`, else
+    /// the local one `scripts/test.sh` makes sure of.
+    #[cfg(test)]
+    pub async fn postgres_for_tests() -> Self {
+        let admin = std::env::var("BATON_TEST_DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        Self::postgres(&admin)
+            .await
+            .expect("a PostgreSQL test server (scripts/test.sh starts one)")
+    }
+
     /// Opens a new store (its own pool) on this database, migrated.
     pub async fn store(&self) -> anyhow::Result<Arc<dyn Store>> {
         let store: Arc<dyn Store> = if self.admin_url.is_some() {

@@ -19,10 +19,10 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, Transaction};
 
 use super::dashboard::{self, OverviewStats};
-use super::gates::{self, Holders, NodeLabels, PendingRun, Summaries};
+use super::gates::{self, NodeLabels};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
-use super::rows::{self, ClaimRow, FinishedRow, NewVersions, PlanTasks, millis};
+use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
 use super::signals::{Signal, Signals};
 use super::sqlite_checkpoint::{BACKSTOP_PAGES, Checkpointer};
 use super::sqlite_submit;
@@ -103,8 +103,6 @@ impl SqliteStore {
         tx: &mut Transaction<'_, Sqlite>,
         task_ids: &[i64],
         run_at: &[Option<Ts>],
-        // One process, one writer: a round and a creation never overlap.
-        _versions: NewVersions,
         actor: Actor<'_>,
         detail: &str,
         now: Ts,
@@ -265,8 +263,7 @@ impl SqliteStore {
         }
         let run_at = vec![None; tasks.len()];
         let detail = which.detail(actor);
-        let versions = NewVersions::Maybe;
-        Self::runs_create(&mut tx, &tasks, &run_at, versions, actor, &detail, now).await?;
+        Self::runs_create(&mut tx, &tasks, &run_at, actor, &detail, now).await?;
         // A new phase: its failure or completion notifies again (seed 002).
         sqlx::query(notify::CLAIM_DELETE)
             .bind(id)
@@ -285,6 +282,7 @@ fn id_list(ids: &[i64]) -> String {
 rows::shared_reads!(SqliteStore);
 dashboard::dashboard_reads!(SqliteStore, "finished_at / 60000000");
 // The write lock every transaction here holds already serialises plans.
+gates::round_reads!(SqliteStore, Sqlite);
 notify::notify_step!(SqliteStore, Sqlite, "SELECT $1");
 
 #[async_trait::async_trait]
@@ -365,12 +363,14 @@ impl Store for SqliteStore {
             .bind(gates::CAUSE_NEW)
             .execute(&mut *tx)
             .await?;
+            // The runs above the reserved range's start are the ones just
+            // made: a range of the primary key, not a second pass over the
+            // tasks.
             sqlx::query(
                 "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
-                 SELECT latest_run_id, NULL, 'PENDING', $2, $3, 'submitted'
-                 FROM task WHERE plan_id = $1 ORDER BY latest_run_id",
+                 SELECT id, NULL, 'PENDING', $2, $3, 'submitted' FROM task_run WHERE id > $1",
             )
-            .bind(plan_id)
+            .bind(last_run)
             .bind(actor)
             .bind(now)
             .execute(&mut *tx)
@@ -439,7 +439,6 @@ impl Store for SqliteStore {
             &mut tx,
             &[id],
             &[None],
-            NewVersions::Maybe,
             actor,
             &format!("retried by {actor}"),
             now,
@@ -497,31 +496,8 @@ impl Store for SqliteStore {
         // BEGIN IMMEDIATE takes the write lock before reading: the state the
         // gates see cannot change until this round commits.
         let (_writer, mut tx) = self.begin().await?;
-        let pending: Vec<PendingRun> = sqlx::query_as(gates::PENDING_RUNS)
-            .fetch_all(&mut *tx)
-            .await?;
-        if pending.is_empty() {
+        let Some((pending, holders)) = Self::round_read(&mut tx).await? else {
             return Ok(PromoteReport::default());
-        }
-        let needed = Summaries::needed_by(&pending);
-        let holders = Holders {
-            targets: sqlx::query_as(gates::TARGET_HOLDS)
-                .fetch_all(&mut *tx)
-                .await?,
-            plans: if needed.plans {
-                sqlx::query_as(gates::PLAN_HOLDS)
-                    .fetch_all(&mut *tx)
-                    .await?
-            } else {
-                Vec::new()
-            },
-            versions: if needed.versions {
-                sqlx::query_as(gates::VERSION_HOLDS)
-                    .fetch_all(&mut *tx)
-                    .await?
-            } else {
-                Vec::new()
-            },
         };
         let decided = gates::evaluate(&pending, &holders, nodes, now);
         if !decided.unpin.is_empty() {

@@ -10,8 +10,8 @@
 use sqlx::sqlite::Sqlite;
 use sqlx::{QueryBuilder, Transaction};
 
-use super::rows::millis;
-use super::{Result, StoreError, Ts};
+use super::rows::{self, millis};
+use super::{Result, Ts};
 use crate::plan::NewPlan;
 
 /// The largest chunk: 64 rows × 15 columns = 960 parameters.
@@ -27,23 +27,21 @@ pub async fn tasks_insert(
     first_task: i64,
     first_run: Option<i64>,
 ) -> Result<()> {
+    let executors = rows::executors_json(plan)?;
     let mut start = 0;
     while start < plan.tasks.len() {
         let left = plan.tasks.len() - start;
         let size = CHUNK.min(1 << left.ilog2());
-        let chunk = &plan.tasks[start..start + size];
+        let chunk = plan.tasks[start..start + size]
+            .iter()
+            .zip(&executors[start..start + size]);
         let mut insert = QueryBuilder::<Sqlite>::new(
             "INSERT INTO task (id, plan_id, name, target, exclusive, version, run_at, node,
                 timeout_ms, max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
                 reassign_after_ms, latest_run_id) ",
         );
-        let mut failed = None;
-        insert.push_values(chunk.iter().enumerate(), |mut row, (i, task)| {
+        insert.push_values(chunk.enumerate(), |mut row, (i, (task, executor))| {
             let n = (start + i) as i64;
-            let executor = serde_json::to_string(&task.executor).unwrap_or_else(|e| {
-                failed = Some(e.to_string());
-                String::new()
-            });
             row.push_bind(first_task + n)
                 .push_bind(plan_id)
                 .push_bind(task.name.as_str())
@@ -56,15 +54,10 @@ pub async fn tasks_insert(
                 .push_bind(task.max_attempts)
                 .push_bind(task.heartbeat_interval.map(millis))
                 .push_bind(task.heartbeat_timeout.map(millis))
-                .push_bind(executor)
+                .push_bind(executor.as_str())
                 .push_bind(task.reassign_after.map(millis))
                 .push_bind(first_run.map(|run| run + n));
         });
-        if let Some(e) = failed {
-            return Err(StoreError::Corrupt(format!(
-                "executor does not serialise: {e}"
-            )));
-        }
         insert.build().execute(&mut **tx).await?;
         start += size;
     }
