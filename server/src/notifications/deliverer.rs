@@ -151,7 +151,7 @@ impl Deliverer {
                 Err(e) => tracing::warn!(error = %e, "taking due deliveries failed; will retry"),
             }
             tokio::select! {
-                _ = signals.changed.notified() => {}
+                _ = signals.deliveries.notified() => {}
                 _ = tokio::time::sleep(self.poll_interval) => {}
                 _ = shutdown.cancelled() => return,
             }

@@ -20,6 +20,12 @@ pub struct Signals {
     /// Runs were created or finished (a target or limit slot freed): the
     /// promoter should run a round.
     pub changed: Notify,
+    /// Raised with `changed` (a finish may have queued a webhook): the
+    /// deliverer should look at the outbox. Its own `Notify`, because
+    /// `notify_one` wakes one waiter: sharing `changed` with the promoter
+    /// let the deliverer take the promoter's wake-up, and a run then
+    /// waited for the next poll (a second) to be promoted.
+    pub deliveries: Notify,
     /// Runs were cancelled: executors should check their fences.
     pub canceled: Notify,
 }
@@ -52,8 +58,32 @@ impl Signals {
     pub fn raise(&self, signal: Signal) {
         match signal {
             Signal::Available => self.available.notify_one(),
-            Signal::Changed => self.changed.notify_one(),
+            Signal::Changed => {
+                self.changed.notify_one();
+                self.deliveries.notify_one();
+            }
             Signal::Canceled => self.canceled.notify_one(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+
+    use super::{Signal, Signals};
+
+    /// The promoter and the deliverer both wait for `Changed`; one raise
+    /// must wake both at once, whichever started waiting first.
+    #[test]
+    fn a_change_wakes_the_promoter_and_the_deliverer() {
+        let signals = Signals::default();
+        let mut deliverer = std::pin::pin!(signals.deliveries.notified());
+        let mut promoter = std::pin::pin!(signals.changed.notified());
+        deliverer.as_mut().enable();
+        promoter.as_mut().enable();
+        signals.raise(Signal::Changed);
+        assert!(deliverer.now_or_never().is_some(), "the deliverer slept on");
+        assert!(promoter.now_or_never().is_some(), "the promoter slept on");
     }
 }
