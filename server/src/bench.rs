@@ -27,6 +27,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
+use crate::cpu_meter::CpuMeter;
 use crate::executor::Registry;
 use crate::scheduler::{Replica, SchedulerConfig, new_replica_id};
 use crate::store::scratch::Scratch;
@@ -290,18 +291,30 @@ async fn measure_queued(
     // Pools are opened (and migrations checked) before the clock starts.
     let stores = scratch.stores(count).await?;
     let target = InProcess(stores[0].clone());
-    let ids = submit_all(&target, &throughput_plans(args)).await?;
+    let plans = throughput_plans(args);
+    let submitting = Instant::now();
+    let cpu = CpuMeter::start();
+    let ids = submit_all(&target, &plans).await?;
+    println!(
+        "full queue: {} runs submitted in {} with no replica running{}",
+        args.throughput_runs(),
+        ms(submitting.elapsed()),
+        cpu_per_run(cpu.and_then(|c| c.busy()), args.throughput_runs())
+    );
     let started = Ts::now();
+    let cpu = CpuMeter::start();
     let replicas = Replicas::start(&stores, config).await?;
     let result = async {
         wait_all_done(&target, &ids).await?;
+        let busy = cpu.and_then(|c| c.busy());
         let (_, last) = span(&target, &ids).await?;
         let took = (last.0 - started.0).to_std().unwrap_or_default();
         let total = args.throughput_runs();
         println!(
-            "full queue: {total} runs PENDING before the replicas started, all DONE {} after their start -> {:.0} runs/s",
+            "full queue: {total} runs PENDING before the replicas started, all DONE {} after their start -> {:.0} runs/s{}",
             ms(took),
-            total as f64 / took.as_secs_f64()
+            total as f64 / took.as_secs_f64(),
+            cpu_per_run(busy, total)
         );
         Ok(())
     }
@@ -342,13 +355,15 @@ async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
     let plans = throughput_plans(args);
     let total = args.throughput_runs();
     let started = Instant::now();
+    let cpu = CpuMeter::start();
     let ids = submit_all(target, &plans).await?;
     let submitted = started.elapsed();
     wait_all_done(target, &ids).await?;
+    let busy = cpu.and_then(|c| c.busy());
     let (first, last) = span(target, &ids).await?;
     let end_to_end = (last.0 - first.0).to_std().unwrap_or_default();
     println!(
-        "throughput: {total} runs, {} plans, {} targets{}{}: submitted in {}, all DONE after {} -> {:.0} runs/s end to end",
+        "throughput: {total} runs, {} plans, {} targets{}{}: submitted in {}, all DONE after {} -> {:.0} runs/s end to end{}",
         args.plans,
         args.targets,
         if args.exclusive {
@@ -361,7 +376,8 @@ async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
             .unwrap_or_default(),
         ms(submitted),
         ms(end_to_end),
-        total as f64 / end_to_end.as_secs_f64()
+        total as f64 / end_to_end.as_secs_f64(),
+        cpu_per_run(busy, total)
     );
     Ok(())
 }
@@ -453,6 +469,21 @@ async fn wait_done(target: &dyn Target, id: i64, within: Duration) -> anyhow::Re
             _ if Instant::now() > deadline => bail!("plan {id} not done within {within:?}"),
             _ => tokio::time::sleep(Duration::from_millis(1)).await,
         }
+    }
+}
+
+/// The machine's busy CPU time per run over a phase, as `; N µs CPU/run`:
+/// steadier than runs/s on a VM whose speed swings, though it also counts
+/// whatever else ran meanwhile. The phase's window ends once the bench has
+/// seen every plan DONE, a little after the last run; that tail is idle.
+fn cpu_per_run(busy: Option<Duration>, runs: usize) -> String {
+    match busy {
+        Some(busy) if runs > 0 => format!(
+            "; machine busy {:.2} core-s = {:.0} µs CPU/run",
+            busy.as_secs_f64(),
+            busy.as_secs_f64() * 1e6 / runs as f64
+        ),
+        _ => String::new(),
     }
 }
 

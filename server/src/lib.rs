@@ -17,6 +17,7 @@
 pub mod api;
 pub mod bench;
 pub mod config;
+pub mod cpu_meter;
 pub mod dashboard;
 pub mod executor;
 pub mod failover_bench;
