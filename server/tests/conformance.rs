@@ -34,6 +34,7 @@ per_backend!(cases:
     missing_things_are_not_found,
     concurrent_claimers_never_share_a_run,
     concurrent_promoters_respect_the_gates,
+    racing_retries_create_one_attempt_each,
 );
 
 mod cases {
@@ -930,5 +931,152 @@ mod cases {
             per_target.values().all(|n| *n == 1),
             "one exclusive run per target: {per_target:?}"
         );
+    }
+
+    /// Retries that race each other (task and plan retries from eight
+    /// replicas at once) or race an automatic retry still make exactly one
+    /// new attempt per task each time: no two runs share a task and attempt
+    /// number, and the numbers have no gaps.
+    pub async fn racing_retries_create_one_attempt_each(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let setup = db.store().await;
+        let tasks: Vec<_> = (0..6)
+            .map(|i| json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
+            .collect();
+        let id = setup
+            .plan_insert(&plan(json!({"name": "p", "tasks": tasks})), "t", Ts::now())
+            .await
+            .unwrap();
+        let task_ids: Vec<i64> = setup
+            .plan_get(id)
+            .await
+            .unwrap()
+            .tasks
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        let mut stores = Vec::new();
+        for _ in 0..8 {
+            stores.push(db.store().await);
+        }
+        const ROUNDS: i64 = 3;
+        for round in 1..=ROUNDS {
+            let runs = promote_and_claim(setup.as_ref()).await;
+            assert_eq!(runs.len(), task_ids.len());
+            let finishes: Vec<_> = runs.iter().map(|r| failed(*r)).collect();
+            setup
+                .run_finish_many("r-test", &finishes, Ts::now())
+                .await
+                .unwrap();
+            assert_eq!(setup.plan_get(id).await.unwrap().status, PlanStatus::Failed);
+            let racers: Vec<_> = stores
+                .iter()
+                .enumerate()
+                .map(|(i, store)| {
+                    let (store, task_ids) = (store.clone(), task_ids.clone());
+                    tokio::spawn(async move {
+                        let mut made = 0;
+                        if i % 2 == 0 {
+                            for task in task_ids {
+                                made += match store.task_retry(task, "racer", Ts::now()).await {
+                                    Ok(_) => 1,
+                                    Err(StoreError::Conflict(_)) => 0,
+                                    Err(e) => panic!("task retry: {e}"),
+                                };
+                            }
+                        } else {
+                            made += match store.plan_retry(id, "racer", Ts::now()).await {
+                                Ok(()) => 1,
+                                Err(StoreError::Conflict(_)) => 0,
+                                Err(e) => panic!("plan retry: {e}"),
+                            };
+                        }
+                        made
+                    })
+                })
+                .collect();
+            let mut made = 0;
+            for racer in racers {
+                made += racer.await.unwrap();
+            }
+            assert!(made >= 1, "some retry went through");
+            let view = setup.plan_get(id).await.unwrap();
+            for task in &view.tasks {
+                assert_eq!(
+                    task.status,
+                    TaskStatus::Pending,
+                    "{} after round {round}",
+                    task.name
+                );
+                assert_eq!(
+                    task.attempt,
+                    Some(round + 1),
+                    "{} after round {round}",
+                    task.name
+                );
+            }
+        }
+
+        // An operator's retries racing the automatic retry of a failing
+        // attempt: the task is RUNNING or PENDING whenever they look.
+        let auto = setup
+            .plan_insert(
+                &plan(json!({"name": "auto", "tasks": [{"name": "a", "target": "y", "max_attempts": 2, "sleep": "0s"}]})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let auto_task = setup.plan_get(auto).await.unwrap().tasks[0].id;
+        promote(setup.as_ref()).await;
+        let run = setup
+            .run_claim_many(&claim("r-auto", &[], 100), Ts::now())
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|r| r.task_id == auto_task)
+            .expect("the auto task's run is claimed")
+            .id;
+        let operators: Vec<_> = stores
+            .iter()
+            .map(|store| {
+                let store = store.clone();
+                tokio::spawn(async move { store.task_retry(auto_task, "racer", Ts::now()).await })
+            })
+            .collect();
+        let report = setup
+            .run_finish_many("r-auto", &[failed(run)], Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(
+            report.retried.len(),
+            1,
+            "the failed attempt is retried automatically"
+        );
+        for operator in operators {
+            assert!(
+                matches!(operator.await.unwrap(), Err(StoreError::Conflict(_))),
+                "a RUNNING or PENDING task cannot be retried by hand"
+            );
+        }
+
+        // Every run ever created, by task: attempts 1, 2, ... with no
+        // number twice.
+        let mut attempts: std::collections::HashMap<i64, Vec<i64>> = Default::default();
+        for event in common::invariants::all_events(setup.as_ref()).await {
+            if event.from.is_none() {
+                let run = setup.run_get(event.run_id).await.unwrap();
+                attempts.entry(run.task_id).or_default().push(run.attempt);
+            }
+        }
+        for (task, mut numbers) in attempts {
+            numbers.sort();
+            let expected: Vec<i64> = if task == auto_task {
+                vec![1, 2]
+            } else {
+                (1..=ROUNDS + 1).collect()
+            };
+            assert_eq!(numbers, expected, "attempts of task {task}");
+        }
     }
 }
