@@ -14,6 +14,10 @@
 //!    until every run is DONE. Each run still passes every gate and writes
 //!    every event; only the submission is outside the clock.
 //!
+//! Beside each throughput the bench prints the machine's busy CPU time per
+//! run over the phase ([`CpuMeter`]), the figure that compares across
+//! sittings of a VM whose speed swings.
+//!
 //! Replicas run in this process (`--replicas`, each with its own pool and
 //! id) on scratch databases, or the load goes to a running server
 //! (`--server URL`), whose own replicas do the work (phases 1 and 2).
@@ -472,10 +476,12 @@ async fn wait_done(target: &dyn Target, id: i64, within: Duration) -> anyhow::Re
     }
 }
 
-/// The machine's busy CPU time per run over a phase, as `; N µs CPU/run`:
-/// steadier than runs/s on a VM whose speed swings, though it also counts
-/// whatever else ran meanwhile. The phase's window ends once the bench has
-/// seen every plan DONE, a little after the last run; that tail is idle.
+/// This machine's busy CPU time over a phase and per run, as a suffix for
+/// the phase's line: steadier than runs/s on a VM whose speed swings,
+/// though it also counts whatever else ran meanwhile (and, with
+/// `--server` on another host, only this host). The phase's window ends
+/// once the bench has seen every plan DONE, a little after the last run;
+/// that tail is idle.
 fn cpu_per_run(busy: Option<Duration>, runs: usize) -> String {
     match busy {
         Some(busy) if runs > 0 => format!(
