@@ -11,7 +11,9 @@ use std::time::Duration;
 use app::model::{PlanStatus, RunStatus, TaskStatus};
 use baton::store::gates::CAUSE_NEW;
 use baton::store::{LogLine, NodeLabels, Store, StoreError, Ts};
-use common::store::{claim, done, failed, promote, promote_and_claim, replica, task_named};
+use common::store::{
+    claim, done, failed, noop_tasks, promote, promote_and_claim, replica, task_named,
+};
 use common::{Kind, TestDb, plan};
 use serde_json::json;
 
@@ -301,9 +303,7 @@ mod cases {
     pub async fn plan_limit_caps_active_runs(kind: Kind) {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
-        let tasks: Vec<_> = (0..5)
-            .map(|i| json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
-            .collect();
+        let tasks = noop_tasks(5);
         let id = s
             .plan_insert(
                 &plan(json!({"name": "p", "parallel_limit": 2, "tasks": tasks})),
@@ -836,9 +836,7 @@ mod cases {
     pub async fn concurrent_claimers_never_share_a_run(kind: Kind) {
         let db = TestDb::new(kind).await;
         let setup = db.store().await;
-        let tasks: Vec<_> = (0..400)
-            .map(|i| json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
-            .collect();
+        let tasks = noop_tasks(400);
         setup
             .plan_insert(&plan(json!({"name": "p", "tasks": tasks})), "t", Ts::now())
             .await
@@ -880,9 +878,7 @@ mod cases {
         let setup = db.store().await;
         // 10 targets x 10 exclusive runs, in plans limited to 3 at a time.
         for p in 0..10 {
-            let tasks: Vec<_> = (0..10)
-                .map(|t| json!({"name": format!("t{t}"), "target": format!("x{t}"), "sleep": "0s"}))
-                .collect();
+            let tasks = noop_tasks(10);
             setup
                 .plan_insert(
                     &plan(json!({"name": format!("p{p}"), "parallel_limit": 3, "tasks": tasks})),
@@ -940,9 +936,7 @@ mod cases {
     pub async fn racing_retries_create_one_attempt_each(kind: Kind) {
         let db = TestDb::new(kind).await;
         let setup = db.store().await;
-        let tasks: Vec<_> = (0..6)
-            .map(|i| json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
-            .collect();
+        let tasks = noop_tasks(6);
         let id = setup
             .plan_insert(&plan(json!({"name": "p", "tasks": tasks})), "t", Ts::now())
             .await

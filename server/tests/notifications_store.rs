@@ -11,7 +11,7 @@ use std::time::Duration;
 use app::model::TaskStatus;
 use baton::store::notify::{PIPELINE_COMPLETED, PIPELINE_FAILED};
 use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Store, Ts};
-use common::store::{claim, done, failed, promote, promote_and_claim, task_named};
+use common::store::{claim, done, failed, noop_tasks, promote, promote_and_claim, task_named};
 use common::{Kind, TestDb, plan};
 use serde_json::json;
 
@@ -380,9 +380,7 @@ mod cases {
     pub async fn concurrent_finishers_claim_completion_exactly_once(kind: Kind) {
         let db = TestDb::new(kind).await;
         let s = store_with_targets(&db).await;
-        let tasks: Vec<_> = (0..8)
-            .map(|i| json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
-            .collect();
+        let tasks = noop_tasks(8);
         for round in 0..5 {
             let id = s
                 .plan_insert(

@@ -62,3 +62,11 @@ pub async fn promote_and_claim(store: &dyn Store) -> Vec<i64> {
 pub fn task_named<'a>(view: &'a app::model::PlanView, name: &str) -> &'a app::model::TaskView {
     view.tasks.iter().find(|t| t.name == name).expect("task")
 }
+
+/// `n` no-op tasks `t0`, `t1`, ..., each on a target of its own (`x0`,
+/// `x1`, ...), so no gate but the ones a test adds holds any of them back.
+pub fn noop_tasks(n: usize) -> Vec<serde_json::Value> {
+    (0..n)
+        .map(|i| serde_json::json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
+        .collect()
+}
