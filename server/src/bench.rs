@@ -296,24 +296,23 @@ async fn measure_queued(
     let stores = scratch.stores(count).await?;
     let target = InProcess(stores[0].clone());
     let plans = throughput_plans(args);
+    let total = args.throughput_runs();
     let submitting = Instant::now();
     let cpu = CpuMeter::start();
     let ids = submit_all(&target, &plans).await?;
     println!(
-        "full queue: {} runs submitted in {} with no replica running{}",
-        args.throughput_runs(),
+        "full queue: {total} runs submitted in {} with no replica running{}",
         ms(submitting.elapsed()),
-        cpu_per_run(cpu.and_then(|c| c.busy()), args.throughput_runs())
+        cpu_per_run(cpu.busy(), total)
     );
     let started = Ts::now();
     let cpu = CpuMeter::start();
     let replicas = Replicas::start(&stores, config).await?;
     let result = async {
         wait_all_done(&target, &ids).await?;
-        let busy = cpu.and_then(|c| c.busy());
+        let busy = cpu.busy();
         let (_, last) = span(&target, &ids).await?;
         let took = (last.0 - started.0).to_std().unwrap_or_default();
-        let total = args.throughput_runs();
         println!(
             "full queue: {total} runs PENDING before the replicas started, all DONE {} after their start -> {:.0} runs/s{}",
             ms(took),
@@ -363,7 +362,7 @@ async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
     let ids = submit_all(target, &plans).await?;
     let submitted = started.elapsed();
     wait_all_done(target, &ids).await?;
-    let busy = cpu.and_then(|c| c.busy());
+    let busy = cpu.busy();
     let (first, last) = span(target, &ids).await?;
     let end_to_end = (last.0 - first.0).to_std().unwrap_or_default();
     println!(

@@ -14,19 +14,19 @@ const TICKS_PER_SECOND: u64 = 100;
 
 #[derive(Debug, Clone, Copy)]
 pub struct CpuMeter {
-    busy: u64,
+    /// Busy ticks at the start; `None` where `/proc/stat` cannot be read.
+    busy: Option<u64>,
 }
 
 impl CpuMeter {
-    /// Starts measuring; `None` where `/proc/stat` cannot be read.
-    pub fn start() -> Option<Self> {
-        busy_ticks().map(|busy| CpuMeter { busy })
+    pub fn start() -> Self {
+        CpuMeter { busy: busy_ticks() }
     }
 
-    /// Busy CPU time, summed over all cores, since [`Self::start`].
+    /// Busy CPU time, summed over all cores, since [`Self::start`]; `None`
+    /// where `/proc/stat` cannot be read.
     pub fn busy(&self) -> Option<Duration> {
-        let now = busy_ticks()?;
-        let ticks = now.saturating_sub(self.busy);
+        let ticks = busy_ticks()?.saturating_sub(self.busy?);
         Some(Duration::from_millis(ticks * 1000 / TICKS_PER_SECOND))
     }
 }

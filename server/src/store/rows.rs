@@ -442,7 +442,6 @@ fn duration_ms(ms: i64) -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-/// The plan's own webhooks as stored in `plan.webhooks`.
 /// Each task's executor as the JSON text the `task` row stores.
 pub fn executors_json(plan: &crate::plan::NewPlan) -> Result<Vec<String>> {
     plan.tasks
@@ -452,6 +451,7 @@ pub fn executors_json(plan: &crate::plan::NewPlan) -> Result<Vec<String>> {
         .map_err(|e| StoreError::Corrupt(format!("an executor does not serialise: {e}")))
 }
 
+/// The plan's own webhooks as stored in `plan.webhooks`.
 pub fn webhooks_json(plan: &crate::plan::NewPlan) -> Result<String> {
     serde_json::to_string(&plan.webhooks).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
