@@ -30,6 +30,7 @@ use app::model::{PlanStatus, PlanView};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use crate::client::{ApiClient, PlanFormat};
 use crate::config::Settings;
 use crate::cpu_meter::CpuMeter;
 use crate::executor::Registry;
@@ -138,40 +139,15 @@ impl Target for InProcess {
     }
 }
 
-struct OverHttp {
-    client: reqwest::Client,
-    base: String,
-}
-
 #[async_trait::async_trait]
-impl Target for OverHttp {
+impl Target for ApiClient {
     async fn submit(&self, plan: &serde_json::Value) -> anyhow::Result<i64> {
-        let response = self
-            .client
-            .post(format!("{}/api/v1/plans", self.base))
-            .json(plan)
-            .send()
-            .await?;
-        let status = response.status();
-        if !status.is_success() {
-            bail!(
-                "submit answered {status}: {}",
-                response.text().await.unwrap_or_default()
-            );
-        }
-        Ok(response.json::<PlanView>().await?.id)
+        let body = serde_json::to_vec(plan)?;
+        Ok(ApiClient::submit(self, body, PlanFormat::Json).await?.id)
     }
 
     async fn plan(&self, id: i64) -> anyhow::Result<PlanView> {
-        let url = format!("{}/api/v1/plans/{id}", self.base);
-        Ok(self
-            .client
-            .get(url)
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?)
+        ApiClient::plan(self, id).await
     }
 }
 
@@ -207,10 +183,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         "need runs >= plans >= 1 and targets >= 1"
     );
     if let Some(server) = &args.server {
-        let target = OverHttp {
-            client: reqwest::Client::new(),
-            base: server.trim_end_matches('/').to_owned(),
-        };
+        let target = ApiClient::new(server.trim_end_matches('/'));
         println!("baton bench against {server} (its own replicas and settings)");
         return measure(&target, &args).await;
     }

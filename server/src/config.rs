@@ -31,6 +31,10 @@ pub enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Submit a plan file to a running server and print the plan.
+    Submit(crate::client::SubmitArgs),
+    /// Show the newest plans, or one plan's tasks, from a running server.
+    Status(crate::client::StatusArgs),
     /// Measure end-to-end throughput and latency with no-op runs.
     Bench(crate::bench::BenchArgs),
 }

@@ -12,10 +12,12 @@
 //! - [`executor`]: `command`, `http`, `sleep`, and the trait for more.
 //! - [`liveness`]: replica heartbeat.
 //! - [`api`]: the REST API; [`dashboard`]: the Leptos routes.
+//! - [`client`]: `baton submit` and `baton status`, clients of the API.
 //! - [`serve`], [`bench`], [`config`], [`telemetry`]: the binary's edges.
 
 pub mod api;
 pub mod bench;
+pub mod client;
 pub mod config;
 pub mod cpu_meter;
 pub mod dashboard;

@@ -14,6 +14,8 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!(database = %cli.settings.database_url, "migrations applied");
             Ok(())
         }
+        Command::Submit(args) => baton::client::submit(args, cli.settings.listen).await,
+        Command::Status(args) => baton::client::status(args, cli.settings.listen).await,
         Command::Bench(args) => baton::bench::run(cli.settings, args).await,
     }
 }

@@ -144,7 +144,8 @@ async fn serve_in_background(store: Arc<dyn Store>, settings: &Settings) -> anyh
         started_at: Ts::now(),
     };
     store.replica_upsert(&info, Ts::now()).await?;
-    let app = crate::serve::router(store, info, settings);
+    // No scheduler runs here: the counters stay at zero.
+    let app = crate::serve::router(store, info, Default::default(), settings);
     tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(format!("http://{address}"))
 }

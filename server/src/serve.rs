@@ -11,7 +11,7 @@ use crate::api::{self, ApiState};
 use crate::config::Settings;
 use crate::dashboard;
 use crate::executor::Registry;
-use crate::scheduler::{Replica, new_replica_id};
+use crate::scheduler::{Replica, RunCounters, new_replica_id};
 use crate::store::{self, ReplicaInfo, Store, Ts};
 
 /// The version every replica reports.
@@ -40,7 +40,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let app = router(store, info.clone(), &settings);
+    let app = router(store, info.clone(), replica.worker.counters(), &settings);
     tracing::info!(
         replica = %info.replica_id,
         database = %settings.database_url,
@@ -56,12 +56,19 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The API and the dashboard on one router.
-pub fn router(store: Arc<dyn Store>, replica: ReplicaInfo, settings: &Settings) -> axum::Router {
+/// The API and the dashboard on one router; `counters` are the replica's
+/// own, for `/metrics`.
+pub fn router(
+    store: Arc<dyn Store>,
+    replica: ReplicaInfo,
+    counters: Arc<RunCounters>,
+    settings: &Settings,
+) -> axum::Router {
     let state = ApiState {
         store: store.clone(),
         replica,
         stale_after: settings.stale_after,
+        counters,
     };
     let options = LeptosOptions::builder()
         .output_name("baton")

@@ -59,7 +59,7 @@ impl Server {
         )
         .await
         .unwrap();
-        let app = baton::serve::router(store.clone(), info, &settings);
+        let app = baton::serve::router(store.clone(), info, replica.worker.counters(), &settings);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let stop = shutdown.clone();
@@ -431,4 +431,83 @@ async fn http_tasks_check_the_status() {
         view.tasks.iter().find(|t| t.name == "ok").unwrap().status,
         TaskStatus::Done
     );
+}
+
+/// `/metrics` as `name{labels}` → value, after checking every sample
+/// belongs to a family announced with HELP and TYPE.
+fn parse_metrics(text: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut typed = std::collections::BTreeSet::new();
+    let mut samples = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            typed.insert(rest.split(' ').next().unwrap().to_owned());
+        } else if !line.starts_with('#') {
+            let (key, value) = line.rsplit_once(' ').expect("name and value");
+            let name = key.split('{').next().unwrap();
+            assert!(typed.contains(name), "{name} has no # TYPE line before it");
+            samples.insert(key.to_owned(), value.parse().expect("a number"));
+        }
+    }
+    samples
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_count_runs_and_replicas_on_both_backends() {
+    for kind in [Kind::Sqlite, Kind::Postgres] {
+        let s = Server::start(kind).await;
+        let mut tasks = common::store::noop_tasks(3);
+        tasks.push(json!({"name": "later", "target": "t", "sleep": "0s",
+            "run_at": "2099-01-01T00:00:00Z"}));
+        let (status, view) = s
+            .post("/api/v1/plans", json!({"name": "metered", "tasks": tasks}))
+            .await;
+        assert_eq!(status, 201, "{view}");
+        let id = view["id"].as_i64().unwrap();
+        eventually(Duration::from_secs(30), "three tasks DONE", || async {
+            let view: PlanView = s.get(&format!("/api/v1/plans/{id}")).await;
+            let done = view.tasks.iter().filter(|t| t.status == TaskStatus::Done);
+            (done.count() == 3).then_some(())
+        })
+        .await;
+        let metrics = eventually(Duration::from_secs(10), "a leading replica", || async {
+            let response = s
+                .http
+                .get(format!("{}/metrics", s.base))
+                .send()
+                .await
+                .unwrap();
+            let content_type = response.headers()[reqwest::header::CONTENT_TYPE].clone();
+            assert!(
+                content_type
+                    .to_str()
+                    .unwrap()
+                    .starts_with("text/plain; version=0.0.4"),
+                "{content_type:?}"
+            );
+            let metrics = parse_metrics(&response.text().await.unwrap());
+            (metrics["baton_replica_leader"] == 1.0).then_some(metrics)
+        })
+        .await;
+        let expected = [
+            ("baton_database_up", 1.0),
+            ("baton_replica_runs_claimed_total", 3.0),
+            ("baton_replica_runs_finished_total{status=\"DONE\"}", 3.0),
+            ("baton_replica_runs_finished_total{status=\"FAILED\"}", 0.0),
+            ("baton_replica_finishes_fenced_total", 0.0),
+            ("baton_runs{status=\"PENDING\"}", 1.0),
+            ("baton_runs{status=\"AVAILABLE\"}", 0.0),
+            ("baton_runs{status=\"RUNNING\"}", 0.0),
+            ("baton_runs_finished_last_hour{status=\"DONE\"}", 3.0),
+            ("baton_replicas{alive=\"true\"}", 1.0),
+            ("baton_replicas{alive=\"false\"}", 0.0),
+            ("baton_replica_runs_running", 0.0),
+        ];
+        for (key, value) in expected {
+            assert_eq!(
+                metrics.get(key),
+                Some(&value),
+                "{kind:?} {key}: {metrics:?}"
+            );
+        }
+    }
 }

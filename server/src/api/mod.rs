@@ -1,4 +1,4 @@
-//! The REST API under `/api/v1`, plus `/healthz` and `/readyz`.
+//! The REST API under `/api/v1`, plus `/healthz`, `/readyz` and `/metrics`.
 //!
 //! Handlers are thin: parse and check input, call one store method, return
 //! a view from `app::model`. Errors go through [`error::ApiError`].
@@ -6,6 +6,7 @@
 mod deliveries;
 mod error;
 mod health;
+mod metrics;
 mod plans;
 mod replicas;
 mod runs;
@@ -18,6 +19,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use self::error::{ApiError, ApiResult};
+use crate::scheduler::RunCounters;
 use crate::store::{ReplicaInfo, Store};
 
 /// What every handler may use.
@@ -28,6 +30,8 @@ pub struct ApiState {
     pub replica: ReplicaInfo,
     /// A replica whose heartbeat is older than this is not alive.
     pub stale_after: Duration,
+    /// This process's scheduler counters, for `/metrics`.
+    pub counters: Arc<RunCounters>,
 }
 
 /// Until authentication lands every action is recorded under this name.
@@ -52,5 +56,6 @@ pub fn router(state: ApiState) -> Router {
         .nest("/api/v1", api)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics))
         .with_state(state)
 }

@@ -13,6 +13,7 @@
 //! method and a `run_once` that tests call directly.
 
 mod claimer;
+mod counters;
 mod promoter;
 mod signals;
 mod worker;
@@ -24,6 +25,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use self::claimer::Claimer;
+pub use self::counters::{RunCounters, RunCounts};
 pub use self::promoter::Promoter;
 pub use self::signals::SignalForwarder;
 pub use self::worker::Worker;

@@ -24,6 +24,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
+use super::counters::RunCounters;
 use crate::executor::{LogSink, Outcome, Registry, RunContext};
 use crate::store::{ClaimedRun, Finish, LogLine, Store, Ts};
 
@@ -60,6 +61,7 @@ pub struct Worker {
     finish_queue: Mutex<Option<mpsc::UnboundedReceiver<Finish>>>,
     /// Raised when a slot frees up, for the claimer.
     pub slot_freed: Notify,
+    counters: Arc<RunCounters>,
 }
 
 impl Worker {
@@ -82,11 +84,17 @@ impl Worker {
             finishes,
             finish_queue: Mutex::new(Some(queue)),
             slot_freed: Notify::new(),
+            counters: Arc::default(),
         }
     }
 
     pub fn replica_id(&self) -> &str {
         &self.replica_id
+    }
+
+    /// What this replica claimed and finished since it started.
+    pub fn counters(&self) -> Arc<RunCounters> {
+        self.counters.clone()
     }
 
     /// Worker slots not taken by a run that is executing or whose finish is
@@ -108,6 +116,7 @@ impl Worker {
 
     /// Starts executing freshly claimed runs.
     pub fn spawn_all(self: &Arc<Self>, claimed: Vec<ClaimedRun>) {
+        self.counters.claimed(claimed.len());
         for run in claimed {
             let beat_every = run
                 .heartbeat_interval
@@ -372,6 +381,14 @@ impl Worker {
         }
     }
 
+    fn count_finishes(&self, batch: &[Finish], fenced: &[i64]) {
+        let fenced: HashSet<i64> = fenced.iter().copied().collect();
+        for finish in batch.iter().filter(|f| !fenced.contains(&f.run_id)) {
+            self.counters.finished(finish.status);
+        }
+        self.counters.fenced(fenced.len());
+    }
+
     /// Writes one batch of finishes, retrying until it is stored: a finish
     /// is never dropped while the process lives.
     async fn store_finishes(&self, batch: &mut Vec<Finish>, shutdown: &CancellationToken) {
@@ -390,6 +407,7 @@ impl Worker {
                     if !report.fenced.is_empty() {
                         tracing::info!(runs = ?report.fenced, "finished runs were no longer ours; not recorded");
                     }
+                    self.count_finishes(batch, &report.fenced);
                     let ids: Vec<i64> = batch.iter().map(|f| f.run_id).collect();
                     batch.clear();
                     self.release(&ids);

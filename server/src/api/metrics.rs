@@ -1,0 +1,198 @@
+//! `GET /metrics`: Prometheus text exposition (format 0.0.4).
+//!
+//! Two kinds of figures. Cluster-wide gauges come from the database, so
+//! every replica answers the same and one scrape target is enough for them:
+//! runs in each live status, runs finished in the last hour, replicas by
+//! liveness. Per-replica counters come from this process (runs claimed and
+//! finished since it started), for rates and for seeing which replica does
+//! the work. If the database does not answer, the process figures are still
+//! served and `baton_database_up` is 0, so an alert can tell "Baton is down"
+//! from "its database is".
+//!
+//! Written by hand: the format is a few lines of text, and a metrics crate
+//! would add a registry and dependencies for nothing the scrape needs.
+
+use std::fmt::Write;
+
+use app::model::RunStatus;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+use super::ApiState;
+use crate::liveness::replica_views;
+use crate::store::Ts;
+
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
+    let now = Ts::now();
+    let mut out = Exposition::default();
+    let me = &state.replica.replica_id;
+    out.family(
+        "baton_info",
+        "gauge",
+        "This replica: always 1, labelled with its id and version.",
+    );
+    out.sample(
+        "baton_info",
+        &[("replica_id", me), ("version", &state.replica.version)],
+        1,
+    );
+
+    let counts = state.counters.snapshot();
+    out.family(
+        "baton_replica_runs_claimed_total",
+        "counter",
+        "Runs this replica claimed since it started.",
+    );
+    out.sample("baton_replica_runs_claimed_total", &[], counts.claimed);
+    out.family(
+        "baton_replica_runs_finished_total",
+        "counter",
+        "Runs this replica finished since it started, by final status.",
+    );
+    for (status, n) in [
+        (RunStatus::Done, counts.done),
+        (RunStatus::Failed, counts.failed),
+        (RunStatus::Canceled, counts.canceled),
+    ] {
+        out.sample(
+            "baton_replica_runs_finished_total",
+            &[("status", status.as_str())],
+            n,
+        );
+    }
+    out.family(
+        "baton_replica_finishes_fenced_total",
+        "counter",
+        "Finishes this replica did not record because the run was no longer its own (canceled or swept meanwhile).",
+    );
+    out.sample("baton_replica_finishes_fenced_total", &[], counts.fenced);
+
+    let stats = state.store.overview_stats(now).await;
+    let replicas = replica_views(state.store.as_ref(), state.stale_after, now).await;
+    out.family(
+        "baton_database_up",
+        "gauge",
+        "1 when the database answered this scrape's queries.",
+    );
+    out.sample(
+        "baton_database_up",
+        &[],
+        u64::from(stats.is_ok() && replicas.is_ok()),
+    );
+    if let Ok(stats) = stats {
+        out.family(
+            "baton_runs",
+            "gauge",
+            "Runs in each live status now, across every replica.",
+        );
+        for status in [RunStatus::Pending, RunStatus::Available, RunStatus::Running] {
+            let n = stats.live.get(&status).copied().unwrap_or(0);
+            out.sample("baton_runs", &[("status", status.as_str())], n);
+        }
+        out.family(
+            "baton_runs_finished_last_hour",
+            "gauge",
+            "Runs that ended in the last hour (whole minutes), across every replica, by final status.",
+        );
+        for (status, n) in &stats.last_hour {
+            out.sample(
+                "baton_runs_finished_last_hour",
+                &[("status", status.as_str())],
+                *n,
+            );
+        }
+    }
+    if let Ok(replicas) = replicas {
+        let alive = replicas.iter().filter(|r| r.alive).count();
+        out.family(
+            "baton_replicas",
+            "gauge",
+            "Replicas with a heartbeat row, by whether their heartbeat is fresh.",
+        );
+        out.sample("baton_replicas", &[("alive", "true")], alive);
+        out.sample(
+            "baton_replicas",
+            &[("alive", "false")],
+            replicas.len() - alive,
+        );
+        let mine = replicas.iter().find(|r| &r.replica_id == me);
+        out.family(
+            "baton_replica_leader",
+            "gauge",
+            "1 when this replica holds the leader lease (promoter, sweeper).",
+        );
+        out.sample(
+            "baton_replica_leader",
+            &[],
+            u64::from(mine.is_some_and(|r| r.leader)),
+        );
+        out.family(
+            "baton_replica_runs_running",
+            "gauge",
+            "Runs RUNNING on this replica now, as the database records them.",
+        );
+        out.sample(
+            "baton_replica_runs_running",
+            &[],
+            mine.map_or(0, |r| r.running),
+        );
+    }
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], out.text)
+}
+
+/// The exposition text, one metric family after another.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}");
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            let pairs: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                .collect();
+            let _ = write!(self.text, "{{{}}}", pairs.join(","));
+        }
+        let _ = writeln!(self.text, " {value}");
+    }
+}
+
+/// Label values escape backslash, double quote and newline.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_follow_the_text_format() {
+        let mut out = Exposition::default();
+        out.family("baton_runs", "gauge", "Runs.");
+        out.sample("baton_runs", &[("status", "PENDING")], 3);
+        out.sample("baton_x", &[("a", "q\"b\\c\nd"), ("z", "1")], 0);
+        out.sample("baton_y", &[], 7);
+        assert_eq!(
+            out.text,
+            "# HELP baton_runs Runs.\n# TYPE baton_runs gauge\n\
+             baton_runs{status=\"PENDING\"} 3\n\
+             baton_x{a=\"q\\\"b\\\\c\\nd\",z=\"1\"} 0\n\
+             baton_y 7\n"
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! A typed client of `/api/v1`, for the command line and `baton bench
+//! --server`.
+
+use anyhow::{Context, bail};
+use app::model::{ErrorBody, PlanList, PlanView};
+use reqwest::{RequestBuilder, Response, header};
+use serde::de::DeserializeOwned;
+
+/// The format of a plan file sent to `POST /api/v1/plans`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanFormat {
+    Json,
+    Yaml,
+}
+
+impl PlanFormat {
+    fn content_type(self) -> &'static str {
+        match self {
+            PlanFormat::Json => "application/json",
+            PlanFormat::Yaml => "application/yaml",
+        }
+    }
+}
+
+pub struct ApiClient {
+    http: reqwest::Client,
+    /// `http://host:port`, no trailing slash.
+    base: String,
+}
+
+impl ApiClient {
+    pub fn new(base: impl Into<String>) -> Self {
+        ApiClient {
+            http: reqwest::Client::new(),
+            base: base.into(),
+        }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// `POST /api/v1/plans`: the created plan.
+    pub async fn submit(&self, body: Vec<u8>, format: PlanFormat) -> anyhow::Result<PlanView> {
+        let request = self
+            .http
+            .post(format!("{}/api/v1/plans", self.base))
+            .header(header::CONTENT_TYPE, format.content_type())
+            .body(body);
+        self.send(request).await
+    }
+
+    /// `GET /api/v1/plans/{id}`.
+    pub async fn plan(&self, id: i64) -> anyhow::Result<PlanView> {
+        self.send(self.http.get(format!("{}/api/v1/plans/{id}", self.base)))
+            .await
+    }
+
+    /// `GET /api/v1/plans`, newest first.
+    pub async fn plans(&self, status: Option<&str>, limit: i64) -> anyhow::Result<PlanList> {
+        let mut query = vec![("limit", limit.to_string())];
+        if let Some(status) = status {
+            query.push(("status", status.to_owned()));
+        }
+        let request = self
+            .http
+            .get(format!("{}/api/v1/plans", self.base))
+            .query(&query);
+        self.send(request).await
+    }
+
+    /// Sends a request and reads a JSON answer, or turns the server's
+    /// `{"error", "field"}` into an error that names both.
+    async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> anyhow::Result<T> {
+        let response = request.send().await.with_context(|| {
+            format!(
+                "cannot reach Baton at {}: is `baton serve` running there? \
+                 (set --server or BATON_SERVER)",
+                self.base
+            )
+        })?;
+        if !response.status().is_success() {
+            bail!(Self::refusal(response).await);
+        }
+        response
+            .json()
+            .await
+            .with_context(|| format!("{} answered with JSON this client cannot read", self.base))
+    }
+
+    async fn refusal(response: Response) -> String {
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        match serde_json::from_str::<ErrorBody>(&text) {
+            Ok(ErrorBody {
+                error,
+                field: Some(field),
+            }) => format!("the server answered {status}: {error} (at `{field}`)"),
+            Ok(ErrorBody { error, field: None }) => {
+                format!("the server answered {status}: {error}")
+            }
+            Err(_) => format!("the server answered {status}: {}", text.trim()),
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! `baton submit` and `baton status`: the operator's command line, a client
+//! of a running server's REST API.
+//!
+//! They talk HTTP rather than open the database themselves so a plan passes
+//! the same validation as any other submit and wakes the replicas at once,
+//! and so the commands work from any machine that can reach a replica.
+
+mod api_client;
+mod render;
+mod status;
+mod submit;
+
+use clap::Args;
+
+pub use self::api_client::{ApiClient, PlanFormat};
+pub use self::status::{StatusArgs, status};
+pub use self::submit::{SubmitArgs, submit};
+
+/// Which server the client commands talk to.
+#[derive(Args, Debug, Clone)]
+pub struct ServerArg {
+    /// Base URL of a running `baton serve`. Default: http://<BATON_LISTEN>,
+    /// with an unspecified address (0.0.0.0, ::) read as loopback.
+    #[arg(long = "server", env = "BATON_SERVER")]
+    pub url: Option<String>,
+}
+
+impl ServerArg {
+    /// The base URL, without a trailing slash.
+    pub fn base(&self, listen: std::net::SocketAddr) -> String {
+        match self.url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => {
+                let mut addr = listen;
+                if addr.ip().is_unspecified() {
+                    addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+                }
+                format!("http://{addr}")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_defaults_to_the_listen_address_on_loopback() {
+        let none = ServerArg { url: None };
+        assert_eq!(
+            none.base("127.0.0.1:3000".parse().unwrap()),
+            "http://127.0.0.1:3000"
+        );
+        assert_eq!(
+            none.base("0.0.0.0:8080".parse().unwrap()),
+            "http://127.0.0.1:8080"
+        );
+        let given = ServerArg {
+            url: Some("https://baton.example/ ".into()),
+        };
+        assert_eq!(
+            given.base("127.0.0.1:3000".parse().unwrap()),
+            "https://baton.example"
+        );
+    }
+}

@@ -1,0 +1,120 @@
+//! Plain-text tables for the terminal: what the dashboard shows, in
+//! columns an operator can read and `grep`.
+
+use app::model::{PlanList, PlanView, TaskStatus, TaskView};
+
+/// A plan's header and one line per task.
+pub fn plan(view: &PlanView, base: &str) -> String {
+    let mut out = format!(
+        "plan {} {}: {}  ({}/plans/{})\n",
+        view.id, view.name, view.status, base, view.id
+    );
+    if !view.description.is_empty() {
+        out.push_str(&view.description);
+        out.push('\n');
+    }
+    let mut rows = vec![header(&["TASK", "TARGET", "STATUS", "ATTEMPT", "DETAIL"])];
+    rows.extend(view.tasks.iter().map(|t| {
+        vec![
+            t.name.clone(),
+            t.target.clone(),
+            t.status.to_string(),
+            t.attempt.map(|a| a.to_string()).unwrap_or_default(),
+            detail(t),
+        ]
+    }));
+    out.push_str(&table(&rows));
+    out
+}
+
+/// One line per plan, newest first, with its tasks counted by status.
+pub fn plan_list(list: &PlanList) -> String {
+    let mut rows = vec![header(&["ID", "NAME", "STATUS", "TASKS", "CREATED"])];
+    rows.extend(list.plans.iter().map(|p| {
+        let counts: Vec<String> = TaskStatus::PROGRESS_ORDER
+            .iter()
+            .filter_map(|s| p.counts.get(s).map(|n| format!("{n} {s}")))
+            .collect();
+        vec![
+            p.id.to_string(),
+            p.name.clone(),
+            p.status.to_string(),
+            counts.join(", "),
+            p.created_at.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+        ]
+    }));
+    let mut out = table(&rows);
+    if list.total > list.plans.len() as i64 {
+        out.push_str(&format!(
+            "({} of {} plans; --limit shows more)\n",
+            list.plans.len(),
+            list.total
+        ));
+    }
+    out
+}
+
+/// What an operator wants to know beside a task's status.
+fn detail(task: &TaskView) -> String {
+    match task.status {
+        TaskStatus::Pending => task.waiting_cause.clone().unwrap_or_default(),
+        TaskStatus::Running => task
+            .replica_id
+            .as_ref()
+            .map(|r| format!("on {r}"))
+            .unwrap_or_default(),
+        TaskStatus::Failed | TaskStatus::Canceled => task.error.clone().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+fn header(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| (*n).to_owned()).collect()
+}
+
+/// Left-aligned columns two spaces apart; the last column is not padded,
+/// so long details do not drag trailing blanks.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == columns {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  ", width = widths[c]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_line_up_and_lines_carry_no_trailing_blanks() {
+        let rows = vec![
+            header(&["TASK", "STATUS", "DETAIL"]),
+            vec![
+                "migrate-orders".into(),
+                "PENDING".into(),
+                "plan limit 2".into(),
+            ],
+            vec!["x".into(), "DONE".into(), String::new()],
+        ];
+        assert_eq!(
+            table(&rows),
+            "TASK            STATUS   DETAIL\n\
+             migrate-orders  PENDING  plan limit 2\n\
+             x               DONE\n"
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! `baton submit FILE`: send a plan file to a running server, print the
+//! plan, and with `--wait` follow it to its end, for deploy scripts that
+//! must stop when a step fails.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use app::model::{PlanStatus, PlanView, TaskStatus};
+use clap::Args;
+
+use super::api_client::{ApiClient, PlanFormat};
+use super::{ServerArg, render};
+
+/// How often `--wait` looks at the plan.
+const WAIT_POLL: Duration = Duration::from_millis(500);
+
+#[derive(Args, Debug, Clone)]
+pub struct SubmitArgs {
+    /// The plan file: JSON (`.json`) or YAML (`.yaml`, `.yml`); `-` reads
+    /// standard input. Other names are read as JSON when they start with
+    /// `{`, else as YAML.
+    pub file: PathBuf,
+    /// Follow the plan until it ends: exit 0 when it is DONE, 1 when it
+    /// FAILED or was CANCELED.
+    #[arg(long)]
+    pub wait: bool,
+    /// Print the plan as the API returns it (JSON) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub server: ServerArg,
+}
+
+pub async fn submit(args: SubmitArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    let body = read_plan_file(&args.file)?;
+    let format = format_of(&args.file, &body);
+    let client = ApiClient::new(args.server.base(listen));
+    let view = client
+        .submit(body, format)
+        .await
+        .with_context(|| format!("{} was not submitted", args.file.display()))?;
+    print_plan(&view, &client, args.json)?;
+    if !args.wait {
+        return Ok(());
+    }
+    let last = follow(&client, view).await?;
+    if args.json {
+        print_plan(&last, &client, true)?;
+    }
+    match last.status {
+        PlanStatus::Done => Ok(()),
+        status => bail!("plan {} {} ended {status}", last.id, last.name),
+    }
+}
+
+fn read_plan_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+    if path == Path::new("-") {
+        let mut body = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut body)
+            .context("cannot read the plan from standard input")?;
+        return Ok(body);
+    }
+    std::fs::read(path).with_context(|| format!("cannot read plan file {}", path.display()))
+}
+
+fn format_of(path: &Path, body: &[u8]) -> PlanFormat {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("json") => PlanFormat::Json,
+        Some(e) if e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml") => {
+            PlanFormat::Yaml
+        }
+        _ if body.trim_ascii_start().starts_with(b"{") => PlanFormat::Json,
+        _ => PlanFormat::Yaml,
+    }
+}
+
+fn print_plan(view: &PlanView, client: &ApiClient, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(view)?);
+    } else {
+        print!("{}", render::plan(view, client.base()));
+    }
+    Ok(())
+}
+
+/// Prints each task's status changes until the plan is DONE, FAILED or
+/// CANCELED; the last view. Progress goes to stderr, so `--json` leaves
+/// stdout to the plan alone.
+async fn follow(client: &ApiClient, first: PlanView) -> anyhow::Result<PlanView> {
+    let mut seen: HashMap<i64, (TaskStatus, Option<i64>)> = first
+        .tasks
+        .iter()
+        .map(|t| (t.id, (t.status, t.attempt)))
+        .collect();
+    let mut said_not_started = false;
+    let mut view = first;
+    loop {
+        match view.status {
+            PlanStatus::Done | PlanStatus::Failed | PlanStatus::Canceled => return Ok(view),
+            PlanStatus::NotStarted if !said_not_started => {
+                eprintln!("plan {} waits for an operator to run it", view.id);
+                said_not_started = true;
+            }
+            _ => {}
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+        view = client.plan(view.id).await?;
+        for task in &view.tasks {
+            let now = (task.status, task.attempt);
+            if seen.insert(task.id, now) != Some(now) {
+                let attempt = task.attempt.map(|a| format!(" #{a}")).unwrap_or_default();
+                let why = task
+                    .error
+                    .as_deref()
+                    .filter(|_| matches!(task.status, TaskStatus::Failed | TaskStatus::Canceled))
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default();
+                eprintln!("{}{attempt} {}{why}", task.name, task.status);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_extension_decides_the_format_and_else_the_first_character() {
+        assert_eq!(format_of(Path::new("p.json"), b"name: x"), PlanFormat::Json);
+        assert_eq!(format_of(Path::new("p.YML"), b"{}"), PlanFormat::Yaml);
+        assert_eq!(
+            format_of(Path::new("-"), b"  {\"name\": 1}"),
+            PlanFormat::Json
+        );
+        assert_eq!(format_of(Path::new("plan"), b"name: x"), PlanFormat::Yaml);
+    }
+}

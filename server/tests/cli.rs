@@ -1,0 +1,115 @@
+//! `baton submit` and `baton status` against a real `baton serve`: a plan
+//! file goes in, `--wait` follows it to DONE or FAILED with the matching
+//! exit code, a bad file is refused naming the field and writes nothing,
+//! and `status` shows what the API shows.
+
+mod common;
+
+use std::process::Output;
+
+use common::process::{Baton, spawn_baton};
+use common::{Kind, TestDb};
+
+/// Runs `baton ARGS` against `server`, from a directory holding `files`.
+async fn baton(server: &Baton, dir: &tempfile::TempDir, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(args)
+        .env("BATON_SERVER", &server.base)
+        .env_remove("RUST_BACKTRACE")
+        .current_dir(dir.path())
+        .output()
+        .await
+        .expect("run baton")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_waits_for_the_plan_and_status_shows_it() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = spawn_baton(db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("release.yaml"),
+        "name: cli-release\n\
+         parallel_limit: 1\n\
+         tasks:\n\
+         \x20 - name: migrate\n\
+         \x20   target: db/orders\n\
+         \x20   command: {argv: [sh, -c, \"echo migrating\"]}\n\
+         \x20 - name: deploy\n\
+         \x20   target: web\n\
+         \x20   sleep: 0s\n",
+    )
+    .unwrap();
+
+    let out = baton(&server, &dir, &["submit", "release.yaml", "--wait"]).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    assert!(stdout.starts_with("plan 1 cli-release: "), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{}/plans/1", server.base)),
+        "{stdout}"
+    );
+    assert!(stdout.contains("migrate  db/orders"), "{stdout}");
+    assert!(stderr.contains("migrate #1 DONE"), "{stderr}");
+    assert!(stderr.contains("deploy #1 DONE"), "{stderr}");
+
+    let out = baton(&server, &dir, &["status"]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success());
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("ID  NAME"), "{stdout}");
+    assert!(
+        lines[1].starts_with("1   cli-release  DONE    2 DONE"),
+        "{stdout}"
+    );
+
+    let out = baton(&server, &dir, &["status", "1", "--json"]).await;
+    let view: app::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view.status, app::model::PlanStatus::Done);
+    assert_eq!(view.tasks.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_plan_exits_non_zero_and_a_bad_file_writes_nothing() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = spawn_baton(db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "name: bad\ntasks:\n  - name: x\n    target: t\n    sleep: 1s\n    timeout: soon\n",
+    )
+    .unwrap();
+    let out = baton(&server, &dir, &["submit", "bad.yaml"]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("bad.yaml was not submitted"), "{stderr}");
+    assert!(stderr.contains("422"), "{stderr}");
+    assert!(stderr.contains("(at `tasks[0].timeout`)"), "{stderr}");
+    let store = db.store().await;
+    let plans = store.plan_list(None, None, 10, 0).await.unwrap();
+    assert_eq!(plans.total, 0, "a refused plan writes nothing");
+
+    std::fs::write(
+        dir.path().join("fails.json"),
+        r#"{"name": "fails", "tasks": [{"name": "boom", "target": "t",
+            "command": {"argv": ["sh", "-c", "exit 3"]}}]}"#,
+    )
+    .unwrap();
+    let out = baton(&server, &dir, &["submit", "fails.json", "--wait"]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("boom #1 FAILED"), "{stderr}");
+    assert!(stderr.contains("plan 1 fails ended FAILED"), "{stderr}");
+
+    let out = baton(&server, &dir, &["status", "--status", "sideways"]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.contains("`sideways` is not a plan status") && stderr.contains("(at `status`)"),
+        "{stderr}"
+    );
+}
