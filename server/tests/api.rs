@@ -511,3 +511,91 @@ async fn metrics_count_runs_and_replicas_on_both_backends() {
         }
     }
 }
+
+/// The property names a schema of the OpenAPI document lists.
+fn documented(doc: &Value, schema: &str) -> std::collections::BTreeSet<String> {
+    doc["components"]["schemas"][schema]["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("schema {schema} has properties"))
+        .keys()
+        .cloned()
+        .collect()
+}
+
+fn answered(value: &Value) -> std::collections::BTreeSet<String> {
+    value
+        .as_object()
+        .expect("an object")
+        .keys()
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_openapi_document_matches_the_routes_and_the_answers() {
+    let s = Server::start(Kind::Sqlite).await;
+    // One plan, so every `{id}` below names something that exists.
+    let (status, _) = s
+        .post(
+            "/api/v1/plans",
+            json!({"name": "doc", "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let plan = s.wait_plan(1, PlanStatus::Done).await;
+    let doc: Value = s.get("/api/v1/openapi.json").await;
+    assert_eq!(doc["openapi"], "3.1.0");
+
+    // Each view the API answers with carries exactly the documented fields.
+    let run_id = plan.tasks[0].run_id.expect("a run");
+    let plan_json: Value = s.get("/api/v1/plans/1").await;
+    let list: Value = s.get("/api/v1/plans").await;
+    let run: Value = s.get(&format!("/api/v1/runs/{run_id}")).await;
+    let replicas: Value = s.get("/api/v1/replicas").await;
+    let views = [
+        ("PlanView", &plan_json),
+        ("NotificationView", &plan_json["notification"]),
+        ("TaskView", &plan_json["tasks"][0]),
+        ("PlanList", &list),
+        ("PlanSummary", &list["plans"][0]),
+        ("RunView", &run),
+        ("EventView", &run["events"][0]),
+        ("ReplicaView", &replicas[0]),
+    ];
+    for (schema, answer) in views {
+        assert_eq!(answered(answer), documented(&doc, schema), "{schema}");
+        // Views always carry every field (null when unknown).
+        let required: std::collections::BTreeSet<String> =
+            doc["components"]["schemas"][schema]["required"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{schema} lists its required fields"))
+                .iter()
+                .map(|f| f.as_str().unwrap().to_owned())
+                .collect();
+        assert_eq!(required, answered(answer), "{schema} required");
+    }
+
+    // Every documented operation is routed: plan 1, task 1 and run 1 exist,
+    // so a 404 (or a 405) means the path or method is not.
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().unwrap().keys() {
+            let method = match method.as_str() {
+                "get" => reqwest::Method::GET,
+                "post" => reqwest::Method::POST,
+                "put" | "patch" | "delete" => panic!("{path}: Baton has no {method} routes"),
+                _ => continue,
+            };
+            let url = format!("{}{}", s.base, path.replace("{id}", "1"));
+            let response = s.http.request(method.clone(), &url).send().await.unwrap();
+            let status = response.status();
+            let body = response.text().await.unwrap();
+            assert!(
+                status != 404 && status != 405,
+                "{method} {path} is documented but not routed: {status} {body}"
+            );
+            operations += 1;
+        }
+    }
+    assert!(operations >= 17, "{operations} operations documented");
+}

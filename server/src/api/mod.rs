@@ -1,4 +1,5 @@
-//! The REST API under `/api/v1`, plus `/healthz`, `/readyz` and `/metrics`.
+//! The REST API under `/api/v1` (described by `/api/v1/openapi.json`),
+//! plus `/healthz`, `/readyz` and `/metrics`.
 //!
 //! Handlers are thin: parse and check input, call one store method, return
 //! a view from `app::model`. Errors go through [`error::ApiError`].
@@ -7,6 +8,7 @@ mod deliveries;
 mod error;
 mod health;
 mod metrics;
+mod openapi;
 mod plans;
 mod replicas;
 mod runs;
@@ -51,6 +53,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/log", get(runs::log))
         .route("/replicas", get(replicas::list))
         .route("/deliveries", get(deliveries::list))
+        .route("/openapi.json", get(openapi::openapi))
         .fallback(|| async { ApiError::NotFound("no such API endpoint".into()) });
     Router::new()
         .nest("/api/v1", api)
