@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  submit/retry ──► PENDING ──promoter──► AVAILABLE ──claimer──► RUNNING ──worker──► DONE/FAILED
-//!                     ▲   (gates, one replica           (SKIP LOCKED,        (executors, logs,
+//!                     ▲   (gates, one replica           (one at a time,      (executors, logs,
 //!                     │    at a time)                    free slots)          run heartbeat)
 //!                     └──────────── automatic retry (backoff) ◄──────────────────────┘
 //! ```

@@ -1,4 +1,5 @@
-//! Which creations wait for a promotion round in progress.
+//! Which creations wait for a promotion round in progress, and that claims
+//! wait for each other.
 //!
 //! A round holds [`PROMOTER_LOCK`] exclusively until it commits. A new
 //! versioned run could hold back a run the round is promoting (the version
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use super::{PROMOTER_LOCK, PgStore};
 use crate::plan::{NewPlan, parse_json};
+use crate::store::gates::NodeLabels;
 use crate::store::scratch::Scratch;
 use crate::store::{Result, Store, Ts};
 
@@ -32,11 +34,16 @@ fn plan(name: &str, version: Option<&str>) -> NewPlan {
 
 /// Requests for the promoter's lock that are waiting.
 async fn waiting_for_round(store: &PgStore) -> i64 {
+    waiting_for(store, PROMOTER_LOCK).await
+}
+
+/// Requests for the advisory lock `key` that are waiting.
+async fn waiting_for(store: &PgStore, key: i64) -> i64 {
     sqlx::query_scalar(
         "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
             AND ((classid::bigint << 32) | objid::bigint) = $1",
     )
-    .bind(PROMOTER_LOCK)
+    .bind(key)
     .fetch_one(&store.pool)
     .await
     .expect("pg_locks")
@@ -94,6 +101,74 @@ async fn only_a_versioned_submit_waits_for_a_promotion_round() {
         .expect("the versioned submit, once the round ended");
     let plans = store.plan_list(None, None, 10, 0).await.expect("list");
     assert_eq!(plans.total, 2);
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}
+
+#[test]
+fn the_claim_lock_key_spells_baton_c() {
+    let key: i64 = claim_lock_key!().parse().expect("an integer");
+    assert_eq!(&key.to_be_bytes(), b"\0baton:c");
+    assert_eq!(&PROMOTER_LOCK.to_be_bytes(), b"\0baton:p");
+}
+
+/// Claims are serialised by an advisory lock rather than row locks: a claim
+/// started while another holds the lock waits for it, then takes only what
+/// the first left AVAILABLE.
+#[tokio::test]
+async fn a_claim_waits_for_the_claim_in_progress() {
+    let (scratch, store) = store().await;
+    let store = Arc::new(store);
+    store
+        .plan_insert(&plan("one", None), "test", Ts::now())
+        .await
+        .expect("submit");
+    store
+        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .await
+        .expect("promote");
+    let key: i64 = claim_lock_key!().parse().expect("an integer");
+    // A claim in progress, as another replica's would be: it holds the
+    // lock and takes the one AVAILABLE run.
+    let mut first = store.pool.begin().await.expect("begin");
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(key)
+        .execute(&mut *first)
+        .await
+        .expect("the first claim's lock");
+    let taken = sqlx::query(
+        "UPDATE task_run SET status = 'RUNNING', replica_id = 'r-first', started_at = now()
+         WHERE status = 'AVAILABLE'",
+    )
+    .execute(&mut *first)
+    .await
+    .expect("the first claim")
+    .rows_affected();
+    assert_eq!(taken, 1);
+
+    let second = tokio::spawn({
+        let store = store.clone();
+        async move {
+            let labels = Vec::new();
+            let claim = crate::store::Claim {
+                replica_id: "r-second",
+                labels: &labels,
+                limit: 10,
+                heartbeat_timeout: Duration::from_secs(10),
+            };
+            store.run_claim_many(&claim, Ts::now()).await
+        }
+    });
+    while waiting_for(&store, key).await == 0 {
+        assert!(!second.is_finished(), "the second claim did not wait");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    first.commit().await.expect("the first claim ends");
+    let claimed = second.await.expect("joined").expect("the second claim");
+    assert!(
+        claimed.is_empty(),
+        "claimed a run already RUNNING: {claimed:?}"
+    );
     drop(store);
     scratch.drop_database().await.expect("drop");
 }
