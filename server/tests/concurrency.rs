@@ -118,6 +118,7 @@ mod cases {
         }
         let events = invariants::all_events(submitter.as_ref()).await;
         invariants::check(&views, &events);
+        db.assert_open_task_counts().await;
         let runs = views.iter().map(|v| v.tasks.len()).sum::<usize>();
         assert_eq!(runs, PLANS * TASKS_PER_PLAN);
         let replicas_used: std::collections::HashSet<_> = views

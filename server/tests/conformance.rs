@@ -1072,5 +1072,6 @@ mod cases {
             };
             assert_eq!(numbers, expected, "attempts of task {task}");
         }
+        db.assert_open_task_counts().await;
     }
 }

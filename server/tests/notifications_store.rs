@@ -117,6 +117,7 @@ mod cases {
         s.plan_retry(id, "dave", Ts::now()).await.unwrap();
         assert_eq!(s.plan_get(id).await.unwrap().notification, None);
         assert_eq!(s.delivery_list(Some(id), 50).await.unwrap().len(), 2);
+        db.assert_open_task_counts().await;
     }
 
     pub async fn retry_opens_a_new_phase_that_notifies_completion(kind: Kind) {
@@ -170,6 +171,7 @@ mod cases {
                 PIPELINE_FAILED
             ]
         );
+        db.assert_open_task_counts().await;
     }
 
     pub async fn automatic_retries_are_not_failures_yet(kind: Kind) {
@@ -209,6 +211,7 @@ mod cases {
             s.plan_get(id).await.unwrap().notification.unwrap().event,
             PIPELINE_FAILED
         );
+        db.assert_open_task_counts().await;
     }
 
     pub async fn sweeps_and_skips_notify_too(kind: Kind) {
@@ -264,6 +267,7 @@ mod cases {
         let view = s.plan_get(other).await.unwrap();
         assert_eq!(view.tasks[0].status, TaskStatus::Skipped);
         assert_eq!(view.notification.unwrap().event, PIPELINE_COMPLETED);
+        db.assert_open_task_counts().await;
     }
 
     pub async fn deliveries_go_to_one_sender_and_keep_every_attempt(kind: Kind) {
@@ -375,6 +379,7 @@ mod cases {
             .unwrap();
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].delivery_key, lost[0].delivery_key);
+        db.assert_open_task_counts().await;
     }
 
     pub async fn concurrent_finishers_claim_completion_exactly_once(kind: Kind) {
@@ -421,5 +426,6 @@ mod cases {
             );
             assert_eq!(s.delivery_list(Some(id), 50).await.unwrap().len(), 1);
         }
+        db.assert_open_task_counts().await;
     }
 }

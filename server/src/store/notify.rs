@@ -51,19 +51,50 @@ pub struct Notified {
 pub struct PlanOutcomes {
     /// Plans where a task failed for good (no automatic retry left).
     pub failed: Vec<i64>,
-    /// Plans where a task became DONE or SKIPPED.
+    /// The plan of each task that became DONE or SKIPPED, once per task.
     pub progressed: Vec<i64>,
 }
 
 impl PlanOutcomes {
-    /// Sorted and without repeats: plans are locked in this order, so two
-    /// transactions never wait on each other's plans in a cycle.
-    pub fn normalised(mut self) -> Self {
-        for list in [&mut self.failed, &mut self.progressed] {
-            list.sort_unstable();
-            list.dedup();
+    /// Each plan once, in id order, with how many of its tasks became DONE
+    /// or SKIPPED and whether one failed for good. Plans are locked in this
+    /// order, so two transactions never wait on each other's plans in a
+    /// cycle.
+    pub fn by_plan(&self) -> Vec<PlanOutcome> {
+        let mut plans: BTreeMap<i64, PlanOutcome> = BTreeMap::new();
+        for plan_id in &self.progressed {
+            plans
+                .entry(*plan_id)
+                .or_insert(PlanOutcome::new(*plan_id))
+                .completed_tasks += 1;
         }
-        self
+        for plan_id in &self.failed {
+            plans
+                .entry(*plan_id)
+                .or_insert(PlanOutcome::new(*plan_id))
+                .failed = true;
+        }
+        plans.into_values().collect()
+    }
+}
+
+/// What one batch did to one plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanOutcome {
+    pub plan_id: i64,
+    /// Tasks that became DONE or SKIPPED: they leave the plan's open count.
+    pub completed_tasks: i64,
+    /// A task failed for good: the plan failed, whatever else happened.
+    pub failed: bool,
+}
+
+impl PlanOutcome {
+    fn new(plan_id: i64) -> Self {
+        PlanOutcome {
+            plan_id,
+            completed_tasks: 0,
+            failed: false,
+        }
     }
 }
 
@@ -79,13 +110,13 @@ pub const CLAIM_GET: &str = "SELECT event, claimed_at FROM notification_claim WH
 
 pub const CLAIM_EVENT: &str = "SELECT event FROM notification_claim WHERE plan_id = $1";
 
-/// Is some task of the plan neither DONE nor SKIPPED?
-pub const PLAN_INCOMPLETE: &str = concat!(
-    "SELECT COUNT(*) FROM (SELECT 1 FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
-        WHERE t.plan_id = $1 AND ",
-    super::rows::task_status_sql!(),
-    " NOT IN ('DONE', 'SKIPPED') LIMIT 1) AS open"
-);
+/// Takes tasks that became DONE or SKIPPED off their plan's open count
+/// and returns what is left: 0 means the plan is complete. The row lock
+/// the UPDATE takes serialises this per plan, and the UPDATE counts from
+/// the latest committed value, so of two transactions finishing a plan's
+/// last two tasks at once exactly one sees 0.
+pub const PLAN_PROGRESS: &str =
+    "UPDATE plan SET open_tasks = open_tasks - $2 WHERE id = $1 RETURNING open_tasks";
 
 pub const PLAN_WEBHOOKS: &str = "SELECT webhooks FROM plan WHERE id = $1";
 
@@ -316,14 +347,16 @@ pub fn payload(event: &str, plan: &PlanView, public_url: &str, now: Ts) -> Strin
 
 /// The steps after runs end (retries, then the claim and the outbox) and
 /// the delivery bookkeeping: the same SQL on both backends, expanded for
-/// each store's transaction type. `$lock_plan` serialises the completeness
-/// check per plan: two transactions finishing a plan's last two tasks at
-/// once must not each see the other's task still running and both stay
-/// silent.
+/// each store's transaction type.
 macro_rules! notify_step {
-    ($store:ty, $db:ty, $lock_plan:expr) => {
+    ($store:ty, $db:ty) => {
         impl $store {
-            /// Claims and queues the notifications `outcomes` call for.
+            /// Keeps each plan's open-task count and claims and queues the
+            /// notifications `outcomes` call for.
+            ///
+            /// Every completed task leaves its plan's count, whether or not
+            /// the plan has notified already, so the count stays exact
+            /// across Retries.
             async fn notify_plans(
                 tx: &mut sqlx::Transaction<'_, $db>,
                 targets: &super::notify::NotifyTargets,
@@ -331,43 +364,33 @@ macro_rules! notify_step {
                 now: Ts,
             ) -> Result<Vec<super::notify::Notified>> {
                 use super::notify::{self, Notified, PIPELINE_COMPLETED, PIPELINE_FAILED};
-                let outcomes = outcomes.normalised();
-                let mut plans: Vec<(i64, bool)> = outcomes
-                    .failed
-                    .iter()
-                    .map(|p| (*p, true))
-                    .chain(outcomes.progressed.iter().map(|p| (*p, false)))
-                    .collect();
-                // A plan that both failed and progressed in one batch failed.
-                plans.sort_unstable_by_key(|(p, failed)| (*p, !*failed));
-                plans.dedup_by_key(|(p, _)| *p);
                 let mut notified = Vec::new();
-                for (plan_id, failed) in plans {
+                for plan in outcomes.by_plan() {
+                    let mut complete = false;
+                    if plan.completed_tasks > 0 {
+                        let open: i64 = sqlx::query_scalar(notify::PLAN_PROGRESS)
+                            .bind(plan.plan_id)
+                            .bind(plan.completed_tasks)
+                            .fetch_one(&mut **tx)
+                            .await?;
+                        complete = open == 0;
+                    }
+                    // A plan that both failed and progressed in one batch
+                    // failed.
+                    let event = match (plan.failed, complete) {
+                        (true, _) => PIPELINE_FAILED,
+                        (false, true) => PIPELINE_COMPLETED,
+                        (false, false) => continue,
+                    };
                     let claimed: Option<String> = sqlx::query_scalar(notify::CLAIM_EVENT)
-                        .bind(plan_id)
+                        .bind(plan.plan_id)
                         .fetch_optional(&mut **tx)
                         .await?;
                     if claimed.is_some() {
                         continue;
                     }
-                    let event = if failed {
-                        PIPELINE_FAILED
-                    } else {
-                        sqlx::query($lock_plan)
-                            .bind(plan_id)
-                            .execute(&mut **tx)
-                            .await?;
-                        let open: i64 = sqlx::query_scalar(notify::PLAN_INCOMPLETE)
-                            .bind(plan_id)
-                            .fetch_one(&mut **tx)
-                            .await?;
-                        if open > 0 {
-                            continue;
-                        }
-                        PIPELINE_COMPLETED
-                    };
                     let won = sqlx::query(notify::CLAIM_INSERT)
-                        .bind(plan_id)
+                        .bind(plan.plan_id)
                         .bind(event)
                         .bind(now)
                         .execute(&mut **tx)
@@ -376,8 +399,11 @@ macro_rules! notify_step {
                     if won == 0 {
                         continue;
                     }
-                    Self::outbox_write(tx, targets, plan_id, event, now).await?;
-                    notified.push(Notified { plan_id, event });
+                    Self::outbox_write(tx, targets, plan.plan_id, event, now).await?;
+                    notified.push(Notified {
+                        plan_id: plan.plan_id,
+                        event,
+                    });
                 }
                 Ok(notified)
             }
@@ -487,6 +513,23 @@ pub(super) use notify_step;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outcomes_count_completed_tasks_per_plan_in_id_order() {
+        let outcomes = PlanOutcomes {
+            failed: vec![2, 3],
+            progressed: vec![3, 1, 3],
+        };
+        let plan = |plan_id, completed_tasks, failed| PlanOutcome {
+            plan_id,
+            completed_tasks,
+            failed,
+        };
+        assert_eq!(
+            outcomes.by_plan(),
+            vec![plan(1, 1, false), plan(2, 0, true), plan(3, 2, true)]
+        );
+    }
 
     #[test]
     fn the_global_webhook_goes_first_and_keeps_its_secret_out_of_the_row() {

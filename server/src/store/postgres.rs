@@ -160,8 +160,9 @@ const RUN_HEARTBEAT: Planned = Planned {
 /// again. A task is written once, pointing (`latest_run_id`) at the id
 /// reserved for its run.
 const PLAN_SUBMIT: &str = "WITH p AS (
-        INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks)
-        VALUES ($1, $2, $3, $4, $5, $6) RETURNING id),
+        INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks,
+            open_tasks)
+        VALUES ($1, $2, $3, $4, $5, $6, cardinality($7::text[])) RETURNING id),
     t AS (
         INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
             max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
@@ -400,8 +401,11 @@ impl PgStore {
         Ok(())
     }
 
+    /// No row lock: nothing deletes plans, and a plan action holding the
+    /// plan row while it locks runs would invert the order of a finish,
+    /// which locks its runs and then the plan row (`notify_plans`).
     async fn plan_exists(tx: &mut Transaction<'_, Postgres>, id: i64) -> Result<()> {
-        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM plan WHERE id = $1 FOR SHARE")
+        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM plan WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut **tx)
             .await?;
@@ -431,14 +435,11 @@ dashboard::dashboard_reads!(
     "FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT"
 );
 gates::round_reads!(PgStore, Postgres);
-notify::notify_step!(
-    PgStore,
-    Postgres,
-    // Per-plan advisory lock, in the negative key space (the promoter's
-    // key is positive). Not a row lock on `plan`: plan actions hold that
-    // FOR SHARE while they lock runs, which would invert the order here.
-    "SELECT pg_advisory_xact_lock(-($1::bigint))"
-);
+// Serialised per plan by the row lock of `notify::PLAN_PROGRESS`. A
+// transaction takes plan rows last (after its runs and tasks) and in id
+// order, and no transaction that holds one waits for runs or tasks, so
+// these locks cannot close a cycle.
+notify::notify_step!(PgStore, Postgres);
 
 #[async_trait::async_trait]
 impl Store for PgStore {

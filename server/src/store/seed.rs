@@ -226,11 +226,14 @@ fn finished_plans_sql(d: &Dialect, tasks: i64, c: Chunk, now: i64, spacing: i64)
         format!("{now} - ({plans_after} - i / {tasks}) * {spacing} + (i % {tasks}) * 100000");
     let failed = "(i % 97 = 96)";
     let error = "'exited with code 1: seeded failure'";
+    // A plan's open tasks are its FAILED ones: the runs numbered
+    // 96 mod 97 among its `tasks` runs.
     let plan_sql = format!(
         "WITH {series} INSERT INTO plan (id, name, description, parallel_limit, created_at,
-            created_by, webhooks)
+            created_by, webhooks, open_tasks)
          SELECT {first_plan} + i + 1, 'seed-' || CAST({first_plan} + i + 1 AS TEXT),
-            'seeded history', NULL, {created}, 'seed', '[]' FROM s",
+            'seeded history', NULL, {created}, 'seed', '[]',
+            ((i + 1) * {tasks}) / 97 - (i * {tasks}) / 97 FROM s",
         series = d.series(plans),
         created = d.ts(&format!("{now} - ({plans_after} - i) * {spacing}")),
     );
@@ -295,9 +298,12 @@ fn big_plan_sql(d: &Dialect, n: i64, plan: i64, run_base: i64, now: i64) -> Vec<
         d.ts(&format!("{now} - 600000000 + i * 500000 - 300000"))
     );
     let plan_sql = format!(
-        "INSERT INTO plan (id, name, description, parallel_limit, created_at, created_by, webhooks)
-         VALUES ({plan}, 'seed-big-release', 'A {n}-task plan in flight', 8, {created}, 'seed', '[]')",
+        "INSERT INTO plan (id, name, description, parallel_limit, created_at, created_by, webhooks,
+            open_tasks)
+         VALUES ({plan}, 'seed-big-release', 'A {n}-task plan in flight', 8, {created}, 'seed', '[]',
+            {open})",
         created = d.ts(&format!("{now} - 900000000")),
+        open = n - n * 70 / 100,
     );
     let task_sql = format!(
         "WITH {series} INSERT INTO task (id, plan_id, name, target, exclusive, version, run_at, node,

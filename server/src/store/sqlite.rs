@@ -283,7 +283,8 @@ rows::shared_reads!(SqliteStore);
 dashboard::dashboard_reads!(SqliteStore, "finished_at / 60000000");
 // The write lock every transaction here holds already serialises plans.
 gates::round_reads!(SqliteStore, Sqlite);
-notify::notify_step!(SqliteStore, Sqlite, "SELECT $1");
+// One writer at a time: the write lock serialises `notify_plans` too.
+notify::notify_step!(SqliteStore, Sqlite);
 
 #[async_trait::async_trait]
 impl Store for SqliteStore {
@@ -325,8 +326,9 @@ impl Store for SqliteStore {
     async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
         let (_writer, mut tx) = self.begin().await?;
         let plan_id: i64 = sqlx::query_scalar(
-            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks,
+                open_tasks)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
         )
         .bind(&plan.name)
         .bind(&plan.description)
@@ -334,6 +336,7 @@ impl Store for SqliteStore {
         .bind(now)
         .bind(actor)
         .bind(rows::webhooks_json(plan)?)
+        .bind(plan.tasks.len() as i64)
         .fetch_one(&mut *tx)
         .await?;
         // Ids reserved for the tasks and their first runs, so each task row

@@ -62,6 +62,37 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// Checks every plan's `open_tasks` against its tasks: the count the
+    /// finish and skip paths keep must equal the tasks neither DONE nor
+    /// SKIPPED, or PIPELINE_COMPLETED would come early or never.
+    pub async fn assert_open_task_counts(&self) {
+        const COUNTS: &str = "SELECT p.id, p.open_tasks, (SELECT COUNT(*) FROM task t
+                LEFT JOIN task_run r ON r.id = t.latest_run_id
+                WHERE t.plan_id = p.id AND t.skipped_at IS NULL
+                  AND (r.id IS NULL OR r.status <> 'DONE')) AS scanned
+            FROM plan p ORDER BY p.id";
+        let rows: Vec<(i64, i64, i64)> = match self.kind {
+            Kind::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(self.url()).await.expect("open");
+                sqlx::query_as(COUNTS).fetch_all(&pool).await
+            }
+            Kind::Postgres => {
+                let pool = sqlx::PgPool::connect(self.url()).await.expect("open");
+                sqlx::query_as(COUNTS).fetch_all(&pool).await
+            }
+        }
+        .expect("open task counts");
+        assert!(!rows.is_empty(), "no plans to check");
+        for (plan, kept, scanned) in rows {
+            assert_eq!(
+                kept, scanned,
+                "plan {plan}: open_tasks {kept}, tasks open {scanned}"
+            );
+        }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let Some(scratch) = self.scratch.take() else {
