@@ -38,6 +38,47 @@ macro_rules! claim_lock_key {
     };
 }
 
+/// How long a claimer waits for the claim lock before it goes around it
+/// ([`CLAIM`]): far longer than any claim holds it (milliseconds), short
+/// enough that a frozen holder costs seconds, not the cluster's progress.
+macro_rules! claim_lock_timeout {
+    () => {
+        "2s"
+    };
+}
+
+/// The claim statement ([`CLAIM`], [`CLAIM_AROUND`]); `$row_locks` follows
+/// the ordered pick of ids.
+macro_rules! claim_sql {
+    ($row_locks:literal) => {
+        concat!(
+            "WITH claimed AS (
+        UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
+            last_heartbeat_at = $4,
+            deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
+            heartbeat_deadline = $4 + ",
+            rows::heartbeat_timeout_sql!(),
+            " * INTERVAL '1 millisecond'
+        FROM task t
+        WHERE r.id = ANY(ARRAY(
+                SELECT id FROM task_run
+                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
+                ORDER BY id LIMIT $3",
+            $row_locks,
+            "))
+            AND r.status = 'AVAILABLE' AND t.id = r.task_id
+        RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
+            t.executor, t.heartbeat_interval_ms, ",
+            rows::heartbeat_timeout_sql!(),
+            " AS heartbeat_timeout_ms),
+    logged AS (
+        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
+        SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
+    SELECT * FROM claimed ORDER BY id"
+        )
+    };
+}
+
 /// Connections per replica: the loops, the API and a few spares.
 const DEFAULT_POOL_SIZE: u32 = 12;
 
@@ -77,8 +118,8 @@ struct Planned {
 /// to 2,000 runs/s after its latency phase. As an array the ids can only be
 /// looked up; `plan_tests` pins that down.
 ///
-/// Claims are serialised across replicas by an advisory lock that `BEGIN`
-/// takes, instead of `FOR UPDATE SKIP LOCKED`. Under SKIP LOCKED each claim
+/// Claims are serialised across replicas by an advisory lock
+/// ([`CLAIM_LOCK`]) instead of `FOR UPDATE SKIP LOCKED`. Under SKIP LOCKED each claim
 /// locked every row it took before updating it (one more WAL record and
 /// dirtied page per run), and all replicas woke to the same NOTIFY: the
 /// losers walked past every row the winner had locked and mostly came away
@@ -88,37 +129,36 @@ struct Planned {
 /// commits in between. In one sitting's 8 alternating pairs of the
 /// PostgreSQL bench (4 replicas), serialised claims won all 8, by a median
 /// of 6 % end to end, with the submit → RUNNING latency no worse.
+///
+/// A replica frozen inside its claim (a VM pause, SIGSTOP) would hold the
+/// lock until it thaws or its connection dies, and stop every replica's
+/// claims with it. So the wait is bounded (`claim_lock_timeout!`); past it
+/// a claimer takes [`CLAIM_AROUND`], which goes around the frozen claim's
+/// rows with SKIP LOCKED.
 const CLAIM: Planned = Planned {
-    begin: concat!(
-        "BEGIN; ",
-        index_only_sql!(),
-        "; SELECT pg_advisory_xact_lock(",
-        claim_lock_key!(),
-        ")"
-    ),
-    sql: concat!(
-        "WITH claimed AS (
-        UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
-            last_heartbeat_at = $4,
-            deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
-            heartbeat_deadline = $4 + ",
-        rows::heartbeat_timeout_sql!(),
-        " * INTERVAL '1 millisecond'
-        FROM task t
-        WHERE r.id = ANY(ARRAY(
-                SELECT id FROM task_run
-                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
-                ORDER BY id LIMIT $3))
-            AND r.status = 'AVAILABLE' AND t.id = r.task_id
-        RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
-            t.executor, t.heartbeat_interval_ms, ",
-        rows::heartbeat_timeout_sql!(),
-        " AS heartbeat_timeout_ms),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
-        SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
-    SELECT * FROM claimed ORDER BY id"
-    ),
+    begin: BEGIN_INDEX_ONLY,
+    sql: claim_sql!(""),
+};
+
+/// Takes the claim lock in [`CLAIM`]'s transaction, waiting at most
+/// `claim_lock_timeout!`. Not part of that `BEGIN`: a `BEGIN` string that
+/// fails midway leaves its connection in an aborted transaction that sqlx
+/// does not roll back.
+const CLAIM_LOCK: &str = concat!(
+    "SET LOCAL lock_timeout = '",
+    claim_lock_timeout!(),
+    "'; SELECT pg_advisory_xact_lock(",
+    claim_lock_key!(),
+    "); SET LOCAL lock_timeout = 0"
+);
+
+/// [`CLAIM`] without the claim lock, for when its holder does not let go:
+/// rows are locked and skipped as other claimers hold them. The lock
+/// holder's plain UPDATE waits for these row locks, then re-checks the
+/// status, so the two kinds of claim never take the same run.
+const CLAIM_AROUND: Planned = Planned {
+    begin: BEGIN_INDEX_ONLY,
+    sql: claim_sql!(" FOR UPDATE SKIP LOCKED"),
 };
 
 /// Who: the replica that executed the runs, in batches. Fenced: only runs
@@ -189,6 +229,11 @@ const PLAN_SUBMIT: &str = "WITH p AS (
         INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
         SELECT id, NULL, 'PENDING', $5, $4, 'submitted' FROM made)
     SELECT id FROM p";
+
+/// PostgreSQL's `lock_not_available`: a `lock_timeout` ran out.
+fn is_lock_timeout(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03"))
+}
 
 pub struct PgStore {
     pool: PgPool,
@@ -733,7 +778,20 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let mut tx = self.begin(CLAIM.begin).await?;
-        let rows: Vec<ClaimRow> = sqlx::query_as(CLAIM.sql)
+        let sql = match sqlx::raw_sql(CLAIM_LOCK).execute(&mut *tx).await {
+            Ok(_) => CLAIM.sql,
+            Err(e) if is_lock_timeout(&e) => {
+                tracing::warn!(
+                    "the claim lock was held for over {}; claiming around its holder",
+                    claim_lock_timeout!()
+                );
+                drop(tx);
+                tx = self.begin(CLAIM_AROUND.begin).await?;
+                CLAIM_AROUND.sql
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let rows: Vec<ClaimRow> = sqlx::query_as(sql)
             .bind(claim.replica_id)
             .bind(claim.labels)
             .bind(claim.limit)

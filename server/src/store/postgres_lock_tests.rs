@@ -172,3 +172,77 @@ async fn a_claim_waits_for_the_claim_in_progress() {
     drop(store);
     scratch.drop_database().await.expect("drop");
 }
+
+/// A claimer frozen inside its claim (holding the lock and the rows it
+/// updated) stops nobody for long: past the lock timeout the others claim
+/// around it, skipping its rows, and once it ends its run is still its own.
+#[tokio::test]
+async fn a_claim_goes_around_a_frozen_claimer() {
+    let (scratch, store) = store().await;
+    let store = Arc::new(store);
+    let tasks: Vec<_> = (0..3)
+        .map(|i| serde_json::json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
+        .collect();
+    let body = serde_json::json!({"name": "three", "tasks": tasks});
+    store
+        .plan_insert(
+            &parse_json(body.to_string().as_bytes()).expect("a valid plan"),
+            "test",
+            Ts::now(),
+        )
+        .await
+        .expect("submit");
+    store
+        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .await
+        .expect("promote");
+    let key: i64 = claim_lock_key!().parse().expect("an integer");
+    let mut frozen = store.pool.begin().await.expect("begin");
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(key)
+        .execute(&mut *frozen)
+        .await
+        .expect("the frozen claim's lock");
+    let first: i64 = sqlx::query_scalar(
+        "UPDATE task_run SET status = 'RUNNING', replica_id = 'r-frozen', started_at = now()
+         WHERE id = (SELECT MIN(id) FROM task_run WHERE status = 'AVAILABLE') RETURNING id",
+    )
+    .fetch_one(&mut *frozen)
+    .await
+    .expect("the frozen claim takes one run");
+
+    let labels = Vec::new();
+    let claim = crate::store::Claim {
+        replica_id: "r-live",
+        labels: &labels,
+        limit: 10,
+        heartbeat_timeout: Duration::from_secs(10),
+    };
+    let claimed = tokio::time::timeout(
+        Duration::from_secs(30),
+        store.run_claim_many(&claim, Ts::now()),
+    )
+    .await
+    .expect("the claim went around the frozen claimer")
+    .expect("claim");
+    let ids: Vec<i64> = claimed.iter().map(|c| c.id).collect();
+    assert_eq!(ids.len(), 2, "the two runs the frozen claim did not take");
+    assert!(!ids.contains(&first), "took the frozen claim's run");
+    frozen.commit().await.expect("the frozen claim ends");
+    let owner: String = sqlx::query_scalar("SELECT replica_id FROM task_run WHERE id = $1")
+        .bind(first)
+        .fetch_one(&store.pool)
+        .await
+        .expect("owner");
+    assert_eq!(owner, "r-frozen");
+    // The pool still works: the timed-out transaction was rolled back.
+    assert!(
+        store
+            .run_claim_many(&claim, Ts::now())
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}
