@@ -10,11 +10,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{PROMOTER_LOCK, PgStore};
+use super::{CLAIM_LOCK, PROMOTER_LOCK, PgStore};
 use crate::plan::{NewPlan, parse_json};
 use crate::store::gates::NodeLabels;
 use crate::store::scratch::Scratch;
-use crate::store::{Result, Store, Ts};
+use crate::store::{Claim, Result, Store, Ts};
 
 async fn store() -> (Scratch, PgStore) {
     let scratch = Scratch::postgres_for_tests().await;
@@ -112,6 +112,56 @@ fn the_claim_lock_key_spells_baton_c() {
     assert_eq!(&PROMOTER_LOCK.to_be_bytes(), b"\0baton:p");
 }
 
+/// A plan of `n` no-op tasks, each on a target of its own, promoted: `n`
+/// AVAILABLE runs.
+async fn available_runs(store: &PgStore, n: usize) {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| serde_json::json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
+        .collect();
+    let body = serde_json::json!({"name": "runs", "tasks": tasks});
+    let plan = parse_json(body.to_string().as_bytes()).expect("a valid plan");
+    store
+        .plan_insert(&plan, "test", Ts::now())
+        .await
+        .expect("submit");
+    store
+        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .await
+        .expect("promote");
+}
+
+/// Another replica's claim, caught in the middle: its transaction holds
+/// the claim lock and has taken the oldest AVAILABLE run (returned), not
+/// yet committed.
+async fn claim_in_progress(
+    store: &PgStore,
+    replica: &str,
+) -> (sqlx::Transaction<'static, sqlx::Postgres>, i64) {
+    let mut tx = store.pool.begin().await.expect("begin");
+    sqlx::raw_sql(CLAIM_LOCK)
+        .execute(&mut *tx)
+        .await
+        .expect("the claim lock");
+    let run: i64 = sqlx::query_scalar(
+        "UPDATE task_run SET status = 'RUNNING', replica_id = $1, started_at = now()
+         WHERE id = (SELECT MIN(id) FROM task_run WHERE status = 'AVAILABLE') RETURNING id",
+    )
+    .bind(replica)
+    .fetch_one(&mut *tx)
+    .await
+    .expect("the claim takes a run");
+    (tx, run)
+}
+
+fn claim_as(replica_id: &str) -> Claim<'_> {
+    Claim {
+        replica_id,
+        labels: &[],
+        limit: 10,
+        heartbeat_timeout: Duration::from_secs(10),
+    }
+}
+
 /// Claims are serialised by an advisory lock rather than row locks: a claim
 /// started while another holds the lock waits for it, then takes only what
 /// the first left AVAILABLE.
@@ -119,46 +169,13 @@ fn the_claim_lock_key_spells_baton_c() {
 async fn a_claim_waits_for_the_claim_in_progress() {
     let (scratch, store) = store().await;
     let store = Arc::new(store);
-    store
-        .plan_insert(&plan("one", None), "test", Ts::now())
-        .await
-        .expect("submit");
-    store
-        .run_promote_round(&NodeLabels::default(), Ts::now())
-        .await
-        .expect("promote");
-    let key: i64 = claim_lock_key!().parse().expect("an integer");
-    // A claim in progress, as another replica's would be: it holds the
-    // lock and takes the one AVAILABLE run.
-    let mut first = store.pool.begin().await.expect("begin");
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(key)
-        .execute(&mut *first)
-        .await
-        .expect("the first claim's lock");
-    let taken = sqlx::query(
-        "UPDATE task_run SET status = 'RUNNING', replica_id = 'r-first', started_at = now()
-         WHERE status = 'AVAILABLE'",
-    )
-    .execute(&mut *first)
-    .await
-    .expect("the first claim")
-    .rows_affected();
-    assert_eq!(taken, 1);
-
+    available_runs(&store, 1).await;
+    let (first, _) = claim_in_progress(&store, "r-first").await;
     let second = tokio::spawn({
         let store = store.clone();
-        async move {
-            let labels = Vec::new();
-            let claim = crate::store::Claim {
-                replica_id: "r-second",
-                labels: &labels,
-                limit: 10,
-                heartbeat_timeout: Duration::from_secs(10),
-            };
-            store.run_claim_many(&claim, Ts::now()).await
-        }
+        async move { store.run_claim_many(&claim_as("r-second"), Ts::now()).await }
     });
+    let key: i64 = claim_lock_key!().parse().expect("an integer");
     while waiting_for(&store, key).await == 0 {
         assert!(!second.is_finished(), "the second claim did not wait");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -179,45 +196,9 @@ async fn a_claim_waits_for_the_claim_in_progress() {
 #[tokio::test]
 async fn a_claim_goes_around_a_frozen_claimer() {
     let (scratch, store) = store().await;
-    let store = Arc::new(store);
-    let tasks: Vec<_> = (0..3)
-        .map(|i| serde_json::json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
-        .collect();
-    let body = serde_json::json!({"name": "three", "tasks": tasks});
-    store
-        .plan_insert(
-            &parse_json(body.to_string().as_bytes()).expect("a valid plan"),
-            "test",
-            Ts::now(),
-        )
-        .await
-        .expect("submit");
-    store
-        .run_promote_round(&NodeLabels::default(), Ts::now())
-        .await
-        .expect("promote");
-    let key: i64 = claim_lock_key!().parse().expect("an integer");
-    let mut frozen = store.pool.begin().await.expect("begin");
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(key)
-        .execute(&mut *frozen)
-        .await
-        .expect("the frozen claim's lock");
-    let first: i64 = sqlx::query_scalar(
-        "UPDATE task_run SET status = 'RUNNING', replica_id = 'r-frozen', started_at = now()
-         WHERE id = (SELECT MIN(id) FROM task_run WHERE status = 'AVAILABLE') RETURNING id",
-    )
-    .fetch_one(&mut *frozen)
-    .await
-    .expect("the frozen claim takes one run");
-
-    let labels = Vec::new();
-    let claim = crate::store::Claim {
-        replica_id: "r-live",
-        labels: &labels,
-        limit: 10,
-        heartbeat_timeout: Duration::from_secs(10),
-    };
+    available_runs(&store, 3).await;
+    let (frozen, first) = claim_in_progress(&store, "r-frozen").await;
+    let claim = claim_as("r-live");
     let claimed = tokio::time::timeout(
         Duration::from_secs(30),
         store.run_claim_many(&claim, Ts::now()),
