@@ -6,6 +6,10 @@ import path from 'node:path';
 const root = path.resolve(__dirname, '..');
 const port = Number(process.env.BATON_E2E_PORT ?? 3917);
 const dataDir = path.join(root, 'target', 'e2e');
+// A second server with users, for the sign-in tests (tests/auth.spec.ts).
+export const usersPort = Number(process.env.BATON_E2E_USERS_PORT ?? port + 1);
+const usersDir = path.join(root, 'target', 'e2e-users');
+const baton = `${root}/target/debug/baton`;
 
 export default defineConfig({
   testDir: './tests',
@@ -42,19 +46,42 @@ export default defineConfig({
       },
     },
   ],
-  webServer: {
-    // A fresh SQLite database per run, so earlier runs cannot leak in.
-    command: `rm -rf '${dataDir}' && mkdir -p '${dataDir}' && exec '${root}/target/debug/baton' serve`,
-    url: `http://127.0.0.1:${port}/healthz`,
-    // Never test a server left over from another build.
-    reuseExistingServer: false,
-    timeout: 60_000,
-    stdout: 'pipe',
-    stderr: 'pipe',
-    env: {
-      BATON_LISTEN: `127.0.0.1:${port}`,
-      BATON_DATABASE_URL: `sqlite://${dataDir}/baton.db`,
-      BATON_SITE_ROOT: path.join(root, 'target', 'site'),
+  webServer: [
+    {
+      // A fresh SQLite database per run, so earlier runs cannot leak in.
+      command: `rm -rf '${dataDir}' && mkdir -p '${dataDir}' && exec '${baton}' serve`,
+      url: `http://127.0.0.1:${port}/healthz`,
+      // Never test a server left over from another build.
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: 'pipe',
+      stderr: 'pipe',
+      env: {
+        BATON_LISTEN: `127.0.0.1:${port}`,
+        BATON_DATABASE_URL: `sqlite://${dataDir}/baton.db`,
+        BATON_SITE_ROOT: path.join(root, 'target', 'site'),
+      },
     },
-  },
+    {
+      // An operator and a viewer, their hashes made by `baton hash-password`.
+      command: [
+        `rm -rf '${usersDir}' && mkdir -p '${usersDir}'`,
+        `A=$(printf alice-pw | '${baton}' hash-password)`,
+        `V=$(printf victor-pw | '${baton}' hash-password)`,
+        `printf 'users:\\n  - {name: alice, role: operator, password_hash: "%s"}\\n  - {name: victor, role: viewer, password_hash: "%s"}\\n' "$A" "$V" > '${usersDir}/users.yaml'`,
+        `exec '${baton}' serve`,
+      ].join(' && '),
+      url: `http://127.0.0.1:${usersPort}/healthz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: 'pipe',
+      stderr: 'pipe',
+      env: {
+        BATON_LISTEN: `127.0.0.1:${usersPort}`,
+        BATON_DATABASE_URL: `sqlite://${usersDir}/baton.db`,
+        BATON_SITE_ROOT: path.join(root, 'target', 'site'),
+        BATON_USERS_FILE: `${usersDir}/users.yaml`,
+      },
+    },
+  ],
 });

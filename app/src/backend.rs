@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use crate::error::DashboardError;
-use crate::model::PlanStatus;
+use crate::model::{Identity, PlanStatus};
 use crate::views::{Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage};
 
 /// Longest run log tail a page shows; the full log is a link away.
@@ -41,10 +41,10 @@ pub trait DashboardSource: Send + Sync + 'static {
     async fn replicas(&self) -> Result<ReplicasPage, DashboardError>;
     async fn deliveries(&self, limit: i64) -> Result<DeliveriesPage, DashboardError>;
     /// Validates and stores a plan file (YAML, or JSON when it starts with
-    /// `{`); returns the new plan's id.
-    async fn submit(&self, text: &str) -> Result<i64, DashboardError>;
-    /// Applies an operator action to plan or task `id`.
-    async fn act(&self, action: Action, id: i64) -> Result<(), DashboardError>;
+    /// `{`) submitted by `who`; returns the new plan's id.
+    async fn submit(&self, who: &Identity, text: &str) -> Result<i64, DashboardError>;
+    /// Applies an operator action to plan or task `id` on behalf of `who`.
+    async fn act(&self, who: &Identity, action: Action, id: i64) -> Result<(), DashboardError>;
 }
 
 /// The context value server functions look up.
@@ -58,4 +58,13 @@ pub fn source() -> Result<Arc<dyn DashboardSource>, DashboardError> {
         .ok_or_else(|| {
             DashboardError::Unavailable("the dashboard is not connected to the engine".into())
         })
+}
+
+/// Who is making the current request: the server's authentication layer
+/// puts it in the request's extensions before any page or server function
+/// runs. Missing means the request was never authenticated.
+pub fn identity() -> Result<Identity, DashboardError> {
+    leptos::prelude::use_context::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Identity>().cloned())
+        .ok_or_else(|| DashboardError::Unauthenticated("sign in to continue".into()))
 }

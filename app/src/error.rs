@@ -28,6 +28,10 @@ pub enum DashboardError {
     Unavailable(String),
     /// The request never reached the engine (network, encoding).
     Transport(String),
+    /// Not signed in, or the session has ended.
+    Unauthenticated(String),
+    /// Signed in, but the role does not allow this.
+    Forbidden(String),
 }
 
 impl DashboardError {
@@ -46,7 +50,9 @@ impl fmt::Display for DashboardError {
             DashboardError::Invalid { message, .. }
             | DashboardError::NotFound(message)
             | DashboardError::Conflict(message)
-            | DashboardError::Unavailable(message) => f.write_str(message),
+            | DashboardError::Unavailable(message)
+            | DashboardError::Unauthenticated(message)
+            | DashboardError::Forbidden(message) => f.write_str(message),
             DashboardError::Transport(message) => {
                 write!(f, "could not reach the server: {message}")
             }

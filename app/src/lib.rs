@@ -32,8 +32,11 @@ use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
 use crate::components::notice::NotFound;
+use crate::components::session::{
+    OpenServerBanner, SessionBar, SignedIn, who_attribute, who_is_asking,
+};
 use crate::pages::{
-    deliveries::DeliveriesListPage, overview::OverviewPage, plan::PlanDetailPage,
+    deliveries::DeliveriesListPage, login::LoginPage, overview::OverviewPage, plan::PlanDetailPage,
     plans::PlansListPage, replicas::ReplicasListPage, run::RunDetailPage, submit::SubmitPage,
 };
 
@@ -52,7 +55,7 @@ pub fn shell(options: LeptosOptions, stylesheet: &'static str) -> impl IntoView 
                 <HydrationScripts options />
                 <MetaTags />
             </head>
-            <body class="bg-slate-50 text-slate-900 antialiased">
+            <body class="bg-slate-50 text-slate-900 antialiased" data-who=who_attribute()>
                 <App />
             </body>
         </html>
@@ -62,6 +65,7 @@ pub fn shell(options: LeptosOptions, stylesheet: &'static str) -> impl IntoView 
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    provide_context(SignedIn(who_is_asking()));
 
     // Effects never run on the server, so this attribute appears only once
     // the wasm bundle has taken over the page: browser tests wait for it.
@@ -85,6 +89,7 @@ pub fn App() -> impl IntoView {
                 >
                     "Skip to content"
                 </a>
+                <OpenServerBanner />
                 <header class="border-b border-slate-200 bg-white">
                     <div class="mx-auto flex max-w-7xl flex-wrap items-center gap-x-6 gap-y-2 px-4 py-3">
                         <a href="/" class="text-lg font-semibold tracking-tight">
@@ -97,11 +102,13 @@ pub fn App() -> impl IntoView {
                             <NavLink href="/replicas" label="Replicas" />
                             <NavLink href="/deliveries" label="Deliveries" />
                         </nav>
+                        <SessionBar />
                     </div>
                 </header>
                 <main id="main" class="mx-auto max-w-7xl px-4 py-6">
                     <Routes fallback=|| view! { <NotFound what="There is no page at this address.".to_owned() /> }>
                         <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async />
+                        <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async />
                         <Route path=path!("/plans") view=PlansListPage ssr=SsrMode::Async />
                         <Route path=path!("/plans/new") view=SubmitPage ssr=SsrMode::Async />
                         <Route path=path!("/plans/:id") view=PlanDetailPage ssr=SsrMode::Async />

@@ -375,6 +375,39 @@ pub struct ReplicaView {
     pub running: i64,
 }
 
+/// What a user may do (SPEC §9): viewers see everything; operators also
+/// submit plans and act on them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Viewer,
+    Operator,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+        }
+    }
+
+    pub fn may_act(self) -> bool {
+        self == Role::Operator
+    }
+}
+
+/// Who made a request, as the server established it. `name` is recorded as
+/// the actor of every change the request makes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub name: String,
+    pub role: Role,
+    /// No users are configured: everyone who reaches the (loopback-only)
+    /// server is this anonymous operator, and every page says so.
+    pub open: bool,
+}
+
 /// The body of every 4xx/5xx answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {

@@ -75,6 +75,9 @@ pub struct BenchArgs {
     /// Send the load to this running server instead of in-process replicas.
     #[arg(long)]
     pub server: Option<String>,
+    /// API token for `--server` when it has users.
+    #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     /// Measure failover instead: SIGKILL a `baton serve` process holding
     /// runs and time until the sweeper resolved them (PostgreSQL only).
     #[arg(long)]
@@ -183,7 +186,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         "need runs >= plans >= 1 and targets >= 1"
     );
     if let Some(server) = &args.server {
-        let target = ApiClient::new(server.trim_end_matches('/'));
+        let target = ApiClient::new(server.trim_end_matches('/'), args.token.as_deref())?;
         println!("baton bench against {server} (its own replicas and settings)");
         return measure(&target, &args).await;
     }

@@ -37,6 +37,12 @@ pub enum Command {
     Status(crate::client::StatusArgs),
     /// Measure end-to-end throughput and latency with no-op runs.
     Bench(crate::bench::BenchArgs),
+    /// Read a password from standard input and print its hash for the
+    /// users file's `password_hash`.
+    HashPassword,
+    /// Print a new API token and its hash for the users file's
+    /// `token_hashes`.
+    NewToken,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -101,6 +107,14 @@ pub struct Settings {
     /// Node labels this replica carries (comma-separated), for pinned tasks.
     #[arg(long, env = "BATON_LABELS", value_delimiter = ',', global = true)]
     pub labels: Vec<String>,
+    /// Who may sign in, with which role (YAML; see the README). Without
+    /// it the server is open to anyone who reaches it, so it only listens
+    /// on loopback addresses.
+    #[arg(long, env = "BATON_USERS_FILE", global = true)]
+    pub users_file: Option<PathBuf>,
+    /// How long a dashboard sign-in lasts.
+    #[arg(long, env = "BATON_SESSION_TTL", default_value = "12h", value_parser = humantime::parse_duration, global = true)]
+    pub session_ttl: Duration,
     /// Directory holding the dashboard's wasm bundle (`pkg/`).
     #[arg(
         long,
@@ -148,6 +162,28 @@ impl Settings {
             webhook_url,
             public_url: public_url.trim_end_matches('/').to_owned(),
         })
+    }
+
+    /// The users file, read and checked; `None` when none is configured.
+    pub fn users(&self) -> anyhow::Result<Option<crate::auth::Users>> {
+        self.users_file
+            .as_deref()
+            .filter(|path| !path.as_os_str().is_empty())
+            .map(crate::auth::Users::load)
+            .transpose()
+    }
+
+    /// Without users anyone who reaches the server may run commands on
+    /// it, so it must not be reachable from other machines.
+    pub fn check_listen_is_safe(&self, users: Option<&crate::auth::Users>) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            users.is_some() || self.listen.ip().is_loopback(),
+            "BATON_LISTEN is {}, which other machines can reach, and no users are configured: \
+             anyone could run commands through this server. Configure users with \
+             BATON_USERS_FILE (README, \"Authentication\"), or listen on 127.0.0.1.",
+            self.listen
+        );
+        Ok(())
     }
 
     pub fn labels(&self) -> Vec<String> {

@@ -11,11 +11,13 @@
 //! - [`scheduler`]: promoter, claimer and worker loops.
 //! - [`executor`]: `command`, `http`, `sleep`, and the trait for more.
 //! - [`liveness`]: replica heartbeat.
-//! - [`api`]: the REST API; [`dashboard`]: the Leptos routes.
+//! - [`api`]: the REST API; [`dashboard`]: the Leptos routes; [`auth`]:
+//!   users, roles, sessions and the guard in front of both.
 //! - [`client`]: `baton submit` and `baton status`, clients of the API.
 //! - [`serve`], [`bench`], [`config`], [`telemetry`]: the binary's edges.
 
 pub mod api;
+pub mod auth;
 pub mod bench;
 pub mod client;
 pub mod config;

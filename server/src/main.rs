@@ -17,5 +17,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Submit(args) => baton::client::submit(args, cli.settings.listen).await,
         Command::Status(args) => baton::client::status(args, cli.settings.listen).await,
         Command::Bench(args) => baton::bench::run(cli.settings, args).await,
+        Command::HashPassword => baton::auth::hash_password_command(),
+        Command::NewToken => baton::auth::new_token_command(),
     }
 }

@@ -145,7 +145,7 @@ async fn serve_in_background(store: Arc<dyn Store>, settings: &Settings) -> anyh
     };
     store.replica_upsert(&info, Ts::now()).await?;
     // No scheduler runs here: the counters stay at zero.
-    let app = crate::serve::router(store, info, Default::default(), settings);
+    let app = crate::serve::router(store, info, Default::default(), settings, None)?;
     tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(format!("http://{address}"))
 }

@@ -7,7 +7,10 @@ use anyhow::Context;
 use leptos::config::LeptosOptions;
 use tokio_util::sync::CancellationToken;
 
+use axum::routing::post;
+
 use crate::api::{self, ApiState};
+use crate::auth::{self, Auth, Users};
 use crate::config::Settings;
 use crate::dashboard;
 use crate::executor::Registry;
@@ -18,6 +21,10 @@ use crate::store::{self, ReplicaInfo, Store, Ts};
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    // Both before touching the database: a bad users file or an unsafe
+    // listen address stops start-up with nothing changed.
+    let users = settings.users()?;
+    settings.check_listen_is_safe(users.as_ref())?;
     let store = store::connect(&settings.database_url.0).await?;
     store.migrate().await.context("applying migrations")?;
     store.notify_targets_set(settings.notify_targets()?);
@@ -40,7 +47,13 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let app = router(store, info.clone(), replica.worker.counters(), &settings);
+    let app = router(
+        store,
+        info.clone(),
+        replica.worker.counters(),
+        &settings,
+        users,
+    )?;
     tracing::info!(
         replica = %info.replica_id,
         database = %settings.database_url,
@@ -56,14 +69,22 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The API and the dashboard on one router; `counters` are the replica's
-/// own, for `/metrics`.
+/// The API and the dashboard on one router, behind the authentication
+/// guard; `counters` are the replica's own, for `/metrics`; `users` come
+/// from [`Settings::users`] (`None`: open, loopback only).
 pub fn router(
     store: Arc<dyn Store>,
     replica: ReplicaInfo,
     counters: Arc<RunCounters>,
     settings: &Settings,
-) -> axum::Router {
+    users: Option<Users>,
+) -> anyhow::Result<axum::Router> {
+    let auth = Arc::new(Auth::new(
+        users,
+        store.clone(),
+        settings.session_ttl,
+        &settings.notify_targets()?.public_url,
+    )?);
     let state = ApiState {
         store: store.clone(),
         replica,
@@ -80,11 +101,17 @@ pub fn router(
         store,
         stale_after: settings.stale_after,
     }));
-    api::router(state)
+    let sign_in = axum::Router::new()
+        .route("/auth/login", post(auth::login))
+        .route("/auth/logout", post(auth::logout))
+        .with_state(auth.clone());
+    Ok(api::router(state)
         .merge(dashboard::router(options, backend))
+        .merge(sign_in)
+        .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
         // Pages, JSON and the wasm bundle shrink several times over.
         .layer(tower_http::compression::CompressionLayer::new())
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(tower_http::trace::TraceLayer::new_for_http()))
 }
 
 async fn stop_on_signal(shutdown: CancellationToken) {

@@ -113,3 +113,52 @@ async fn a_failed_plan_exits_non_zero_and_a_bad_file_writes_nothing() {
         "{stderr}"
     );
 }
+
+/// `baton hash-password` and `baton new-token` make what the users file
+/// holds: a hash the server verifies, a token whose hash is printed.
+#[test]
+fn the_secret_commands_print_what_the_users_file_needs() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("hash-password")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"s3cret\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let hash = text(&out.stdout).trim().to_owned();
+    let file = format!("users: [{{name: a, role: operator, password_hash: '{hash}'}}]");
+    let users = baton::auth::Users::parse(&file).expect("the printed hash is a valid entry");
+    assert!(users.get("a").is_some());
+
+    let empty = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("hash-password")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!empty.status.success());
+    assert!(text(&empty.stderr).contains("the password is empty"));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("new-token")
+        .output()
+        .unwrap();
+    let printed = text(&out.stdout);
+    let field = |name: &str| {
+        printed
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {printed}"))
+            .trim()
+            .to_owned()
+    };
+    let token = field("token:");
+    assert_eq!(
+        field("token_hash:"),
+        baton::auth::token_hash(&token).to_text()
+    );
+}

@@ -8,13 +8,15 @@
 use leptos::prelude::*;
 
 use crate::components::notice::ErrorNotice;
+use crate::components::session::may_act;
 use crate::error::DashboardError;
 use crate::views::Action;
 
 /// Applies `kind` to plan or task `id`; answers with a line for the page.
 #[server(prefix = "/_fn", endpoint = "act")]
 pub async fn act(kind: Action, id: i64) -> Result<String, DashboardError> {
-    crate::backend::source()?.act(kind, id).await?;
+    let who = crate::backend::identity()?;
+    crate::backend::source()?.act(&who, kind, id).await?;
     Ok(kind.done_message(id))
 }
 
@@ -40,9 +42,11 @@ pub fn ActionButton(
 ) -> impl IntoView {
     let aria = format!("{label} {subject}");
     let name = kind.as_str();
-    if !enabled {
+    let allowed = may_act();
+    if !enabled || !allowed {
+        let why = (!allowed).then_some("Only operators can do this");
         return view! {
-            <button type="button" class=format!("{BUTTON} {PLAIN}") disabled aria-label=aria data-action=name>
+            <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title=why aria-label=aria data-action=name>
                 {label}
             </button>
         }

@@ -5,6 +5,7 @@ pub mod chart;
 pub mod live;
 pub mod loaded;
 pub mod notice;
+pub mod session;
 pub mod status;
 pub mod tables;
 pub mod time;

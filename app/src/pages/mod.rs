@@ -1,6 +1,7 @@
 //! One module per page; each holds the server functions it calls.
 
 pub mod deliveries;
+pub mod login;
 pub mod overview;
 pub mod plan;
 pub mod plans;

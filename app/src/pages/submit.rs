@@ -5,12 +5,14 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
+use crate::components::session::may_act;
 use crate::error::DashboardError;
 
 /// Validates and stores the plan in `plan`, then sends the browser to it.
 #[server(prefix = "/_fn", endpoint = "submit_plan")]
 pub async fn submit_plan(plan: String) -> Result<i64, DashboardError> {
-    let id = crate::backend::source()?.submit(&plan).await?;
+    let who = crate::backend::identity()?;
+    let id = crate::backend::source()?.submit(&who, &plan).await?;
     leptos_axum::redirect(&format!("/plans/{id}"));
     Ok(id)
 }
@@ -43,46 +45,55 @@ pub fn SubmitPage() -> impl IntoView {
             <p class="text-sm text-slate-700">
                 "Paste a plan file, YAML or JSON (the same fields as POST /api/v1/plans), or load one from disk. Nothing is stored unless the whole plan is valid."
             </p>
-            <ActionForm action attr:id="submit-form" attr:class="space-y-3">
-                <div class="flex flex-col gap-1">
-                    <label for="plan-text" class="text-sm font-medium text-slate-800">"Plan file"</label>
-                    <textarea
-                        id="plan-text"
-                        name="plan"
-                        rows="16"
-                        required
-                        spellcheck="false"
-                        placeholder=EXAMPLE
-                        aria-invalid=move || invalid().to_string()
-                        aria-describedby="plan-error"
-                        class="w-full rounded-sm border border-slate-400 bg-white p-2 font-mono text-sm aria-[invalid=true]:border-red-600"
-                        prop:value=move || text.get()
-                        on:input=move |ev| text.set(event_target_value(&ev))
-                    ></textarea>
-                </div>
-                <div id="plan-error" aria-live="polite">
-                    {move || error().map(|e| view! { <FieldError error=e /> })}
-                </div>
-                <div class="flex flex-wrap items-center gap-3">
-                    <button
-                        type="submit"
-                        class="rounded-sm bg-blue-700 px-4 py-1.5 text-sm font-medium text-white hover:bg-blue-800 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-blue-600 disabled:opacity-60"
-                        disabled=move || action.pending().get()
-                    >
-                        {move || if action.pending().get() { "Submitting…" } else { "Submit plan" }}
-                    </button>
-                    <label class="text-sm text-slate-700">
-                        "or load a file "
-                        <input
-                            id="plan-file"
-                            type="file"
-                            accept=".yaml,.yml,.json,application/json,application/yaml,text/yaml"
-                            class="text-sm"
-                            on:change=move |ev| load_file(ev, text)
-                        />
-                    </label>
-                </div>
-            </ActionForm>
+            <Show
+                when=may_act
+                fallback=|| view! {
+                    <p id="submit-viewer" class="rounded-sm border border-slate-300 bg-white px-3 py-2 text-sm text-slate-700">
+                        "You are signed in as a viewer: only operators can submit plans."
+                    </p>
+                }
+            >
+                <ActionForm action attr:id="submit-form" attr:class="space-y-3">
+                    <div class="flex flex-col gap-1">
+                        <label for="plan-text" class="text-sm font-medium text-slate-800">"Plan file"</label>
+                        <textarea
+                            id="plan-text"
+                            name="plan"
+                            rows="16"
+                            required
+                            spellcheck="false"
+                            placeholder=EXAMPLE
+                            aria-invalid=move || invalid().to_string()
+                            aria-describedby="plan-error"
+                            class="w-full rounded-sm border border-slate-400 bg-white p-2 font-mono text-sm aria-[invalid=true]:border-red-600"
+                            prop:value=move || text.get()
+                            on:input=move |ev| text.set(event_target_value(&ev))
+                        ></textarea>
+                    </div>
+                    <div id="plan-error" aria-live="polite">
+                        {move || error().map(|e| view! { <FieldError error=e /> })}
+                    </div>
+                    <div class="flex flex-wrap items-center gap-3">
+                        <button
+                            type="submit"
+                            class="rounded-sm bg-blue-700 px-4 py-1.5 text-sm font-medium text-white hover:bg-blue-800 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-blue-600 disabled:opacity-60"
+                            disabled=move || action.pending().get()
+                        >
+                            {move || if action.pending().get() { "Submitting…" } else { "Submit plan" }}
+                        </button>
+                        <label class="text-sm text-slate-700">
+                            "or load a file "
+                            <input
+                                id="plan-file"
+                                type="file"
+                                accept=".yaml,.yml,.json,application/json,application/yaml,text/yaml"
+                                class="text-sm"
+                                on:change=move |ev| load_file(ev, text)
+                            />
+                        </label>
+                    </div>
+                </ActionForm>
+            </Show>
         </section>
     }
 }

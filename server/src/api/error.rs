@@ -17,6 +17,12 @@ pub enum ApiError {
         message: String,
         field: Option<String>,
     },
+    /// No credentials, or wrong ones (401).
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The user's role does not allow this (403).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     NotFound(String),
     /// The action does not apply to the current status (409).
@@ -67,6 +73,8 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, field) = match &self {
             ApiError::Invalid { field, .. } => (StatusCode::UNPROCESSABLE_ENTITY, field.clone()),
+            ApiError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, None),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, None),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, None),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, None),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, None),

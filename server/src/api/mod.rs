@@ -36,9 +36,6 @@ pub struct ApiState {
     pub counters: Arc<RunCounters>,
 }
 
-/// Until authentication lands every action is recorded under this name.
-pub const ANONYMOUS: &str = "anonymous";
-
 pub fn router(state: ApiState) -> Router {
     let api = Router::new()
         .route("/plans", post(plans::submit).get(plans::list))

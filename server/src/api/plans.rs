@@ -8,7 +8,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde::Deserialize;
 
 use super::error::parse_id;
-use super::{ANONYMOUS, ApiError, ApiResult, ApiState};
+use super::{ApiError, ApiResult, ApiState};
+use crate::auth::Operator;
 use crate::plan;
 use crate::store::Ts;
 
@@ -20,6 +21,7 @@ const MAX_LIMIT: i64 = 500;
 /// Content-Type says so.
 pub async fn submit(
     State(state): State<ApiState>,
+    Operator(who): Operator,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<PlanView>)> {
@@ -38,7 +40,7 @@ pub async fn submit(
     };
     let id = state
         .store
-        .plan_insert(&new_plan, ANONYMOUS, Ts::now())
+        .plan_insert(&new_plan, &who.name, Ts::now())
         .await?;
     Ok((StatusCode::CREATED, Json(state.store.plan_get(id).await?)))
 }
@@ -110,29 +112,32 @@ pub async fn get(
 /// `POST /api/v1/plans/{id}/run`: start a plan submitted with `start: false`.
 pub async fn run(
     State(state): State<ApiState>,
+    Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
     let id = parse_id(&id, "plan")?;
-    state.store.plan_start(id, ANONYMOUS, Ts::now()).await?;
+    state.store.plan_start(id, &who.name, Ts::now()).await?;
     Ok(Json(state.store.plan_get(id).await?))
 }
 
 /// `POST /api/v1/plans/{id}/retry`: new attempts for FAILED/CANCELED tasks.
 pub async fn retry(
     State(state): State<ApiState>,
+    Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
     let id = parse_id(&id, "plan")?;
-    state.store.plan_retry(id, ANONYMOUS, Ts::now()).await?;
+    state.store.plan_retry(id, &who.name, Ts::now()).await?;
     Ok(Json(state.store.plan_get(id).await?))
 }
 
 /// `POST /api/v1/plans/{id}/cancel`: cancel everything still live.
 pub async fn cancel(
     State(state): State<ApiState>,
+    Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
     let id = parse_id(&id, "plan")?;
-    state.store.plan_cancel(id, ANONYMOUS, Ts::now()).await?;
+    state.store.plan_cancel(id, &who.name, Ts::now()).await?;
     Ok(Json(state.store.plan_get(id).await?))
 }

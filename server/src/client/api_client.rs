@@ -29,11 +29,23 @@ pub struct ApiClient {
 }
 
 impl ApiClient {
-    pub fn new(base: impl Into<String>) -> Self {
-        ApiClient {
-            http: reqwest::Client::new(),
-            base: base.into(),
+    /// `token` is sent as `Authorization: Bearer` on every request; a
+    /// server without users needs none.
+    pub fn new(base: impl Into<String>, token: Option<&str>) -> anyhow::Result<Self> {
+        let mut headers = header::HeaderMap::new();
+        if let Some(token) = token.map(str::trim).filter(|t| !t.is_empty()) {
+            let mut value = header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .context("the API token holds characters no HTTP header can carry")?;
+            value.set_sensitive(true);
+            headers.insert(header::AUTHORIZATION, value);
         }
+        Ok(ApiClient {
+            http: reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .context("cannot set up the HTTP client")?,
+            base: base.into(),
+        })
     }
 
     pub fn base(&self) -> &str {

@@ -23,9 +23,17 @@ pub struct ServerArg {
     /// with an unspecified address (0.0.0.0, ::) read as loopback.
     #[arg(long = "server", env = "BATON_SERVER")]
     pub url: Option<String>,
+    /// API token (`baton new-token`) when the server has users.
+    #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 impl ServerArg {
+    /// A client of the server this names.
+    pub fn client(&self, listen: std::net::SocketAddr) -> anyhow::Result<ApiClient> {
+        ApiClient::new(self.base(listen), self.token.as_deref())
+    }
+
     /// The base URL, without a trailing slash.
     pub fn base(&self, listen: std::net::SocketAddr) -> String {
         match self.url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
@@ -47,7 +55,10 @@ mod tests {
 
     #[test]
     fn the_server_defaults_to_the_listen_address_on_loopback() {
-        let none = ServerArg { url: None };
+        let none = ServerArg {
+            url: None,
+            token: None,
+        };
         assert_eq!(
             none.base("127.0.0.1:3000".parse().unwrap()),
             "http://127.0.0.1:3000"
@@ -58,6 +69,7 @@ mod tests {
         );
         let given = ServerArg {
             url: Some("https://baton.example/ ".into()),
+            token: None,
         };
         assert_eq!(
             given.base("127.0.0.1:3000".parse().unwrap()),

@@ -3,7 +3,6 @@
 
 use clap::Args;
 
-use super::api_client::ApiClient;
 use super::{ServerArg, render};
 
 #[derive(Args, Debug, Clone)]
@@ -25,7 +24,7 @@ pub struct StatusArgs {
 }
 
 pub async fn status(args: StatusArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
-    let client = ApiClient::new(args.server.base(listen));
+    let client = args.server.client(listen)?;
     match args.plan {
         Some(id) => {
             let view = client.plan(id).await?;

@@ -36,7 +36,7 @@ pub struct SubmitArgs {
 pub async fn submit(args: SubmitArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
     let body = read_plan_file(&args.file)?;
     let format = format_of(&args.file, &body);
-    let client = ApiClient::new(args.server.base(listen));
+    let client = args.server.client(listen)?;
     let view = client
         .submit(body, format)
         .await

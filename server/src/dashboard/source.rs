@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use app::backend::{DashboardSource, PlanFilter};
 use app::error::DashboardError;
+use app::model::Identity;
 use app::views::{Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage};
 
-use crate::api::ANONYMOUS;
 use crate::liveness::replica_views;
 use crate::plan;
 use crate::store::{Store, StoreError, Ts};
@@ -118,28 +118,42 @@ impl DashboardSource for StoreSource {
         })
     }
 
-    async fn submit(&self, text: &str) -> Result<i64, DashboardError> {
+    async fn submit(&self, who: &Identity, text: &str) -> Result<i64, DashboardError> {
+        may_act(who)?;
         let new_plan = plan::parse_text(text).map_err(|e| DashboardError::Invalid {
             message: e.message,
             field: e.field,
         })?;
         self.store
-            .plan_insert(&new_plan, ANONYMOUS, Ts::now())
+            .plan_insert(&new_plan, &who.name, Ts::now())
             .await
             .map_err(failed)
     }
 
-    async fn act(&self, action: Action, id: i64) -> Result<(), DashboardError> {
-        let (store, now) = (&self.store, Ts::now());
+    async fn act(&self, who: &Identity, action: Action, id: i64) -> Result<(), DashboardError> {
+        may_act(who)?;
+        let (store, now, actor) = (&self.store, Ts::now(), who.name.as_str());
         let done = match action {
-            Action::PlanRun => store.plan_start(id, ANONYMOUS, now).await,
-            Action::PlanRetry => store.plan_retry(id, ANONYMOUS, now).await,
-            Action::PlanCancel => store.plan_cancel(id, ANONYMOUS, now).await,
-            Action::TaskRetry => store.task_retry(id, ANONYMOUS, now).await.map(drop),
-            Action::TaskCancel => store.task_cancel(id, ANONYMOUS, now).await.map(drop),
-            Action::TaskSkip => store.task_skip(id, ANONYMOUS, now).await.map(drop),
+            Action::PlanRun => store.plan_start(id, actor, now).await,
+            Action::PlanRetry => store.plan_retry(id, actor, now).await,
+            Action::PlanCancel => store.plan_cancel(id, actor, now).await,
+            Action::TaskRetry => store.task_retry(id, actor, now).await.map(drop),
+            Action::TaskCancel => store.task_cancel(id, actor, now).await.map(drop),
+            Action::TaskSkip => store.task_skip(id, actor, now).await.map(drop),
         };
         done.map_err(failed)
+    }
+}
+
+/// Viewers may look but not change anything (SPEC §9).
+fn may_act(who: &Identity) -> Result<(), DashboardError> {
+    if who.role.may_act() {
+        Ok(())
+    } else {
+        Err(DashboardError::Forbidden(format!(
+            "{} is a viewer; only operators may submit plans or act on them",
+            who.name
+        )))
     }
 }
 

@@ -20,6 +20,7 @@ mod postgres;
 mod rows;
 pub mod scratch;
 pub mod seed;
+mod sessions;
 pub mod signals;
 mod sqlite;
 mod sqlite_checkpoint;
@@ -37,6 +38,7 @@ pub use self::gates::NodeLabels;
 pub use self::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
 pub use self::notify::{DeliveryOutcome, DueDelivery, Notified, NotifyTargets};
 pub use self::postgres::PgStore;
+pub use self::sessions::Session;
 pub use self::signals::{Signal, Signals};
 pub use self::sqlite::SqliteStore;
 pub use self::time::Ts;
@@ -316,6 +318,15 @@ pub trait Store: Send + Sync + 'static {
     async fn replica_delete(&self, replica_id: &str) -> Result<()>;
     /// Deletes heartbeat rows last written before `before`; returns how many.
     async fn replica_prune(&self, before: Ts) -> Result<u64>;
+
+    // ---- dashboard sessions (SPEC §9) ----
+
+    /// Stores a new sign-in, and deletes the sessions expired by `now`.
+    async fn session_insert(&self, session: &Session, now: Ts) -> Result<()>;
+    /// The session with this token hash, unless it has expired by `now`.
+    async fn session_get(&self, token_hash: &str, now: Ts) -> Result<Option<Session>>;
+    /// Ends a session (sign-out); nothing happens when it is already gone.
+    async fn session_delete(&self, token_hash: &str) -> Result<()>;
 }
 
 /// Opens the database a URL names: `postgres://…` or `sqlite://…`.

@@ -18,6 +18,7 @@ use super::gates::{self, NodeLabels};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
 use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
+use super::sessions::{self, Session};
 use super::signals::{CHANNEL, Signal, Signals};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
@@ -1093,6 +1094,39 @@ impl Store for PgStore {
     async fn replica_delete(&self, replica_id: &str) -> Result<()> {
         sqlx::query(rows::REPLICA_DELETE)
             .bind(replica_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn session_insert(&self, session: &Session, now: Ts) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(sessions::SESSION_PURGE)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sessions::SESSION_INSERT)
+            .bind(&session.token_hash)
+            .bind(&session.user_name)
+            .bind(session.created_at)
+            .bind(session.expires_at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn session_get(&self, token_hash: &str, now: Ts) -> Result<Option<Session>> {
+        Ok(sqlx::query_as(sessions::SESSION_GET)
+            .bind(token_hash)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn session_delete(&self, token_hash: &str) -> Result<()> {
+        sqlx::query(sessions::SESSION_DELETE)
+            .bind(token_hash)
             .execute(&self.pool)
             .await?;
         Ok(())

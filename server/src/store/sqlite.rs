@@ -23,6 +23,7 @@ use super::gates::{self, NodeLabels};
 use super::liveness::{self, Lease, SweepCandidate, SweepReport};
 use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
 use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
+use super::sessions::{self, Session};
 use super::signals::{Signal, Signals};
 use super::sqlite_checkpoint::{BACKSTOP_PAGES, Checkpointer};
 use super::sqlite_submit;
@@ -946,6 +947,41 @@ impl Store for SqliteStore {
         let (_writer, mut tx) = self.begin().await?;
         sqlx::query(rows::REPLICA_DELETE)
             .bind(replica_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn session_insert(&self, session: &Session, now: Ts) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
+        sqlx::query(sessions::SESSION_PURGE)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sessions::SESSION_INSERT)
+            .bind(&session.token_hash)
+            .bind(&session.user_name)
+            .bind(session.created_at)
+            .bind(session.expires_at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn session_get(&self, token_hash: &str, now: Ts) -> Result<Option<Session>> {
+        Ok(sqlx::query_as(sessions::SESSION_GET)
+            .bind(token_hash)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn session_delete(&self, token_hash: &str) -> Result<()> {
+        let (_writer, mut tx) = self.begin().await?;
+        sqlx::query(sessions::SESSION_DELETE)
+            .bind(token_hash)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -1,0 +1,155 @@
+//! The middleware in front of every route: refuses what must not reach a
+//! handler and tells handlers who is asking.
+
+use std::sync::Arc;
+
+use app::error::DashboardError;
+use app::model::ErrorBody;
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::origin::{cross_site, foreign_host};
+use super::{Auth, AuthError};
+
+/// Checks, in order: a server without users is addressed by a loopback
+/// name; a change comes from the dashboard's own origin; the sender is
+/// known. Then the request goes on with its [`app::model::Identity`] in its
+/// extensions. Public paths skip the last check.
+pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    let audience = Audience::of(&path);
+    if auth.is_open()
+        && let Some(host) = foreign_host(request.headers())
+    {
+        return audience.refuse(
+            StatusCode::FORBIDDEN,
+            format!(
+                "no users are configured, so Baton answers only to loopback addresses, not to \
+                 `{host}`; configure users (BATON_USERS_FILE) to serve other names"
+            ),
+        );
+    }
+    if !request.method().is_safe()
+        && let Some(why) = cross_site(request.headers(), auth.public_host())
+    {
+        return audience.refuse(StatusCode::FORBIDDEN, format!("refused: {why}"));
+    }
+    // The sign-in page shows who is signed in, if anyone; other public
+    // paths do not care.
+    let soft = path == SIGN_IN_PAGE;
+    if is_public(&path) && !soft {
+        return next.run(request).await;
+    }
+    match auth.identify(request.headers()).await {
+        Ok(Some(who)) => {
+            request.extensions_mut().insert(who);
+            next.run(request).await
+        }
+        _ if soft => next.run(request).await,
+        Ok(None) => audience.sign_in_first(&request, "sign in first".into()),
+        Err(AuthError::Refused(why)) => audience.sign_in_first(&request, why),
+        Err(AuthError::Unavailable) => audience.refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "cannot check the session: the database does not answer".into(),
+        ),
+    }
+}
+
+pub const SIGN_IN_PAGE: &str = "/login";
+
+/// Paths anyone may fetch: health checks for load balancers, the sign-in
+/// page and form, and the files the sign-in page needs.
+fn is_public(path: &str) -> bool {
+    matches!(
+        path,
+        "/healthz" | "/readyz" | SIGN_IN_PAGE | "/auth/login" | "/favicon.svg"
+    ) || path.starts_with("/pkg/")
+}
+
+/// Who reads the refusal, and so in which form it is written.
+#[derive(Clone, Copy, PartialEq)]
+enum Audience {
+    /// `/api/v1` and `/metrics`: JSON `{"error"}` for scripts.
+    Api,
+    /// The dashboard's server functions: a `DashboardError` in JSON.
+    ServerFn,
+    /// Pages: a browser.
+    Page,
+}
+
+impl Audience {
+    fn of(path: &str) -> Audience {
+        if path.starts_with("/api/") || path == "/metrics" {
+            Audience::Api
+        } else if path.starts_with("/_fn/") {
+            Audience::ServerFn
+        } else {
+            Audience::Page
+        }
+    }
+
+    fn refuse(self, status: StatusCode, message: String) -> Response {
+        match self {
+            Audience::Api => (
+                status,
+                Json(ErrorBody {
+                    error: message,
+                    field: None,
+                }),
+            )
+                .into_response(),
+            Audience::ServerFn => {
+                (status, Json(DashboardError::Forbidden(message))).into_response()
+            }
+            Audience::Page => (status, message).into_response(),
+        }
+    }
+
+    /// No credentials, or wrong ones: scripts are told how to send them,
+    /// browsers are sent to the sign-in page and back afterwards.
+    fn sign_in_first(self, request: &Request, why: String) -> Response {
+        let wants_page = request
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|accept| accept.contains("text/html"));
+        match self {
+            Audience::Api => {
+                let body = ErrorBody {
+                    error: format!(
+                        "{why}: send `Authorization: Bearer <token>`, or Basic credentials of a \
+                         user in the users file"
+                    ),
+                    field: None,
+                };
+                let mut response = (StatusCode::UNAUTHORIZED, Json(body)).into_response();
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static(r#"Bearer realm="baton", Basic realm="baton""#),
+                );
+                response
+            }
+            // A form posted without JavaScript is a page load: go sign in.
+            Audience::ServerFn if wants_page => Redirect::to(SIGN_IN_PAGE).into_response(),
+            Audience::ServerFn => (
+                StatusCode::UNAUTHORIZED,
+                Json(DashboardError::Unauthenticated(format!(
+                    "{why}: your session has ended; reload the page to sign in again"
+                ))),
+            )
+                .into_response(),
+            Audience::Page if request.method().is_safe() => {
+                let back = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+                Redirect::to(&format!(
+                    "{SIGN_IN_PAGE}?next={}",
+                    super::login::encode(back)
+                ))
+                .into_response()
+            }
+            Audience::Page => (StatusCode::UNAUTHORIZED, why).into_response(),
+        }
+    }
+}

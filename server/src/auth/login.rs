@@ -1,0 +1,145 @@
+//! Signing in and out of the dashboard: plain form posts, so they work
+//! without JavaScript, answered with a redirect (303).
+//!
+//! A session is a random token in an `HttpOnly` cookie (scripts cannot read
+//! it), `SameSite=Lax` (other sites' forms and scripts do not send it), and
+//! `Secure` when the public URL is HTTPS. The database keeps its SHA-256, so
+//! every replica knows every session and signing out ends it everywhere.
+
+use std::sync::Arc;
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::guard::SIGN_IN_PAGE;
+use super::{Auth, SESSION_COOKIE, new_token, session_token, token_hash};
+use crate::store::{Session, Ts};
+
+#[derive(Deserialize)]
+pub struct SignIn {
+    name: String,
+    password: String,
+    /// Where to go afterwards: a path on this server.
+    #[serde(default)]
+    next: String,
+}
+
+/// `POST /auth/login`.
+pub async fn login(State(auth): State<Arc<Auth>>, Form(form): Form<SignIn>) -> Response {
+    let next = local_path(&form.next);
+    if auth.is_open() {
+        return Redirect::to(next).into_response();
+    }
+    let Some(who) = auth.check_password(&form.name, &form.password).await else {
+        tracing::warn!(
+            user = form.name.trim(),
+            "sign-in refused: wrong name or password"
+        );
+        let again = format!("{SIGN_IN_PAGE}?failed=1&next={}", encode(next));
+        return Redirect::to(&again).into_response();
+    };
+    let token = match new_token() {
+        Ok(token) => token,
+        Err(e) => return unavailable(e),
+    };
+    let now = Ts::now();
+    let session = Session {
+        token_hash: token_hash(&token).to_hex(),
+        user_name: who.name.clone(),
+        created_at: now,
+        expires_at: now.plus(auth.session_ttl()),
+    };
+    if let Err(e) = auth.store().session_insert(&session, now).await {
+        return unavailable(e.into());
+    }
+    tracing::info!(user = who.name, role = who.role.as_str(), "signed in");
+    let cookie = format!(
+        "{SESSION_COOKIE}={token}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{}",
+        auth.session_ttl().as_secs(),
+        if auth.secure_cookie() { "; Secure" } else { "" }
+    );
+    with_cookie(Redirect::to(next), &cookie)
+}
+
+/// `POST /auth/logout`: ends the session here and on every replica.
+pub async fn logout(State(auth): State<Arc<Auth>>, headers: HeaderMap) -> Response {
+    if let Some(token) = session_token(&headers)
+        && let Err(e) = auth
+            .store()
+            .session_delete(&token_hash(token).to_hex())
+            .await
+    {
+        return unavailable(e.into());
+    }
+    let cookie = format!("{SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax");
+    with_cookie(Redirect::to(SIGN_IN_PAGE), &cookie)
+}
+
+fn with_cookie(redirect: Redirect, cookie: &str) -> Response {
+    let mut response = redirect.into_response();
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+fn unavailable(e: anyhow::Error) -> Response {
+    tracing::error!(error = format!("{e:#}"), "sign-in failed");
+    (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "cannot sign in right now: the database does not answer; try again",
+    )
+        .into_response()
+}
+
+/// `next` when it is a path on this server, else `/`: a sign-in link must
+/// not send anyone to another site afterwards.
+pub fn local_path(next: &str) -> &str {
+    let local = next.starts_with('/') && !next.starts_with("//") && !next.contains('\\');
+    if local && !next.chars().any(char::is_control) {
+        next
+    } else {
+        "/"
+    }
+}
+
+/// Percent-encodes `text` for a query value.
+pub fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_followed_after_sign_in() {
+        assert_eq!(local_path("/plans/3?x=1"), "/plans/3?x=1");
+        for outside in [
+            "https://evil.example",
+            "//evil.example",
+            "/\\evil.example",
+            "",
+            "plans",
+        ] {
+            assert_eq!(local_path(outside), "/", "{outside}");
+        }
+        assert_eq!(
+            encode("/plans?status=FAILED&x=a b"),
+            "/plans%3Fstatus%3DFAILED%26x%3Da%20b"
+        );
+    }
+}

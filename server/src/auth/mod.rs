@@ -1,0 +1,212 @@
+//! Authentication and roles (SPEC §9).
+//!
+//! Every request but health checks, the sign-in page and static files
+//! passes [`guard::guard`], which establishes an [`Identity`] from one of:
+//! - `Authorization: Bearer <token>`: an API token from the users file;
+//! - `Authorization: Basic …`: a user's name and password;
+//! - the `baton_session` cookie, set by signing in on the dashboard.
+//!
+//! Viewers may read everything; changes (submitting, actions) need an
+//! operator: the API's handlers take an [`Operator`], the dashboard's
+//! server functions check the role they are handed.
+//!
+//! With no users file the server is open: everyone is the operator
+//! `anonymous`. That is only safe on a loopback address, so `baton serve`
+//! refuses any other listen address, the guard refuses requests addressed to
+//! a non-loopback host name (DNS rebinding), and every page says so.
+//! In both modes a browser request that changes something must come from
+//! the dashboard's own origin (CSRF).
+
+mod commands;
+mod guard;
+mod login;
+mod operator;
+mod origin;
+mod password_cache;
+mod secrets;
+mod users;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{Identity, Role};
+use axum::http::{HeaderMap, header};
+use base64::Engine;
+
+pub use self::commands::{hash_password_command, new_token_command};
+pub use self::guard::guard;
+pub use self::login::{login, logout};
+pub use self::operator::Operator;
+use self::password_cache::PasswordCache;
+pub use self::secrets::{hash_password, new_token, token_hash};
+pub use self::users::{InvalidUsers, Users};
+use crate::store::{Store, Ts};
+
+/// The actor recorded for changes made on a server without users.
+pub const ANONYMOUS: &str = "anonymous";
+
+/// The dashboard's session cookie.
+pub const SESSION_COOKIE: &str = "baton_session";
+
+/// How one server authenticates; shared by the guard and the sign-in
+/// handlers.
+pub struct Auth {
+    /// `None`: no users file, the server is open (loopback only).
+    users: Option<Users>,
+    store: Arc<dyn Store>,
+    session_ttl: Duration,
+    /// Cookies get `Secure` when operators reach the dashboard over HTTPS.
+    secure_cookie: bool,
+    /// The host of `BATON_PUBLIC_URL`, an origin the dashboard may be
+    /// served from besides the request's own `Host` (behind a proxy).
+    public_host: Option<String>,
+    passwords: PasswordCache,
+}
+
+/// Why a request carrying credentials was not let in.
+#[derive(Debug)]
+pub enum AuthError {
+    /// The credentials are wrong or malformed; the text says which.
+    Refused(String),
+    /// The session could not be looked up.
+    Unavailable,
+}
+
+impl Auth {
+    /// `public_url` is where operators reach the dashboard
+    /// (`BATON_PUBLIC_URL`, default `http://<BATON_LISTEN>`).
+    pub fn new(
+        users: Option<Users>,
+        store: Arc<dyn Store>,
+        session_ttl: Duration,
+        public_url: &str,
+    ) -> anyhow::Result<Auth> {
+        let public = reqwest::Url::parse(public_url).ok();
+        Ok(Auth {
+            passwords: PasswordCache::new()?,
+            users,
+            store,
+            session_ttl,
+            secure_cookie: public.as_ref().is_some_and(|u| u.scheme() == "https"),
+            public_host: public.and_then(|u| {
+                u.host_str().map(|host| match u.port() {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host.to_owned(),
+                })
+            }),
+        })
+    }
+
+    /// No users are configured.
+    pub fn is_open(&self) -> bool {
+        self.users.is_none()
+    }
+
+    /// Who sent these headers: `Ok(None)` when they carry no credentials
+    /// (or a session that has ended), an error when they carry wrong ones.
+    pub async fn identify(&self, headers: &HeaderMap) -> Result<Option<Identity>, AuthError> {
+        let Some(users) = &self.users else {
+            return Ok(Some(Identity {
+                name: ANONYMOUS.into(),
+                role: Role::Operator,
+                open: true,
+            }));
+        };
+        if let Some(value) = headers.get(header::AUTHORIZATION) {
+            let value = value.to_str().unwrap_or_default().trim();
+            return self.identify_header(users, value).await.map(Some);
+        }
+        let Some(token) = session_token(headers) else {
+            return Ok(None);
+        };
+        let session = self
+            .store
+            .session_get(&token_hash(token).to_hex(), Ts::now())
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot look up a session");
+                AuthError::Unavailable
+            })?;
+        // A user removed from the file loses their sessions too.
+        Ok(session
+            .and_then(|s| users.get(&s.user_name))
+            .map(|user| identity(&user.name, user.role)))
+    }
+
+    async fn identify_header(&self, users: &Users, value: &str) -> Result<Identity, AuthError> {
+        let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+        if scheme.eq_ignore_ascii_case("bearer") {
+            return users
+                .by_token(&token_hash(rest.trim()))
+                .map(|user| identity(&user.name, user.role))
+                .ok_or_else(|| AuthError::Refused("the API token is not known".into()));
+        }
+        if scheme.eq_ignore_ascii_case("basic") {
+            let pair = base64::engine::general_purpose::STANDARD
+                .decode(rest.trim())
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok());
+            let Some((name, password)) = pair.as_deref().and_then(|p| p.split_once(':')) else {
+                return Err(AuthError::Refused(
+                    "Basic credentials must be base64 of `name:password`".into(),
+                ));
+            };
+            return self
+                .check_password(name, password)
+                .await
+                .ok_or_else(|| AuthError::Refused("wrong user name or password".into()));
+        }
+        Err(AuthError::Refused(format!(
+            "the Authorization scheme `{scheme}` is not supported; use `Bearer <token>` or `Basic`"
+        )))
+    }
+
+    /// The user, when `password` is theirs.
+    pub async fn check_password(&self, name: &str, password: &str) -> Option<Identity> {
+        let users = self.users.as_ref()?;
+        let user = users.get(name.trim());
+        let hash = user.and_then(|u| u.password_hash.as_deref());
+        self.passwords
+            .verify(name, password, hash)
+            .await
+            .then(|| user.map(|u| identity(&u.name, u.role)))
+            .flatten()
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn session_ttl(&self) -> Duration {
+        self.session_ttl
+    }
+
+    pub fn secure_cookie(&self) -> bool {
+        self.secure_cookie
+    }
+
+    pub fn public_host(&self) -> Option<&str> {
+        self.public_host.as_deref()
+    }
+}
+
+fn identity(name: &str, role: Role) -> Identity {
+    Identity {
+        name: name.to_owned(),
+        role,
+        open: false,
+    }
+}
+
+/// The session token in the request's cookies, if any.
+pub fn session_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty())
+}

@@ -1,0 +1,389 @@
+//! Authentication and roles over real HTTP (SPEC §9): API credentials,
+//! dashboard sessions, viewer and operator rights, cross-site refusals,
+//! and the loopback-only rule of a server without users.
+
+mod common;
+
+use app::model::{PlanList, PlanView, RunView, TaskStatus};
+use baton::auth::{hash_password, new_token, token_hash};
+use baton::config::Cli;
+use clap::Parser;
+use common::Kind;
+use common::server::Server;
+use reqwest::{RequestBuilder, StatusCode, header};
+use serde_json::{Value, json};
+
+per_backend!(cases:
+    the_api_wants_credentials_and_only_operators_change_things,
+    dashboard_sessions_sign_in_and_out,
+);
+
+/// A server with an operator (alice) and a viewer (victor), each with a
+/// password and an API token.
+struct WithUsers {
+    server: Server,
+    alice_token: String,
+    victor_token: String,
+    /// A client that does not follow redirects, to see them.
+    browser: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl WithUsers {
+    async fn start(kind: Kind) -> Self {
+        let (alice_token, victor_token) = (new_token().unwrap(), new_token().unwrap());
+        let users = format!(
+            "users:\n\
+             - {{name: alice, role: operator, password_hash: '{}', token_hashes: ['{}']}}\n\
+             - {{name: victor, role: viewer, password_hash: '{}', token_hashes: ['{}']}}\n",
+            hash_password("alice-pw").unwrap(),
+            token_hash(&alice_token).to_text(),
+            hash_password("victor-pw").unwrap(),
+            token_hash(&victor_token).to_text(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("users.yaml");
+        std::fs::write(&path, users).unwrap();
+        let server = Server::start_with(kind, &["--users-file", path.to_str().unwrap()]).await;
+        WithUsers {
+            server,
+            alice_token,
+            victor_token,
+            browser: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.server.base)
+    }
+
+    /// This server's own origin, as its pages' requests carry it.
+    fn origin(&self) -> &str {
+        &self.server.base
+    }
+
+    async fn plan_count(&self) -> i64 {
+        let list: PlanList = self
+            .server
+            .store
+            .plan_list(None, None, 10, 0)
+            .await
+            .unwrap();
+        list.total
+    }
+
+    /// A GET as a browser sends it, with the session cookie if any.
+    async fn page(&self, path: &str, cookie: Option<&str>) -> reqwest::Response {
+        let mut request = self.browser.get(self.url(path));
+        if let Some(cookie) = cookie {
+            request = request.header(header::COOKIE, cookie);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// A form post from a page of `origin`, as the dashboard's scripts
+    /// send it (JSON answers wanted).
+    async fn form(
+        &self,
+        path: &str,
+        cookie: Option<&str>,
+        origin: &str,
+        fields: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut request = self
+            .browser
+            .post(self.url(path))
+            .header(header::ORIGIN, origin)
+            .header(header::ACCEPT, "application/json")
+            .form(fields);
+        if let Some(cookie) = cookie {
+            request = request.header(header::COOKIE, cookie);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// Signs in through the form; the session cookie.
+    async fn sign_in(&self, name: &str, password: &str) -> String {
+        let fields = [("name", name), ("password", password), ("next", "/plans")];
+        let r = self.form("/auth/login", None, self.origin(), &fields).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        assert_eq!(location(&r), "/plans");
+        let cookie = r.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
+        for attribute in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=43200"] {
+            assert!(cookie.contains(attribute), "{attribute} missing: {cookie}");
+        }
+        cookie.split(';').next().unwrap().to_owned()
+    }
+}
+
+async fn answer(request: RequestBuilder) -> (StatusCode, Value) {
+    let r = request.send().await.unwrap();
+    (r.status(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// The answer's error message holds `text`.
+fn says(body: &Value, text: &str) {
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(error.contains(text), "{text:?} not in {body}");
+}
+
+/// A site that is not the dashboard.
+const EVIL: &str = "https://evil.example";
+
+fn location(r: &reqwest::Response) -> String {
+    r.headers()[header::LOCATION].to_str().unwrap().to_owned()
+}
+
+fn plan_body() -> Value {
+    json!({"name": "guarded", "tasks": [
+        {"name": "wait", "target": "t", "run_at": "2999-01-01T00:00:00Z", "sleep": "0s"}
+    ]})
+}
+
+mod cases {
+    use super::*;
+
+    pub async fn the_api_wants_credentials_and_only_operators_change_things(kind: Kind) {
+        let w = WithUsers::start(kind).await;
+        let http = &w.server.http;
+        let plans = w.url("/api/v1/plans");
+
+        // Health checks stay open for load balancers.
+        for probe in ["/healthz", "/readyz"] {
+            let r = http.get(w.url(probe)).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{probe}");
+        }
+
+        // No credentials: 401 with both challenges and a hint.
+        let r = http.get(&plans).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        let challenge = r.headers()[header::WWW_AUTHENTICATE].to_str().unwrap();
+        assert!(
+            challenge.contains("Bearer") && challenge.contains("Basic"),
+            "{challenge}"
+        );
+        let body: Value = r.json().await.unwrap();
+        says(&body, "Authorization: Bearer");
+        let (status, _) = answer(http.get(w.url("/metrics"))).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "/metrics is not public");
+
+        // Wrong credentials of each kind say what is wrong.
+        let (status, body) = answer(http.get(&plans).bearer_auth("baton_nope")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        says(&body, "token is not known");
+        let (status, body) = answer(http.get(&plans).basic_auth("alice", Some("wrong"))).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        says(&body, "wrong user name or password");
+        let (status, _) = answer(http.get(&plans).basic_auth("nobody", Some("alice-pw"))).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let (status, body) =
+            answer(http.get(&plans).header(header::AUTHORIZATION, "Digest x")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        says(&body, "`Digest` is not supported");
+
+        // A viewer reads, by token or password, but changes nothing.
+        let (status, _) = answer(http.get(&plans).bearer_auth(&w.victor_token)).await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, _) = answer(
+            http.get(w.url("/metrics"))
+                .basic_auth("victor", Some("victor-pw")),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, body) = answer(
+            http.post(&plans)
+                .bearer_auth(&w.victor_token)
+                .json(&plan_body()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        says(&body, "victor is a viewer");
+        assert_eq!(w.plan_count().await, 0, "a refused submit stores nothing");
+
+        // An operator submits by password; the plan records who did.
+        let (status, body) = answer(
+            http.post(&plans)
+                .basic_auth("alice", Some("alice-pw"))
+                .json(&plan_body()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let plan: PlanView = serde_json::from_value(body).unwrap();
+        let task = &plan.tasks[0];
+        let run_id = task.run_id.unwrap();
+
+        // The viewer cannot cancel; the operator can, by token, and the
+        // event names the operator.
+        let cancel = w.url(&format!("/api/v1/tasks/{}/cancel", task.id));
+        let (status, _) = answer(http.post(&cancel).bearer_auth(&w.victor_token)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        let run = w.server.store.run_get(run_id).await.unwrap();
+        assert_eq!(run.events.len(), 1, "the viewer's cancel changed nothing");
+        assert_eq!(run.events[0].actor, "alice", "the submit is alice's");
+
+        // A browser on another site cannot use the operator's credentials.
+        let (status, body) = answer(
+            http.post(&cancel)
+                .bearer_auth(&w.alice_token)
+                .header(header::ORIGIN, EVIL),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        says(&body, "https://evil.example");
+
+        let (status, body) = answer(http.post(&cancel).bearer_auth(&w.alice_token)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let plan: PlanView = serde_json::from_value(body).unwrap();
+        assert_eq!(plan.tasks[0].status, TaskStatus::Canceled);
+        let run = w.server.store.run_get(run_id).await.unwrap();
+        let last = run.events.last().unwrap();
+        assert_eq!(last.actor, "alice", "{last:?}");
+    }
+
+    pub async fn dashboard_sessions_sign_in_and_out(kind: Kind) {
+        let w = WithUsers::start(kind).await;
+        let own = w.origin().to_owned();
+
+        // Pages send strangers to the sign-in page, and back afterwards.
+        let r = w.page("/plans?status=FAILED", None).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        assert_eq!(location(&r), "/login?next=/plans%3Fstatus%3DFAILED");
+        let r = w.page("/login", None).await;
+        assert_eq!(r.status(), StatusCode::OK, "the sign-in page is public");
+
+        // A wrong password sets no cookie and says so on the page.
+        let wrong = [("name", "victor"), ("password", "nope"), ("next", "/plans")];
+        let r = w.form("/auth/login", None, &own, &wrong).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        assert_eq!(location(&r), "/login?failed=1&next=/plans");
+        assert!(r.headers().get(header::SET_COOKIE).is_none());
+
+        // Signing in from another site is refused (login CSRF).
+        let right = [("name", "victor"), ("password", "victor-pw")];
+        let r = w.form("/auth/login", None, EVIL, &right).await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+        let viewer = w.sign_in("victor", "victor-pw").await;
+        let r = w.page("/plans", Some(&viewer)).await;
+        assert_eq!(r.status(), StatusCode::OK);
+
+        // The operator submits; the viewer's session cannot act on it.
+        let operator = w.sign_in("alice", "alice-pw").await;
+        let plan_file = "name: from-the-dashboard\ntasks:\n  - {name: a, target: t, run_at: '2999-01-01T00:00:00Z', sleep: 0s}";
+        let r = w
+            .form(
+                "/_fn/submit_plan",
+                Some(&operator),
+                &own,
+                &[("plan", plan_file)],
+            )
+            .await;
+        assert!(r.status().is_success(), "{}", r.status());
+        assert_eq!(w.plan_count().await, 1);
+        let store = &w.server.store;
+        let plan = store.plan_list(None, None, 1, 0).await.unwrap().plans[0].id;
+        let task = store.plan_get(plan).await.unwrap().tasks[0].id.to_string();
+        let cancel = [("kind", "task_cancel"), ("id", task.as_str())];
+        let r = w.form("/_fn/act", Some(&viewer), &own, &cancel).await;
+        let text = r.text().await.unwrap();
+        assert!(text.contains("victor is a viewer"), "{text}");
+        // Nor can a page on another site act with the operator's cookie.
+        let r = w.form("/_fn/act", Some(&operator), EVIL, &cancel).await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        let status = || async { store.plan_get(plan).await.unwrap().tasks[0].status };
+        assert_eq!(status().await, TaskStatus::Pending);
+        let r = w.form("/_fn/act", Some(&operator), &own, &cancel).await;
+        assert!(r.status().is_success(), "{}", r.status());
+        assert_eq!(status().await, TaskStatus::Canceled);
+        let run = store.plan_get(plan).await.unwrap().tasks[0].run_id.unwrap();
+        let events = store.run_get(run).await.unwrap().events;
+        assert!(events.iter().all(|e| e.actor == "alice"), "{events:?}");
+
+        // Signing out ends the session on the server, not just the cookie.
+        let r = w.form("/auth/logout", Some(&viewer), &own, &[]).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        assert_eq!(location(&r), "/login");
+        let cleared = r.headers()[header::SET_COOKIE].to_str().unwrap();
+        assert!(cleared.contains("Max-Age=0"), "{cleared}");
+        let r = w.page("/plans", Some(&viewer)).await;
+        assert_eq!(
+            r.status(),
+            StatusCode::SEE_OTHER,
+            "the old cookie no longer works"
+        );
+        let r = w.form("/_fn/plans", Some(&viewer), &own, &[]).await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert!(r.text().await.unwrap().contains("session has ended"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_users_only_loopback_is_served() {
+    let s = Server::start(Kind::Sqlite).await;
+    let plans = format!("{}/api/v1/plans", s.base);
+
+    // Everyone on loopback is the anonymous operator.
+    let (status, body) = answer(s.http.post(&plans).json(&plan_body())).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let run_id = body["tasks"][0]["run_id"].as_i64().unwrap();
+    let run: RunView = s.get(&format!("/api/v1/runs/{run_id}")).await;
+    assert_eq!(run.events[0].actor, "anonymous");
+
+    // A name that only resolves to loopback (DNS rebinding) is refused.
+    let (status, body) = answer(s.http.get(&plans).header(header::HOST, "evil.example:3000")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    says(&body, "only to loopback");
+    let (status, _) = answer(s.http.get(&plans).header(header::HOST, "localhost:3000")).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // A page on another site cannot submit through the dashboard's form
+    // endpoint (it would run its commands here).
+    let r = s
+        .http
+        .post(format!("{}/_fn/submit_plan", s.base))
+        .header(header::ORIGIN, EVIL)
+        .form(&[(
+            "plan",
+            "name: x\ntasks:\n  - {name: a, target: t, command: {argv: [touch, /tmp/pwned]}}",
+        )])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let list: PlanList = s.get("/api/v1/plans").await;
+    assert_eq!(list.total, 1, "nothing was stored");
+}
+
+#[test]
+fn serve_refuses_to_listen_beyond_loopback_without_users() {
+    let settings = |listen: &str| Cli::parse_from(["baton", "--listen", listen]).settings;
+    let error = settings("0.0.0.0:3000")
+        .check_listen_is_safe(None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("0.0.0.0:3000") && error.contains("BATON_USERS_FILE"),
+        "{error}"
+    );
+    assert!(settings("[::]:3000").check_listen_is_safe(None).is_err());
+    assert!(
+        settings("127.0.0.1:3000")
+            .check_listen_is_safe(None)
+            .is_ok()
+    );
+    assert!(settings("[::1]:3000").check_listen_is_safe(None).is_ok());
+    let users = baton::auth::Users::parse(&format!(
+        "users: [{{name: a, role: viewer, token_hashes: ['{}']}}]",
+        token_hash("x").to_text()
+    ))
+    .unwrap();
+    assert!(
+        settings("0.0.0.0:3000")
+            .check_listen_is_safe(Some(&users))
+            .is_ok()
+    );
+}

@@ -1,0 +1,142 @@
+//! A real `baton` HTTP server in the test process: the scheduler loops,
+//! the API and the dashboard on a free loopback port, on a fresh database.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{PlanStatus, PlanView};
+use baton::config::{Cli, Settings};
+use baton::executor::Registry;
+use baton::scheduler::{Replica, new_replica_id};
+use baton::store::{ReplicaInfo, Store, Ts};
+use clap::Parser;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{Kind, TestDb, eventually};
+
+pub struct Server {
+    pub base: String,
+    pub http: reqwest::Client,
+    shutdown: CancellationToken,
+    _db: TestDb,
+    pub store: Arc<dyn Store>,
+    _replica: Replica,
+}
+
+impl Server {
+    pub async fn start(kind: Kind) -> Self {
+        Server::start_with(kind, &[]).await
+    }
+
+    /// A server with `args` added to its command line (e.g. a users file).
+    pub async fn start_with(kind: Kind, args: &[&str]) -> Self {
+        let db = TestDb::new(kind).await;
+        let store = db.store().await;
+        let base_args = [
+            "baton",
+            "--poll-interval",
+            "50ms",
+            "--heartbeat-interval",
+            "200ms",
+            "--workers",
+            "4",
+        ];
+        let cli = Cli::parse_from(base_args.iter().chain(args));
+        let settings: Settings = cli.settings;
+        let info = ReplicaInfo {
+            replica_id: new_replica_id(),
+            hostname: "test".into(),
+            labels: vec!["local".into()],
+            version: "test".into(),
+            started_at: Ts::now(),
+        };
+        let shutdown = CancellationToken::new();
+        let replica = Replica::start(
+            store.clone(),
+            info.clone(),
+            settings.scheduler(),
+            Registry::builtin(),
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        let users = settings.users().unwrap();
+        let app = baton::serve::router(
+            store.clone(),
+            info,
+            replica.worker.counters(),
+            &settings,
+            users,
+        )
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+                .unwrap();
+        });
+        Server {
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            shutdown,
+            _db: db,
+            store,
+            _replica: replica,
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post_empty(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        r.json().await.unwrap()
+    }
+
+    pub async fn wait_plan(&self, id: i64, status: PlanStatus) -> PlanView {
+        eventually(
+            Duration::from_secs(30),
+            &format!("plan {id} {status}"),
+            || async move {
+                let view: PlanView = self.get(&format!("/api/v1/plans/{id}")).await;
+                (view.status == status).then_some(view)
+            },
+        )
+        .await
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
