@@ -101,4 +101,18 @@ test.describe('with users', () => {
     await page.goto('/plans');
     await expect(page).toHaveURL(/\/login\?next=\/plans$/);
   });
+
+  test('after ten wrong passwords a name is paused, and the page says so', async ({ page }) => {
+    // A distinct `next` each time shows which answer the page is showing.
+    for (let i = 0; i < 10; i++) {
+      await page.goto(`/login?next=/try-${i}`);
+      await signIn(page, 'mallory', `guess-${i}`);
+      await expect(page).toHaveURL(new RegExp(`failed=1&next=/try-${i}$`));
+      await expect(page.getByRole('alert')).toContainText('Wrong user name or password');
+    }
+    await page.goto('/login?next=/last');
+    await signIn(page, 'mallory', 'one more');
+    await expect(page).toHaveURL(/failed=too-many&next=\/last$/);
+    await expect(page.getByRole('alert')).toContainText('Too many wrong passwords');
+  });
 });

@@ -242,6 +242,29 @@ mod cases {
         let run = w.server.store.run_get(run_id).await.unwrap();
         let last = run.events.last().unwrap();
         assert_eq!(last.actor, "alice", "{last:?}");
+
+        // Guessing: after 10 wrong passwords the name is paused, even for
+        // the right one; its token and other names are not.
+        for _ in 0..10 {
+            let (status, _) = answer(http.get(&plans).basic_auth("victor", Some("guess"))).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+        }
+        let r = http
+            .get(&plans)
+            .basic_auth("victor", Some("victor-pw"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(r.headers().contains_key(header::RETRY_AFTER));
+        says(
+            &r.json().await.unwrap(),
+            "too many wrong passwords for `victor`",
+        );
+        let (status, _) = answer(http.get(&plans).bearer_auth(&w.victor_token)).await;
+        assert_eq!(status, StatusCode::OK, "tokens are not throttled");
+        let (status, _) = answer(http.get(&plans).basic_auth("alice", Some("alice-pw"))).await;
+        assert_eq!(status, StatusCode::OK);
     }
 
     pub async fn dashboard_sessions_sign_in_and_out(kind: Kind) {

@@ -12,7 +12,7 @@ use crate::components::session::signed_in;
 pub fn LoginPage() -> impl IntoView {
     let query = use_query_map();
     let next = move || query.read().get("next").unwrap_or_else(|| "/".into());
-    let failed = move || query.read().get("failed").is_some();
+    let failed = move || query.read().get("failed");
     let body = match signed_in() {
         Some(who) if who.open => view! {
             <p id="login-open" class="text-slate-700">
@@ -53,9 +53,13 @@ pub fn LoginPage() -> impl IntoView {
                         class="rounded-sm border border-slate-400 bg-white px-2 py-1.5"
                     />
                 </div>
-                {move || failed().then(|| view! {
+                {move || failed().map(|why| view! {
                     <p role="alert" class="rounded-sm border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-800">
-                        "Wrong user name or password."
+                        {if why == "too-many" {
+                            "Too many wrong passwords for this user name: try again in 15 minutes."
+                        } else {
+                            "Wrong user name or password."
+                        }}
                     </p>
                 })}
                 <button

@@ -51,6 +51,15 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
         _ if soft => next.run(request).await,
         Ok(None) => audience.sign_in_first(&request, "sign in first".into()),
         Err(AuthError::Refused(why)) => audience.sign_in_first(&request, why),
+        Err(AuthError::TooMany(why, wait)) if audience == Audience::Api => {
+            let mut response = audience.refuse(StatusCode::TOO_MANY_REQUESTS, why);
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(wait.as_secs().max(1)),
+            );
+            response
+        }
+        Err(AuthError::TooMany(why, _)) => audience.sign_in_first(&request, why),
         Err(AuthError::Unavailable) => audience.refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "cannot check the session: the database does not answer".into(),

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::guard::SIGN_IN_PAGE;
-use super::{Auth, SESSION_COOKIE, new_token, session_token, token_hash};
+use super::{Auth, PasswordRefused, SESSION_COOKIE, new_token, session_token, token_hash};
 use crate::store::{Session, Ts};
 
 #[derive(Deserialize)]
@@ -33,13 +33,17 @@ pub async fn login(State(auth): State<Arc<Auth>>, Form(form): Form<SignIn>) -> R
     if auth.is_open() {
         return Redirect::to(next).into_response();
     }
-    let Some(who) = auth.check_password(&form.name, &form.password).await else {
-        tracing::warn!(
-            user = form.name.trim(),
-            "sign-in refused: wrong name or password"
-        );
-        let again = format!("{SIGN_IN_PAGE}?failed=1&next={}", encode(next));
-        return Redirect::to(&again).into_response();
+    let who = match auth.check_password(&form.name, &form.password).await {
+        Ok(who) => who,
+        Err(refused) => {
+            let failed = match refused {
+                PasswordRefused::Wrong => "1",
+                PasswordRefused::TooMany(_) => "too-many",
+            };
+            tracing::warn!(user = form.name.trim(), ?refused, "sign-in refused");
+            let again = format!("{SIGN_IN_PAGE}?failed={failed}&next={}", encode(next));
+            return Redirect::to(&again).into_response();
+        }
     };
     let token = match new_token() {
         Ok(token) => token,

@@ -24,6 +24,7 @@ mod operator;
 mod origin;
 mod password_cache;
 mod secrets;
+mod throttle;
 mod users;
 
 use std::sync::Arc;
@@ -39,6 +40,7 @@ pub use self::login::{login, logout};
 pub use self::operator::Operator;
 use self::password_cache::PasswordCache;
 pub use self::secrets::{hash_password, new_token, token_hash};
+use self::throttle::Throttle;
 pub use self::users::{InvalidUsers, Users};
 use crate::store::{Store, Ts};
 
@@ -61,6 +63,7 @@ pub struct Auth {
     /// served from besides the request's own `Host` (behind a proxy).
     public_host: Option<String>,
     passwords: PasswordCache,
+    throttle: Throttle,
 }
 
 /// Why a request carrying credentials was not let in.
@@ -68,8 +71,20 @@ pub struct Auth {
 pub enum AuthError {
     /// The credentials are wrong or malformed; the text says which.
     Refused(String),
+    /// Too many wrong passwords for this name lately; the text says how
+    /// long to wait.
+    TooMany(String, Duration),
     /// The session could not be looked up.
     Unavailable,
+}
+
+/// Why a password was not accepted.
+#[derive(Debug, PartialEq)]
+pub enum PasswordRefused {
+    /// Unknown name, no password, or the wrong one: never said which.
+    Wrong,
+    /// The name's password checks are paused for this long.
+    TooMany(Duration),
 }
 
 impl Auth {
@@ -84,6 +99,7 @@ impl Auth {
         let public = reqwest::Url::parse(public_url).ok();
         Ok(Auth {
             passwords: PasswordCache::new()?,
+            throttle: Throttle::new(throttle::ALLOWED, throttle::WINDOW),
             users,
             store,
             session_ttl,
@@ -154,23 +170,50 @@ impl Auth {
             return self
                 .check_password(name, password)
                 .await
-                .ok_or_else(|| AuthError::Refused("wrong user name or password".into()));
+                .map_err(|refused| match refused {
+                    PasswordRefused::Wrong => {
+                        AuthError::Refused("wrong user name or password".into())
+                    }
+                    PasswordRefused::TooMany(wait) => AuthError::TooMany(
+                        format!(
+                            "too many wrong passwords for `{}`; try again in {} s",
+                            name.trim(),
+                            wait.as_secs().max(1)
+                        ),
+                        wait,
+                    ),
+                });
         }
         Err(AuthError::Refused(format!(
             "the Authorization scheme `{scheme}` is not supported; use `Bearer <token>` or `Basic`"
         )))
     }
 
-    /// The user, when `password` is theirs.
-    pub async fn check_password(&self, name: &str, password: &str) -> Option<Identity> {
-        let users = self.users.as_ref()?;
+    /// The user, when `password` is theirs; unless the name has had too
+    /// many wrong passwords lately (then nothing is checked).
+    pub async fn check_password(
+        &self,
+        name: &str,
+        password: &str,
+    ) -> Result<Identity, PasswordRefused> {
+        let users = self.users.as_ref().ok_or(PasswordRefused::Wrong)?;
+        if let Some(wait) = self.throttle.wait(name) {
+            return Err(PasswordRefused::TooMany(wait));
+        }
         let user = users.get(name.trim());
         let hash = user.and_then(|u| u.password_hash.as_deref());
-        self.passwords
-            .verify(name, password, hash)
-            .await
-            .then(|| user.map(|u| identity(&u.name, u.role)))
-            .flatten()
+        // With no hash (unknown name) this checks a decoy: just as slow.
+        let verified = self.passwords.verify(name, password, hash).await;
+        match user.filter(|_| verified) {
+            Some(user) => {
+                self.throttle.succeeded(name);
+                Ok(identity(&user.name, user.role))
+            }
+            None => {
+                self.throttle.failed(name);
+                Err(PasswordRefused::Wrong)
+            }
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
