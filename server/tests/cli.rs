@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Output;
 
-use common::process::{Baton, spawn_baton};
+use common::process::{Baton, Options, spawn_baton};
 use common::{Kind, TestDb};
 
 /// Runs `baton ARGS` against `server`, from a directory holding `files`.
@@ -161,4 +161,56 @@ fn the_secret_commands_print_what_the_users_file_needs() {
         field("token_hash:"),
         baton::auth::token_hash(&token).to_text()
     );
+}
+
+/// Against a server with users, the commands send `BATON_TOKEN`, and
+/// without it say how to give one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_send_the_api_token() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = baton::auth::new_token().unwrap();
+    let users = dir.path().join("users.yaml");
+    std::fs::write(
+        &users,
+        format!(
+            "users: [{{name: ci, role: operator, token_hashes: ['{}']}}]",
+            baton::auth::token_hash(&token).to_text()
+        ),
+    )
+    .unwrap();
+    let options = Options::default()
+        .env("BATON_USERS_FILE", users.to_str().unwrap())
+        .env("BATON_TOKEN", &token);
+    let server = Baton::start(db.url(), &options).await;
+    std::fs::write(
+        dir.path().join("p.yaml"),
+        "name: with-token\ntasks: [{name: a, target: t, sleep: 0s}]\n",
+    )
+    .unwrap();
+
+    let out = baton(&server, &dir, &["status"]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("401") && stderr.contains("BATON_TOKEN"),
+        "{stderr}"
+    );
+
+    let with_token = |args: &'static [&'static str]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(args)
+            .env("BATON_SERVER", &server.base)
+            .env("BATON_TOKEN", &token)
+            .current_dir(dir.path())
+            .output()
+    };
+    let out = with_token(&["submit", "p.yaml", "--wait"]).await.unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = with_token(&["status", "1", "--json"]).await.unwrap();
+    let view: app::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view.status, app::model::PlanStatus::Done);
+    let run_id = view.tasks[0].run_id.unwrap();
+    let run = db.store().await.run_get(run_id).await.unwrap();
+    assert_eq!(run.events[0].actor, "ci", "recorded under the token's user");
 }

@@ -91,6 +91,12 @@ impl ApiClient {
                 self.base
             )
         })?;
+        if response.status() == reqwest::StatusCode::UNAUTHORIZED {
+            bail!(
+                "{} (this server has users: pass an API token with --token or BATON_TOKEN)",
+                Self::refusal(response).await
+            );
+        }
         if !response.status().is_success() {
             bail!(Self::refusal(response).await);
         }

@@ -113,7 +113,19 @@ impl Baton {
             .spawn()
             .expect("start baton");
         let base = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::new();
+        // A server with users: the harness reads the API with the token
+        // the test handed over (the server itself ignores BATON_TOKEN).
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = options.env.get("BATON_TOKEN") {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {token}").parse().unwrap(),
+            );
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap();
         eventually(START_WITHIN, "baton to answer /healthz", || {
             let url = format!("{base}/healthz");
             let http = http.clone();
