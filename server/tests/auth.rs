@@ -338,6 +338,10 @@ mod cases {
             StatusCode::SEE_OTHER,
             "the old cookie no longer works"
         );
+        // Signing out again with the dead cookie still just signs out.
+        let r = w.form("/auth/logout", Some(&viewer), &own, &[]).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        assert_eq!(location(&r), "/login");
         let r = w.form("/_fn/plans", Some(&viewer), &own, &[]).await;
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
         assert!(r.text().await.unwrap().contains("session has ended"));

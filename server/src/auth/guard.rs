@@ -70,11 +70,12 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
 pub const SIGN_IN_PAGE: &str = "/login";
 
 /// Paths anyone may fetch: health checks for load balancers, the sign-in
-/// page and form, and the files the sign-in page needs.
+/// page and form, signing out (which must work with an expired session
+/// too), and the files the sign-in page needs.
 fn is_public(path: &str) -> bool {
     matches!(
         path,
-        "/healthz" | "/readyz" | SIGN_IN_PAGE | "/auth/login" | "/favicon.svg"
+        "/healthz" | "/readyz" | SIGN_IN_PAGE | "/auth/login" | "/auth/logout" | "/favicon.svg"
     ) || path.starts_with("/pkg/")
 }
 
@@ -111,7 +112,12 @@ impl Audience {
             )
                 .into_response(),
             Audience::ServerFn => {
-                (status, Json(DashboardError::Forbidden(message))).into_response()
+                let error = if status == StatusCode::SERVICE_UNAVAILABLE {
+                    DashboardError::Unavailable(message)
+                } else {
+                    DashboardError::Forbidden(message)
+                };
+                (status, Json(error)).into_response()
             }
             Audience::Page => (status, message).into_response(),
         }
