@@ -30,22 +30,28 @@ pub async fn openapi() -> Json<&'static Value> {
 mod tests {
     use super::*;
 
-    /// Every `$ref` names a schema the document defines.
+    /// Every `$ref` names a schema or a response the document defines.
     #[test]
     fn the_document_parses_and_its_references_resolve() {
         let doc = document();
         assert_eq!(doc["openapi"], "3.1.0");
-        let schemas = doc["components"]["schemas"]
-            .as_object()
-            .expect("components.schemas");
         let mut refs = Vec::new();
         collect_refs(doc, &mut refs);
         assert!(!refs.is_empty());
         for r in refs {
-            let name = r
-                .strip_prefix("#/components/schemas/")
+            let (kind, name) = r
+                .strip_prefix("#/components/")
+                .and_then(|rest| rest.split_once('/'))
                 .unwrap_or_else(|| panic!("unexpected $ref {r}"));
-            assert!(schemas.contains_key(name), "$ref {r} has no schema");
+            assert!(
+                matches!(kind, "schemas" | "responses"),
+                "unexpected $ref {r}"
+            );
+            let defined = doc["components"][kind].as_object();
+            assert!(
+                defined.is_some_and(|d| d.contains_key(name)),
+                "$ref {r} is not defined"
+            );
         }
     }
 
