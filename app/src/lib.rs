@@ -18,6 +18,7 @@
 
 pub mod error;
 pub mod model;
+pub mod query;
 pub mod views;
 
 #[cfg(feature = "ssr")]

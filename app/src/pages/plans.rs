@@ -52,22 +52,9 @@ fn page_href(status: &str, q: &str, page: i64) -> String {
         params.push(format!("status={status}"));
     }
     if !q.is_empty() {
-        params.push(format!("q={}", urlencode(q)));
+        params.push(format!("q={}", crate::query::encode_value(q)));
     }
     format!("/plans?{}", params.join("&"))
-}
-
-/// Percent-encodes a query value (the few characters a name may hold that
-/// a URL may not).
-fn urlencode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[component]

@@ -33,7 +33,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
         );
     }
     if !request.method().is_safe()
-        && let Some(why) = cross_site(request.headers(), auth.public_host())
+        && let Some(why) = cross_site(request.headers(), auth.public_host.as_deref())
     {
         return audience.refuse(StatusCode::FORBIDDEN, format!("refused: {why}"));
     }
@@ -160,7 +160,7 @@ impl Audience {
                 let back = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
                 Redirect::to(&format!(
                     "{SIGN_IN_PAGE}?next={}",
-                    super::login::encode(back)
+                    app::query::encode_value(back)
                 ))
                 .into_response()
             }

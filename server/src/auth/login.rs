@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use app::query::encode_value;
 use axum::Form;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -41,7 +42,7 @@ pub async fn login(State(auth): State<Arc<Auth>>, Form(form): Form<SignIn>) -> R
                 PasswordRefused::TooMany(_) => "too-many",
             };
             tracing::warn!(user = form.name.trim(), ?refused, "sign-in refused");
-            let again = format!("{SIGN_IN_PAGE}?failed={failed}&next={}", encode(next));
+            let again = format!("{SIGN_IN_PAGE}?failed={failed}&next={}", encode_value(next));
             return Redirect::to(&again).into_response();
         }
     };
@@ -54,16 +55,16 @@ pub async fn login(State(auth): State<Arc<Auth>>, Form(form): Form<SignIn>) -> R
         token_hash: token_hash(&token).to_hex(),
         user_name: who.name.clone(),
         created_at: now,
-        expires_at: now.plus(auth.session_ttl()),
+        expires_at: now.plus(auth.session_ttl),
     };
-    if let Err(e) = auth.store().session_insert(&session, now).await {
+    if let Err(e) = auth.store.session_insert(&session, now).await {
         return unavailable(e.into());
     }
     tracing::info!(user = who.name, role = who.role.as_str(), "signed in");
     let cookie = format!(
         "{SESSION_COOKIE}={token}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{}",
-        auth.session_ttl().as_secs(),
-        if auth.secure_cookie() { "; Secure" } else { "" }
+        auth.session_ttl.as_secs(),
+        if auth.secure_cookie { "; Secure" } else { "" }
     );
     with_cookie(Redirect::to(next), &cookie)
 }
@@ -71,10 +72,7 @@ pub async fn login(State(auth): State<Arc<Auth>>, Form(form): Form<SignIn>) -> R
 /// `POST /auth/logout`: ends the session here and on every replica.
 pub async fn logout(State(auth): State<Arc<Auth>>, headers: HeaderMap) -> Response {
     if let Some(token) = session_token(&headers)
-        && let Err(e) = auth
-            .store()
-            .session_delete(&token_hash(token).to_hex())
-            .await
+        && let Err(e) = auth.store.session_delete(&token_hash(token).to_hex()).await
     {
         return unavailable(e.into());
     }
@@ -113,18 +111,6 @@ pub fn local_path(next: &str) -> &str {
     }
 }
 
-/// Percent-encodes `text` for a query value.
-pub fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,9 +127,5 @@ mod tests {
         ] {
             assert_eq!(local_path(outside), "/", "{outside}");
         }
-        assert_eq!(
-            encode("/plans?status=FAILED&x=a b"),
-            "/plans%3Fstatus%3DFAILED%26x%3Da%20b"
-        );
     }
 }

@@ -41,7 +41,7 @@ pub use self::operator::Operator;
 use self::password_cache::PasswordCache;
 pub use self::secrets::{hash_password, new_token, token_hash};
 use self::throttle::Throttle;
-pub use self::users::{InvalidUsers, Users};
+pub use self::users::Users;
 use crate::store::{Store, Ts};
 
 /// The actor recorded for changes made on a server without users.
@@ -215,22 +215,6 @@ impl Auth {
             }
         }
     }
-
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
-    }
-
-    pub fn session_ttl(&self) -> Duration {
-        self.session_ttl
-    }
-
-    pub fn secure_cookie(&self) -> bool {
-        self.secure_cookie
-    }
-
-    pub fn public_host(&self) -> Option<&str> {
-        self.public_host.as_deref()
-    }
 }
 
 fn identity(name: &str, role: Role) -> Identity {
@@ -242,7 +226,7 @@ fn identity(name: &str, role: Role) -> Identity {
 }
 
 /// The session token in the request's cookies, if any.
-pub fn session_token(headers: &HeaderMap) -> Option<&str> {
+fn session_token(headers: &HeaderMap) -> Option<&str> {
     headers
         .get_all(header::COOKIE)
         .iter()

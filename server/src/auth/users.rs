@@ -202,8 +202,8 @@ mod tests {
             token_hash(token).to_text()
         );
         let users = Users::parse(&text).unwrap();
-        assert_eq!(users.len(), 2);
         assert_eq!(users.get("alice").unwrap().role, Role::Operator);
+        assert_eq!(users.get("grafana").unwrap().role, Role::Viewer);
         let owner = users.by_token(&token_hash(token)).unwrap();
         assert_eq!((owner.name.as_str(), owner.role), ("grafana", Role::Viewer));
         assert!(users.by_token(&token_hash("baton_other")).is_none());
