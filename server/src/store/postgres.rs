@@ -32,7 +32,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgre
 const PROMOTER_LOCK: i64 = 0x0062_6174_6f6e_3a70;
 
 /// Key of the advisory lock that serialises claims ("baton:c"), as a
-/// literal so [`CLAIM`]'s `BEGIN` can carry it.
+/// literal so `concat!` can splice it into [`CLAIM_LOCK`].
 macro_rules! claim_lock_key {
     () => {
         "27691700431239779"
