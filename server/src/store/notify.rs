@@ -108,8 +108,6 @@ pub const CLAIM_DELETE: &str = "DELETE FROM notification_claim WHERE plan_id = $
 
 pub const CLAIM_GET: &str = "SELECT event, claimed_at FROM notification_claim WHERE plan_id = $1";
 
-pub const CLAIM_EVENT: &str = "SELECT event FROM notification_claim WHERE plan_id = $1";
-
 /// Takes tasks that became DONE or SKIPPED off their plan's open count
 /// and returns what is left: 0 means the plan is complete. The row lock
 /// the UPDATE takes serialises this per plan, and the UPDATE counts from
@@ -382,13 +380,8 @@ macro_rules! notify_step {
                         (false, true) => PIPELINE_COMPLETED,
                         (false, false) => continue,
                     };
-                    let claimed: Option<String> = sqlx::query_scalar(notify::CLAIM_EVENT)
-                        .bind(plan.plan_id)
-                        .fetch_optional(&mut **tx)
-                        .await?;
-                    if claimed.is_some() {
-                        continue;
-                    }
+                    // The claim's primary key decides: a plan that has
+                    // notified for this phase inserts nothing.
                     let won = sqlx::query(notify::CLAIM_INSERT)
                         .bind(plan.plan_id)
                         .bind(event)
