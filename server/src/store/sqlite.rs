@@ -38,6 +38,14 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite"
 /// Readers run in parallel under WAL; writers queue on SQLite's lock.
 const DEFAULT_POOL_SIZE: u32 = 8;
 
+/// Rows a statement's worker thread may hand over before it waits for the
+/// reader. sqlx's default, 50, stops the thread every 50 rows until the
+/// async side catches up: a claim of 2,048 runs or a promotion round
+/// reading every PENDING run cost dozens of thread hand-offs each. With
+/// room for a whole batch the thread runs the statement through (`baton
+/// bench`: 4 of 4 pairs faster, about 8 % more runs/s on SQLite).
+const ROW_BUFFER: usize = 4096;
+
 pub struct SqliteStore {
     pool: SqlitePool,
     signals: Arc<Signals>,
@@ -75,7 +83,8 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .pragma("wal_autocheckpoint", BACKSTOP_PAGES)
             .busy_timeout(Duration::from_secs(30))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            .row_buffer_size(ROW_BUFFER);
         let pool = SqlitePoolOptions::new()
             .max_connections(DEFAULT_POOL_SIZE)
             .connect_with(options)
