@@ -459,6 +459,11 @@ macro_rules! notify_step {
             }
 
             /// One outbox row per destination, carrying the payload.
+            ///
+            /// With no destination (no `BATON_WEBHOOK_URL`, no webhooks on
+            /// the plan) there is no payload to build: reading the plan's
+            /// every task for it would cost a plan-sized read inside the
+            /// finish's transaction for nothing.
             async fn outbox_write(
                 tx: &mut sqlx::Transaction<'_, $db>,
                 targets: &super::notify::NotifyTargets,
@@ -467,6 +472,14 @@ macro_rules! notify_step {
                 now: Ts,
             ) -> Result<()> {
                 use super::notify;
+                let webhooks: String = sqlx::query_scalar(notify::PLAN_WEBHOOKS)
+                    .bind(plan_id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+                let destinations = notify::destinations(targets, &webhooks);
+                if destinations.is_empty() {
+                    return Ok(());
+                }
                 let plan: rows::PlanRow = sqlx::query_as(rows::PLAN_GET)
                     .bind(plan_id)
                     .fetch_one(&mut **tx)
@@ -475,16 +488,9 @@ macro_rules! notify_step {
                     .bind(plan_id)
                     .fetch_all(&mut **tx)
                     .await?;
-                let webhooks: String = sqlx::query_scalar(notify::PLAN_WEBHOOKS)
-                    .bind(plan_id)
-                    .fetch_one(&mut **tx)
-                    .await?;
                 let view = rows::plan_view(plan, tasks, None)?;
                 let body = notify::payload(event, &view, &targets.public_url, now);
-                for (i, to) in notify::destinations(targets, &webhooks)
-                    .into_iter()
-                    .enumerate()
-                {
+                for (i, to) in destinations.into_iter().enumerate() {
                     sqlx::query(notify::DELIVERY_INSERT)
                         .bind(notify::delivery_key(plan_id, event, now, i))
                         .bind(plan_id)
