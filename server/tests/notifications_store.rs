@@ -22,6 +22,7 @@ per_backend!(cases:
     sweeps_and_skips_notify_too,
     deliveries_go_to_one_sender_and_keep_every_attempt,
     concurrent_finishers_claim_completion_exactly_once,
+    without_a_destination_the_claim_is_kept_and_nothing_is_queued,
 );
 
 fn targets() -> NotifyTargets {
@@ -426,6 +427,55 @@ mod cases {
             );
             assert_eq!(s.delivery_list(Some(id), 50).await.unwrap().len(), 1);
         }
+        db.assert_open_task_counts().await;
+    }
+
+    /// With no `BATON_WEBHOOK_URL`, a plan without webhooks still claims its
+    /// notification (Retry and the dashboard read the claim) but queues no
+    /// delivery, while a plan with its own webhook gets one, with the full
+    /// payload.
+    pub async fn without_a_destination_the_claim_is_kept_and_nothing_is_queued(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let quiet = s
+            .plan_insert(
+                &plan(json!({"name": "quiet", "tasks": noop_tasks(2)})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let own = json!({"name": "own", "webhooks": [{"url": "http://team.example/hook"}],
+            "tasks": [{"name": "a", "target": "own", "sleep": "0s"}]});
+        let loud = s.plan_insert(&plan(own), "t", Ts::now()).await.unwrap();
+        let runs = promote_and_claim(s.as_ref()).await;
+        assert_eq!(runs.len(), 3);
+        let report = s
+            .run_finish_many(
+                "r-test",
+                &runs.iter().map(|r| done(*r)).collect::<Vec<_>>(),
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let completed = |plan_id| Notified {
+            plan_id,
+            event: PIPELINE_COMPLETED,
+        };
+        assert_eq!(report.notified, vec![completed(quiet), completed(loud)]);
+        let claim = s.plan_get(quiet).await.unwrap().notification.unwrap();
+        assert_eq!(claim.event, PIPELINE_COMPLETED);
+        assert!(s.delivery_list(Some(quiet), 50).await.unwrap().is_empty());
+
+        let due = s
+            .delivery_take_due("r-test", 10, Duration::from_secs(30), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(due.len(), 1, "only the plan with a webhook queues one");
+        assert_eq!(due[0].url, "http://team.example/hook");
+        let body: serde_json::Value = serde_json::from_str(&due[0].payload).unwrap();
+        assert_eq!(body["plan"]["id"], loud);
+        assert_eq!(body["counts"]["DONE"], 1, "{body}");
         db.assert_open_task_counts().await;
     }
 }
