@@ -13,6 +13,7 @@ use baton::store::notify::{PIPELINE_COMPLETED, PIPELINE_FAILED};
 use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Store, Ts};
 use common::store::{claim, done, failed, noop_tasks, promote, promote_and_claim, task_named};
 use common::{Kind, TestDb, plan};
+use futures_util::FutureExt;
 use serde_json::json;
 
 per_backend!(cases:
@@ -23,6 +24,7 @@ per_backend!(cases:
     deliveries_go_to_one_sender_and_keep_every_attempt,
     concurrent_finishers_claim_completion_exactly_once,
     without_a_destination_the_claim_is_kept_and_nothing_is_queued,
+    only_queued_deliveries_wake_the_deliverer,
 );
 
 fn targets() -> NotifyTargets {
@@ -66,7 +68,8 @@ mod cases {
             first.notified,
             vec![Notified {
                 plan_id: id,
-                event: PIPELINE_FAILED
+                event: PIPELINE_FAILED,
+                deliveries: 2,
             }]
         );
         let second = s
@@ -153,7 +156,8 @@ mod cases {
             report.notified,
             vec![Notified {
                 plan_id: id,
-                event: PIPELINE_COMPLETED
+                event: PIPELINE_COMPLETED,
+                deliveries: 2,
             }]
         );
         let events: Vec<_> = s
@@ -242,7 +246,8 @@ mod cases {
             swept.notified,
             vec![Notified {
                 plan_id: id,
-                event: PIPELINE_FAILED
+                event: PIPELINE_FAILED,
+                deliveries: 1,
             }]
         );
         // Skipping both failed tasks does not notify again in this phase…
@@ -421,7 +426,8 @@ mod cases {
                 notified,
                 vec![Notified {
                     plan_id: id,
-                    event: PIPELINE_COMPLETED
+                    event: PIPELINE_COMPLETED,
+                    deliveries: 1,
                 }],
                 "round {round}"
             );
@@ -458,11 +464,15 @@ mod cases {
             )
             .await
             .unwrap();
-        let completed = |plan_id| Notified {
+        let completed = |plan_id, deliveries| Notified {
             plan_id,
             event: PIPELINE_COMPLETED,
+            deliveries,
         };
-        assert_eq!(report.notified, vec![completed(quiet), completed(loud)]);
+        assert_eq!(
+            report.notified,
+            vec![completed(quiet, 0), completed(loud, 1)]
+        );
         let claim = s.plan_get(quiet).await.unwrap().notification.unwrap();
         assert_eq!(claim.event, PIPELINE_COMPLETED);
         assert!(s.delivery_list(Some(quiet), 50).await.unwrap().is_empty());
@@ -477,5 +487,37 @@ mod cases {
         assert_eq!(body["plan"]["id"], loud);
         assert_eq!(body["counts"]["DONE"], 1, "{body}");
         db.assert_open_task_counts().await;
+    }
+
+    /// The deliverer sleeps through finishes that queue nothing (with
+    /// several replicas it used to hear every one of them and ask the
+    /// outbox for nothing) and wakes for one that queues a delivery.
+    pub async fn only_queued_deliveries_wake_the_deliverer(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let woken = || s.signals().deliveries.notified().now_or_never().is_some();
+        let quiet = json!({"name": "quiet", "tasks": noop_tasks(1)});
+        s.plan_insert(&plan(quiet), "t", Ts::now()).await.unwrap();
+        let run = promote_and_claim(s.as_ref()).await[0];
+        woken();
+        let report = s
+            .run_finish_many("r-test", &[done(run)], Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(report.notified.len(), 1, "the plan completed");
+        assert!(
+            !woken(),
+            "a completion with no destination woke the deliverer"
+        );
+
+        let own = json!({"name": "own", "webhooks": [{"url": "http://team.example/hook"}],
+            "tasks": [{"name": "a", "target": "own", "sleep": "0s"}]});
+        s.plan_insert(&plan(own), "t", Ts::now()).await.unwrap();
+        let run = promote_and_claim(s.as_ref()).await[0];
+        assert!(!woken(), "a submit or a claim woke the deliverer");
+        s.run_finish_many("r-test", &[done(run)], Ts::now())
+            .await
+            .unwrap();
+        assert!(woken(), "a queued delivery did not wake the deliverer");
     }
 }

@@ -31,7 +31,7 @@ impl SignalForwarder {
             // Whatever was announced while disconnected is found by polling;
             // wake every loop once so nothing waits a full poll interval.
             let signals = self.store.signals();
-            for s in [Signal::Available, Signal::Changed, Signal::Canceled] {
+            for s in Signal::ALL {
                 signals.raise(s);
             }
             tokio::select! {

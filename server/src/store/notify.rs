@@ -44,6 +44,14 @@ impl Default for NotifyTargets {
 pub struct Notified {
     pub plan_id: i64,
     pub event: &'static str,
+    /// Outbox rows queued for it: one per destination, none without one.
+    pub deliveries: usize,
+}
+
+/// Whether any of `notified` queued a delivery: then, and only then, the
+/// transaction's commit wakes the deliverers ([`super::Signal::Deliveries`]).
+pub fn any_queued(notified: &[Notified]) -> bool {
+    notified.iter().any(|n| n.deliveries > 0)
 }
 
 /// Which plans a batch of status changes may have failed or completed.
@@ -392,10 +400,12 @@ macro_rules! notify_step {
                     if won == 0 {
                         continue;
                     }
-                    Self::outbox_write(tx, targets, plan.plan_id, event, now).await?;
+                    let deliveries =
+                        Self::outbox_write(tx, targets, plan.plan_id, event, now).await?;
                     notified.push(Notified {
                         plan_id: plan.plan_id,
                         event,
+                        deliveries,
                     });
                 }
                 Ok(notified)
@@ -458,7 +468,8 @@ macro_rules! notify_step {
                 Ok(())
             }
 
-            /// One outbox row per destination, carrying the payload.
+            /// One outbox row per destination, carrying the payload; how
+            /// many.
             ///
             /// With no destination (no `BATON_WEBHOOK_URL`, no webhooks on
             /// the plan) there is no payload to build: reading the plan's
@@ -470,7 +481,7 @@ macro_rules! notify_step {
                 plan_id: i64,
                 event: &str,
                 now: Ts,
-            ) -> Result<()> {
+            ) -> Result<usize> {
                 use super::notify;
                 let webhooks: String = sqlx::query_scalar(notify::PLAN_WEBHOOKS)
                     .bind(plan_id)
@@ -478,7 +489,7 @@ macro_rules! notify_step {
                     .await?;
                 let destinations = notify::destinations(targets, &webhooks);
                 if destinations.is_empty() {
-                    return Ok(());
+                    return Ok(0);
                 }
                 let plan: rows::PlanRow = sqlx::query_as(rows::PLAN_GET)
                     .bind(plan_id)
@@ -490,6 +501,7 @@ macro_rules! notify_step {
                     .await?;
                 let view = rows::plan_view(plan, tasks, None)?;
                 let body = notify::payload(event, &view, &targets.public_url, now);
+                let queued = destinations.len();
                 for (i, to) in destinations.into_iter().enumerate() {
                     sqlx::query(notify::DELIVERY_INSERT)
                         .bind(notify::delivery_key(plan_id, event, now, i))
@@ -502,7 +514,7 @@ macro_rules! notify_step {
                         .execute(&mut **tx)
                         .await?;
                 }
-                Ok(())
+                Ok(queued)
             }
         }
     };

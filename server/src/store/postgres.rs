@@ -687,8 +687,15 @@ impl Store for PgStore {
             progressed: vec![plan_id],
             ..Default::default()
         };
-        Self::notify_plans(&mut tx, &self.targets(), outcomes, now).await?;
+        let notified = Self::notify_plans(&mut tx, &self.targets(), outcomes, now).await?;
+        let queued = notify::any_queued(&notified);
+        if queued {
+            Self::notify(&mut tx, Signal::Deliveries).await?;
+        }
         tx.commit().await?;
+        if queued {
+            self.signals.raise(Signal::Deliveries);
+        }
         Ok(plan_id)
     }
 
@@ -832,8 +839,15 @@ impl Store for PgStore {
         let report = FinishedRow::report(&done, finishes);
         let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
         Self::notify(&mut tx, Signal::Changed).await?;
+        let queued = notify::any_queued(&notified);
+        if queued {
+            Self::notify(&mut tx, Signal::Deliveries).await?;
+        }
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
+        if queued {
+            self.signals.raise(Signal::Deliveries);
+        }
         Ok(FinishReport {
             retried,
             notified,
@@ -955,9 +969,16 @@ impl Store for PgStore {
         // A replica still executing one of these (a missed deadline) hears
         // it at once and stops it.
         Self::notify(&mut tx, Signal::Canceled).await?;
+        let queued = notify::any_queued(&notified);
+        if queued {
+            Self::notify(&mut tx, Signal::Deliveries).await?;
+        }
         tx.commit().await?;
         self.signals.raise(Signal::Canceled);
         self.signals.raise(Signal::Changed);
+        if queued {
+            self.signals.raise(Signal::Deliveries);
+        }
         Ok(SweepReport::new(&found, causes, &done, retried, notified))
     }
 

@@ -20,11 +20,12 @@ pub struct Signals {
     /// Runs were created or finished (a target or limit slot freed): the
     /// promoter should run a round.
     pub changed: Notify,
-    /// Raised with `changed` (a finish may have queued a webhook): the
-    /// deliverer should look at the outbox. Its own `Notify`, because
-    /// `notify_one` wakes one waiter: sharing `changed` with the promoter
-    /// let the deliverer take the promoter's wake-up, and a run then
-    /// waited for the next poll (a second) to be promoted.
+    /// Webhook deliveries were queued: the deliverer should look at the
+    /// outbox. Raised only by the commits that queued some, not by every
+    /// finish: with several replicas each deliverer heard every replica's
+    /// every finish and asked the outbox for nothing, hundreds of empty
+    /// transactions a second under load. Retries falling due are found by
+    /// the deliverer's poll.
     pub deliveries: Notify,
     /// Runs were cancelled: executors should check their fences.
     pub canceled: Notify,
@@ -36,21 +37,28 @@ pub enum Signal {
     Available,
     Changed,
     Canceled,
+    Deliveries,
 }
 
 impl Signal {
+    pub const ALL: [Signal; 4] = [
+        Signal::Available,
+        Signal::Changed,
+        Signal::Canceled,
+        Signal::Deliveries,
+    ];
+
     pub fn payload(self) -> &'static str {
         match self {
             Signal::Available => "available",
             Signal::Changed => "changed",
             Signal::Canceled => "canceled",
+            Signal::Deliveries => "deliveries",
         }
     }
 
     pub fn from_payload(text: &str) -> Option<Self> {
-        [Signal::Available, Signal::Changed, Signal::Canceled]
-            .into_iter()
-            .find(|s| s.payload() == text)
+        Signal::ALL.into_iter().find(|s| s.payload() == text)
     }
 }
 
@@ -58,11 +66,9 @@ impl Signals {
     pub fn raise(&self, signal: Signal) {
         match signal {
             Signal::Available => self.available.notify_one(),
-            Signal::Changed => {
-                self.changed.notify_one();
-                self.deliveries.notify_one();
-            }
+            Signal::Changed => self.changed.notify_one(),
             Signal::Canceled => self.canceled.notify_one(),
+            Signal::Deliveries => self.deliveries.notify_one(),
         }
     }
 }
@@ -73,17 +79,31 @@ mod tests {
 
     use super::{Signal, Signals};
 
-    /// The promoter and the deliverer both wait for `Changed`; one raise
-    /// must wake both at once, whichever started waiting first.
+    /// A change (a submit, a finish) is the promoter's business; only
+    /// queued deliveries wake the deliverer.
     #[test]
-    fn a_change_wakes_the_promoter_and_the_deliverer() {
+    fn a_change_wakes_the_promoter_and_queued_deliveries_the_deliverer() {
         let signals = Signals::default();
         let mut deliverer = std::pin::pin!(signals.deliveries.notified());
         let mut promoter = std::pin::pin!(signals.changed.notified());
         deliverer.as_mut().enable();
         promoter.as_mut().enable();
         signals.raise(Signal::Changed);
-        assert!(deliverer.now_or_never().is_some(), "the deliverer slept on");
         assert!(promoter.now_or_never().is_some(), "the promoter slept on");
+        assert!(
+            deliverer.as_mut().now_or_never().is_none(),
+            "a change woke the deliverer"
+        );
+        signals.raise(Signal::Deliveries);
+        assert!(deliverer.now_or_never().is_some(), "the deliverer slept on");
+    }
+
+    /// Other replicas' NOTIFY payloads turn back into the same signals.
+    #[test]
+    fn every_signal_survives_its_payload() {
+        for signal in Signal::ALL {
+            assert_eq!(Signal::from_payload(signal.payload()), Some(signal));
+        }
+        assert_eq!(Signal::from_payload("something-newer"), None);
     }
 }

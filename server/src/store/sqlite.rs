@@ -500,8 +500,11 @@ impl Store for SqliteStore {
             progressed: vec![plan_id],
             ..Default::default()
         };
-        Self::notify_plans(&mut tx, &self.targets(), outcomes, now).await?;
+        let notified = Self::notify_plans(&mut tx, &self.targets(), outcomes, now).await?;
         tx.commit().await?;
+        if notify::any_queued(&notified) {
+            self.signals.raise(Signal::Deliveries);
+        }
         Ok(plan_id)
     }
 
@@ -673,6 +676,9 @@ impl Store for SqliteStore {
         let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
+        if notify::any_queued(&notified) {
+            self.signals.raise(Signal::Deliveries);
+        }
         Ok(FinishReport {
             retried,
             notified,
@@ -802,6 +808,9 @@ impl Store for SqliteStore {
         tx.commit().await?;
         self.signals.raise(Signal::Canceled);
         self.signals.raise(Signal::Changed);
+        if notify::any_queued(&notified) {
+            self.signals.raise(Signal::Deliveries);
+        }
         Ok(SweepReport::new(&found, causes, &done, retried, notified))
     }
 
