@@ -55,8 +55,11 @@ pub struct BenchArgs {
     /// Give every plan this parallel limit.
     #[arg(long)]
     pub limit: Option<i64>,
-    /// In-process replicas [default: 4 on PostgreSQL, 1 on SQLite, which
-    /// serves one process].
+    /// In-process replicas [default: 2 on PostgreSQL, one per core of the
+    /// 2-core machine the targets are set for; 1 on SQLite, which serves
+    /// one process]. Replicas in one process share its cores, and each
+    /// one more adds wake-ups, claims that find nothing and connections:
+    /// 4 cost more CPU per run than 2 (see the README's Benchmark).
     #[arg(long)]
     pub replicas: Option<usize>,
     /// Worker slots per in-process replica. No-op runs end at once, so
@@ -196,7 +199,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         workers: args.bench_workers,
         ..settings.scheduler()
     };
-    let count = args.replicas.unwrap_or(if postgres { 4 } else { 1 }).max(1);
+    let count = args.replicas.unwrap_or(if postgres { 2 } else { 1 }).max(1);
     println!(
         "baton bench: {}, {count} in-process replicas x {} workers, poll {:?}",
         if postgres { "PostgreSQL" } else { "SQLite" },
