@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use app::model::TaskStatus;
 use baton::store::notify::{PIPELINE_COMPLETED, PIPELINE_FAILED};
-use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Store, Ts};
+use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Signals, Store, Ts};
 use common::store::{claim, done, failed, noop_tasks, promote, promote_and_claim, task_named};
 use common::{Kind, TestDb, plan};
 use futures_util::FutureExt;
 use serde_json::json;
+use tokio::sync::Notify;
 
 per_backend!(cases:
     the_first_failure_of_a_phase_notifies_once,
@@ -520,4 +521,73 @@ mod cases {
             .unwrap();
         assert!(woken(), "a queued delivery did not wake the deliverer");
     }
+}
+
+/// On PostgreSQL, other replicas' deliverers hear of a queued delivery
+/// through NOTIFY at once, rather than at their next poll; a finish that
+/// queues nothing tells them nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_other_replicas_hear_of_queued_deliveries() {
+    let db = TestDb::new(Kind::Postgres).await;
+    let here = db.store().await;
+    let there = db.store().await;
+    let listener = tokio::spawn({
+        let there = there.clone();
+        async move { there.signals_forward().await }
+    });
+    // Submit until the other store hears one: its LISTEN is then in place.
+    let mut listening = false;
+    for i in 0..100 {
+        // Each on its own target, so one promotion round takes them all.
+        let quiet = json!({"name": format!("quiet-{i}"), "tasks": [
+            {"name": "a", "target": format!("quiet-{i}"), "sleep": "0s"}]});
+        here.plan_insert(&plan(quiet), "t", Ts::now())
+            .await
+            .unwrap();
+        if heard(there.signals(), |s| &s.changed, Duration::from_millis(100)).await {
+            listening = true;
+            break;
+        }
+    }
+    assert!(listening, "the other store never heard a submit");
+
+    let runs = promote_and_claim(here.as_ref()).await;
+    let done_all: Vec<_> = runs.iter().map(|r| done(*r)).collect();
+    let report = here
+        .run_finish_many("r-test", &done_all, Ts::now())
+        .await
+        .unwrap();
+    assert!(!report.notified.is_empty(), "the quiet plans completed");
+    assert!(
+        !heard(
+            there.signals(),
+            |s| &s.deliveries,
+            Duration::from_millis(500)
+        )
+        .await,
+        "completions with no destination woke the other deliverer"
+    );
+
+    let own = json!({"name": "own", "webhooks": [{"url": "http://team.example/hook"}],
+        "tasks": [{"name": "a", "target": "own", "sleep": "0s"}]});
+    here.plan_insert(&plan(own), "t", Ts::now()).await.unwrap();
+    let runs = promote_and_claim(here.as_ref()).await;
+    assert_eq!(runs.len(), 1, "every quiet run had finished");
+    let report = here
+        .run_finish_many("r-test", &[done(runs[0])], Ts::now())
+        .await
+        .unwrap();
+    assert_eq!(report.notified[0].deliveries, 1);
+    assert!(
+        heard(there.signals(), |s| &s.deliveries, Duration::from_secs(10)).await,
+        "the other deliverer did not hear of the queued delivery"
+    );
+    listener.abort();
+}
+
+/// Whether `pick`'s signal is raised within `within`.
+async fn heard(signals: &Signals, pick: fn(&Signals) -> &Notify, within: Duration) -> bool {
+    tokio::time::timeout(within, pick(signals).notified())
+        .await
+        .is_ok()
 }
