@@ -13,7 +13,6 @@ use baton::store::notify::{PIPELINE_COMPLETED, PIPELINE_FAILED};
 use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Signals, Store, Ts};
 use common::store::{claim, done, failed, noop_tasks, promote, promote_and_claim, task_named};
 use common::{Kind, TestDb, plan};
-use futures_util::FutureExt;
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -39,6 +38,13 @@ async fn store_with_targets(db: &TestDb) -> Arc<dyn Store> {
     let s = db.store().await;
     s.notify_targets_set(targets());
     s
+}
+
+/// One task, and a webhook of the plan's own: with no `BATON_WEBHOOK_URL`
+/// its only destination.
+fn own_webhook_only() -> serde_json::Value {
+    json!({"name": "own", "webhooks": [{"url": "http://team.example/hook"}],
+        "tasks": [{"name": "a", "target": "own", "sleep": "0s"}]})
 }
 
 fn three_tasks() -> serde_json::Value {
@@ -452,9 +458,10 @@ mod cases {
             )
             .await
             .unwrap();
-        let own = json!({"name": "own", "webhooks": [{"url": "http://team.example/hook"}],
-            "tasks": [{"name": "a", "target": "own", "sleep": "0s"}]});
-        let loud = s.plan_insert(&plan(own), "t", Ts::now()).await.unwrap();
+        let loud = s
+            .plan_insert(&plan(own_webhook_only()), "t", Ts::now())
+            .await
+            .unwrap();
         let runs = promote_and_claim(s.as_ref()).await;
         assert_eq!(runs.len(), 3);
         let report = s
@@ -496,30 +503,33 @@ mod cases {
     pub async fn only_queued_deliveries_wake_the_deliverer(kind: Kind) {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
-        let woken = || s.signals().deliveries.notified().now_or_never().is_some();
+        let woken = || heard(s.signals(), |s| &s.deliveries, Duration::ZERO);
         let quiet = json!({"name": "quiet", "tasks": noop_tasks(1)});
         s.plan_insert(&plan(quiet), "t", Ts::now()).await.unwrap();
         let run = promote_and_claim(s.as_ref()).await[0];
-        woken();
+        assert!(!woken().await, "a submit or a claim woke the deliverer");
         let report = s
             .run_finish_many("r-test", &[done(run)], Ts::now())
             .await
             .unwrap();
         assert_eq!(report.notified.len(), 1, "the plan completed");
         assert!(
-            !woken(),
+            !woken().await,
             "a completion with no destination woke the deliverer"
         );
 
-        let own = json!({"name": "own", "webhooks": [{"url": "http://team.example/hook"}],
-            "tasks": [{"name": "a", "target": "own", "sleep": "0s"}]});
-        s.plan_insert(&plan(own), "t", Ts::now()).await.unwrap();
+        s.plan_insert(&plan(own_webhook_only()), "t", Ts::now())
+            .await
+            .unwrap();
         let run = promote_and_claim(s.as_ref()).await[0];
-        assert!(!woken(), "a submit or a claim woke the deliverer");
+        assert!(!woken().await, "a submit or a claim woke the deliverer");
         s.run_finish_many("r-test", &[done(run)], Ts::now())
             .await
             .unwrap();
-        assert!(woken(), "a queued delivery did not wake the deliverer");
+        assert!(
+            woken().await,
+            "a queued delivery did not wake the deliverer"
+        );
     }
 }
 
@@ -568,9 +578,9 @@ async fn postgres_other_replicas_hear_of_queued_deliveries() {
         "completions with no destination woke the other deliverer"
     );
 
-    let own = json!({"name": "own", "webhooks": [{"url": "http://team.example/hook"}],
-        "tasks": [{"name": "a", "target": "own", "sleep": "0s"}]});
-    here.plan_insert(&plan(own), "t", Ts::now()).await.unwrap();
+    here.plan_insert(&plan(own_webhook_only()), "t", Ts::now())
+        .await
+        .unwrap();
     let runs = promote_and_claim(here.as_ref()).await;
     assert_eq!(runs.len(), 1, "every quiet run had finished");
     let report = here
@@ -585,7 +595,8 @@ async fn postgres_other_replicas_hear_of_queued_deliveries() {
     listener.abort();
 }
 
-/// Whether `pick`'s signal is raised within `within`.
+/// Whether `pick`'s signal is raised within `within` (or, with zero, has
+/// been already: the wait is polled once before its deadline).
 async fn heard(signals: &Signals, pick: fn(&Signals) -> &Notify, within: Duration) -> bool {
     tokio::time::timeout(within, pick(signals).notified())
         .await

@@ -322,6 +322,20 @@ impl PgStore {
         Ok(())
     }
 
+    /// Queues a `deliveries` NOTIFY when `notified` queued any webhook
+    /// delivery, and says whether it did (the caller raises the local
+    /// signal after commit).
+    async fn notify_deliveries(
+        tx: &mut Transaction<'_, Postgres>,
+        notified: &[notify::Notified],
+    ) -> Result<bool> {
+        let queued = notify::any_queued(notified);
+        if queued {
+            Self::notify(tx, Signal::Deliveries).await?;
+        }
+        Ok(queued)
+    }
+
     /// Keeps new PENDING runs from slipping in under a promotion round that
     /// already read the PENDING set, where the version gate would miss
     /// them: their creators share the lock that a round takes exclusively
@@ -688,10 +702,7 @@ impl Store for PgStore {
             ..Default::default()
         };
         let notified = Self::notify_plans(&mut tx, &self.targets(), outcomes, now).await?;
-        let queued = notify::any_queued(&notified);
-        if queued {
-            Self::notify(&mut tx, Signal::Deliveries).await?;
-        }
+        let queued = Self::notify_deliveries(&mut tx, &notified).await?;
         tx.commit().await?;
         if queued {
             self.signals.raise(Signal::Deliveries);
@@ -839,10 +850,7 @@ impl Store for PgStore {
         let report = FinishedRow::report(&done, finishes);
         let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
         Self::notify(&mut tx, Signal::Changed).await?;
-        let queued = notify::any_queued(&notified);
-        if queued {
-            Self::notify(&mut tx, Signal::Deliveries).await?;
-        }
+        let queued = Self::notify_deliveries(&mut tx, &notified).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Changed);
         if queued {
@@ -969,10 +977,7 @@ impl Store for PgStore {
         // A replica still executing one of these (a missed deadline) hears
         // it at once and stops it.
         Self::notify(&mut tx, Signal::Canceled).await?;
-        let queued = notify::any_queued(&notified);
-        if queued {
-            Self::notify(&mut tx, Signal::Deliveries).await?;
-        }
+        let queued = Self::notify_deliveries(&mut tx, &notified).await?;
         tx.commit().await?;
         self.signals.raise(Signal::Canceled);
         self.signals.raise(Signal::Changed);
