@@ -63,6 +63,34 @@ pub fn shell(options: LeptosOptions, stylesheet: &'static str) -> impl IntoView 
     }
 }
 
+/// leptos_meta writes the title into the server's HTML as it is, so a plan
+/// named `x</title><script>…` would close the element and run its script
+/// (a hostile trial did exactly that). On the server the text is escaped;
+/// in the browser it is set as `document.title`, which is text already.
+fn title_text(text: String) -> String {
+    if cfg!(feature = "ssr") {
+        escape_html(&text)
+    } else {
+        text
+    }
+}
+
+/// Text made safe to place inside an HTML element or a quoted attribute.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
@@ -81,7 +109,9 @@ pub fn App() -> impl IntoView {
     // the HTML is complete without JavaScript, and a missing plan or run
     // can still answer with a real 404 status.
     view! {
-        <Title text="Baton" />
+        // The one formatter every page's title goes through (the last one
+        // given wins, so pages give none): see `title_text`.
+        <Title text="Baton" formatter=title_text />
         <Router>
             <div node_ref=root id="baton" class="min-h-screen">
                 <a

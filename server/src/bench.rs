@@ -258,7 +258,9 @@ impl Replicas {
     async fn stop(self) {
         self.shutdown.cancel();
         for r in self.running {
-            r.join().await;
+            if let Err(e) = r.join().await {
+                tracing::error!(error = %e, "a benchmark replica's loop panicked");
+            }
         }
     }
 }

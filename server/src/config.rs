@@ -115,6 +115,20 @@ pub struct Settings {
     /// How long a dashboard sign-in lasts.
     #[arg(long, env = "BATON_SESSION_TTL", default_value = "12h", value_parser = humantime::parse_duration, global = true)]
     pub session_ttl: Duration,
+    /// Programs a command task may start (comma-separated `argv[0]`s,
+    /// compared as written). Unset: any program (see the README's
+    /// security section).
+    #[arg(
+        long,
+        env = "BATON_ALLOWED_COMMANDS",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub allowed_commands: Vec<String>,
+    /// Turns the command executor off: plans with command tasks are
+    /// refused, and this replica starts no program.
+    #[arg(long, env = "BATON_DISABLE_COMMANDS", global = true)]
+    pub disable_commands: bool,
     /// Directory holding the dashboard's wasm bundle (`pkg/`).
     #[arg(
         long,
@@ -126,6 +140,21 @@ pub struct Settings {
 }
 
 impl Settings {
+    pub fn command_policy(&self) -> crate::executor::CommandPolicy {
+        crate::executor::CommandPolicy::from_settings(self.disable_commands, &self.allowed_commands)
+    }
+
+    /// The command executor this replica runs: its policy, and a
+    /// supervisor that kills a command once the replica has been quiet
+    /// for half of `stale_after`.
+    pub fn command_executor(&self) -> crate::executor::CommandExecutor {
+        crate::executor::CommandExecutor {
+            policy: self.command_policy(),
+            quiet: self.stale_after / 2,
+            ..Default::default()
+        }
+    }
+
     pub fn scheduler(&self) -> SchedulerConfig {
         SchedulerConfig {
             workers: self.workers,

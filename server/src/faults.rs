@@ -9,6 +9,13 @@ pub fn exit_after_notification_claim() -> bool {
     std::env::var("BATON_FAULT").is_ok_and(|f| f == "exit-after-notification-claim")
 }
 
+/// `BATON_FAULT=panic-in-promoter`: the promoter panics in its first round
+/// as leader, to prove a panicking loop stops the replica (exit non-zero)
+/// rather than leaving a healthy-looking leader that schedules nothing.
+pub fn panic_in_promoter() -> bool {
+    std::env::var("BATON_FAULT").is_ok_and(|f| f == "panic-in-promoter")
+}
+
 /// Dies the way a machine loses power: no destructors, no clean-up.
 pub fn die_now(why: &str) -> ! {
     tracing::error!("BATON_FAULT: {why}; killing this process");

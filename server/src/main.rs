@@ -2,8 +2,16 @@ use clap::Parser;
 
 use baton::config::{Cli, Command};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // First, before any thread exists: this process may be a command's
+    // supervisor rather than a server (see `executor::supervisor`).
+    if let Some(code) = baton::executor::supervisor::run_if_asked() {
+        std::process::exit(code);
+    }
+    tokio::runtime::Runtime::new()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     baton::telemetry::init();
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Serve) {

@@ -14,7 +14,7 @@ use crate::auth::{self, Auth, Users};
 use crate::config::Settings;
 use crate::dashboard;
 use crate::executor::Registry;
-use crate::scheduler::{Replica, RunCounters, new_replica_id};
+use crate::scheduler::{Replica, SchedulerView, new_replica_id};
 use crate::store::{self, ReplicaInfo, Store, Ts};
 
 /// The version every replica reports.
@@ -40,20 +40,14 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         store.clone(),
         info.clone(),
         settings.scheduler(),
-        Registry::builtin(),
+        Registry::builtin().with_commands(settings.command_executor()),
         shutdown.clone(),
     )
     .await?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let app = router(
-        store,
-        info.clone(),
-        replica.worker.counters(),
-        &settings,
-        users,
-    )?;
+    let app = router(store, info.clone(), replica.view(), &settings, users)?;
     tracing::info!(
         replica = %info.replica_id,
         database = %settings.database_url,
@@ -64,18 +58,20 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .await?;
-    replica.join().await;
+    // A loop that panicked stopped the replica; say so with the exit code.
+    replica.join().await?;
     tracing::info!("stopped");
     Ok(())
 }
 
 /// The API and the dashboard on one router, behind the authentication
-/// guard; `counters` are the replica's own, for `/metrics`; `users` come
+/// guard; `scheduler` is the replica's own, for `/metrics` and `/readyz`;
+/// `users` come
 /// from [`Settings::users`] (`None`: open, loopback only).
 pub fn router(
     store: Arc<dyn Store>,
     replica: ReplicaInfo,
-    counters: Arc<RunCounters>,
+    scheduler: SchedulerView,
     settings: &Settings,
     users: Option<Users>,
 ) -> anyhow::Result<axum::Router> {
@@ -89,7 +85,9 @@ pub fn router(
         store: store.clone(),
         replica,
         stale_after: settings.stale_after,
-        counters,
+        counters: scheduler.counters,
+        health: scheduler.health,
+        commands: settings.command_policy(),
     };
     let options = LeptosOptions::builder()
         .output_name("baton")
@@ -100,17 +98,20 @@ pub fn router(
     let backend = app::backend::Backend(Arc::new(dashboard::StoreSource {
         store,
         stale_after: settings.stale_after,
+        commands: settings.command_policy(),
     }));
     let sign_in = axum::Router::new()
         .route("/auth/login", post(auth::login))
         .route("/auth/logout", post(auth::logout))
         .with_state(auth.clone());
-    Ok(api::router(state)
+    let app = api::router(state)
         .merge(dashboard::router(options, backend))
         .merge(sign_in)
         .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
         // Pages, JSON and the wasm bundle shrink several times over.
-        .layer(tower_http::compression::CompressionLayer::new())
+        .layer(tower_http::compression::CompressionLayer::new());
+    // Outside the guard, so its refusals carry the headers too.
+    Ok(dashboard::security_headers::protect(app)
         .layer(tower_http::trace::TraceLayer::new_for_http()))
 }
 

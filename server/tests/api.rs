@@ -166,6 +166,51 @@ async fn bad_plans_are_refused_with_the_field_and_change_nothing() {
     assert_eq!(body["error"], "plan 999 does not exist");
 }
 
+/// Whatever refuses a request (a handler, axum's extractors, the body
+/// limit), the API answers with the status that names the problem and the
+/// JSON error format; the dashboard never overflows on a page number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_refusal_has_its_status_and_json() {
+    let s = Server::start(Kind::Postgres).await;
+    let huge = "x".repeat(baton::plan::limits::MAX_PLAN_BODY_BYTES + 1);
+    let r = s
+        .http
+        .post(format!("{}/api/v1/plans", s.base))
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"name": "{huge}", "tasks": []}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    let body: Value = r.json().await.expect("a JSON error");
+    assert!(body["error"].as_str().unwrap().contains("8 MiB"), "{body}");
+    let r = s
+        .http
+        .delete(format!("{}/api/v1/plans", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    assert!(r.headers().contains_key("allow"));
+    let body: Value = r.json().await.expect("a JSON error");
+    assert!(body["error"].is_string(), "{body}");
+    let list: PlanList = s.get("/api/v1/plans").await;
+    assert_eq!(list.total, 0, "nothing was written");
+    for page in ["9223372036854775807", "-9223372036854775808", "0", "x"] {
+        let r = s
+            .http
+            .get(format!("{}/plans?page={page}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "/plans?page={page}");
+    }
+    let (status, _) = s
+        .get_status("/api/v1/plans?offset=9223372036854775807")
+        .await;
+    assert_eq!(status, 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn actions_apply_only_where_they_make_sense() {
     let s = Server::start(Kind::Sqlite).await;
@@ -480,4 +525,71 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         }
     }
     assert!(operations >= 17, "{operations} operations documented");
+}
+
+/// The command executor runs what a plan says as the server's user; an
+/// operator narrows it to an allow-list or turns it off, and the policy
+/// holds both at submit and on the replica that would start the program.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn allowed_commands_and_the_off_switch_hold_at_submit_and_at_run() {
+    let command = |argv: Value| json!({"name": "p", "tasks": [{"name": "a", "target": "t", "command": {"argv": argv}}]});
+    let s = Server::start_with(Kind::Sqlite, &["--allowed-commands", "echo,/bin/true"]).await;
+    for refused in [
+        json!(["sh", "-c", "echo hi"]),
+        json!(["/bin/echo", "x"]),
+        json!(["./echo"]),
+    ] {
+        let (status, body) = s.post("/api/v1/plans", command(refused.clone())).await;
+        assert_eq!(status, 422, "{refused}: {body}");
+        assert_eq!(body["field"], "tasks[0].command.argv[0]");
+        assert!(
+            body["error"].as_str().unwrap().contains("allowed commands"),
+            "{body}"
+        );
+    }
+    let list: PlanList = s.get("/api/v1/plans").await;
+    assert_eq!(list.total, 0, "nothing refused was stored");
+    let (status, body) = s
+        .post("/api/v1/plans", command(json!(["echo", "allowed"])))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    s.wait_plan(body["id"].as_i64().unwrap(), PlanStatus::Done)
+        .await;
+    // A plan stored around the API (or before the policy was set) is
+    // still refused by the replica that would run it.
+    let sneaked = common::plan(command(json!(["sh", "-c", "touch /tmp/baton-pwned"])));
+    let id = s
+        .store
+        .plan_insert(&sneaked, "test", common::now())
+        .await
+        .unwrap();
+    let view = s.wait_plan(id, PlanStatus::Failed).await;
+    let run: RunView = s
+        .get(&format!("/api/v1/runs/{}", view.tasks[0].run_id.unwrap()))
+        .await;
+    assert!(
+        run.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("allowed commands"),
+        "{:?}",
+        run.error
+    );
+
+    let off = Server::start_with(Kind::Sqlite, &["--disable-commands"]).await;
+    let (status, body) = off
+        .post("/api/v1/plans", command(json!(["echo", "x"])))
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("runs no commands"),
+        "{body}"
+    );
+    let (status, body) = off
+        .post(
+            "/api/v1/plans",
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "other executors still run: {body}");
 }

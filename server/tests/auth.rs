@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 per_backend!(cases:
     the_api_wants_credentials_and_only_operators_change_things,
     dashboard_sessions_sign_in_and_out,
+    path_tricks_never_reach_a_page_or_the_api,
 );
 
 /// A server with an operator (alice) and a viewer (victor), each with a
@@ -136,6 +137,28 @@ const EVIL: &str = "https://evil.example";
 
 fn location(r: &reqwest::Response) -> String {
     r.headers()[header::LOCATION].to_str().unwrap().to_owned()
+}
+
+/// Sends `GET path` byte for byte (HTTP clients resolve `..` before
+/// sending, an attacker's `curl --path-as-is` does not); the status and
+/// the whole answer.
+async fn raw_get(base: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/html\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {answer}"));
+    (status, answer)
 }
 
 fn plan_body() -> Value {
@@ -312,8 +335,33 @@ mod cases {
         let task = store.plan_get(plan).await.unwrap().tasks[0].id.to_string();
         let cancel = [("kind", "task_cancel"), ("id", task.as_str())];
         let r = w.form("/_fn/act", Some(&viewer), &own, &cancel).await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "not a server fault");
         let text = r.text().await.unwrap();
         assert!(text.contains("victor is a viewer"), "{text}");
+        // An invalid plan is the sender's mistake, with its field; an
+        // oversized one is refused before it is read.
+        let r = w
+            .form(
+                "/_fn/submit_plan",
+                Some(&operator),
+                &own,
+                &[("plan", "name: p\ntasks: []")],
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(r.text().await.unwrap().contains("at least one task"));
+        let huge = "x".repeat(baton::plan::limits::MAX_PLAN_BODY_BYTES + 1);
+        let r = w
+            .form(
+                "/_fn/submit_plan",
+                Some(&operator),
+                &own,
+                &[("plan", &huge)],
+            )
+            .await;
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(r.text().await.unwrap().contains("MiB"));
+        assert_eq!(w.plan_count().await, 1, "nothing refused was stored");
         // Nor can a page on another site act with the operator's cookie.
         let r = w.form("/_fn/act", Some(&operator), EVIL, &cancel).await;
         assert_eq!(r.status(), StatusCode::FORBIDDEN);
@@ -345,6 +393,68 @@ mod cases {
         let r = w.form("/_fn/plans", Some(&viewer), &own, &[]).await;
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
         assert!(r.text().await.unwrap().contains("session has ended"));
+    }
+
+    /// `/pkg/` and the other public paths must not be a door to the rest:
+    /// every dot-segment trick, plain or encoded, on every kind of route,
+    /// is refused before anything reads it.
+    pub async fn path_tricks_never_reach_a_page_or_the_api(kind: Kind) {
+        let w = WithUsers::start(kind).await;
+        let (status, body) = answer(
+            w.server
+                .http
+                .post(w.url("/api/v1/plans"))
+                .bearer_auth(&w.alice_token)
+                .json(&plan_body()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let id = body["id"].as_i64().unwrap();
+        let run = body["tasks"][0]["run_id"].as_i64().unwrap_or(1);
+        let pages = [
+            format!("plans/{id}"),
+            format!("runs/{run}"),
+            "plans".to_owned(),
+            "replicas".to_owned(),
+            "deliveries".to_owned(),
+            String::new(),
+            "api/v1/plans".to_owned(),
+            format!("api/v1/plans/{id}"),
+            "metrics".to_owned(),
+            "_fn/plans".to_owned(),
+        ];
+        let doors = [
+            "/pkg/../",
+            "/pkg/%2e%2e/",
+            "/pkg/%2E%2E/",
+            "/pkg/.%2e/",
+            "/pkg/x/../../",
+            "/pkg/./../",
+            "/pkg/..%2f",
+            "/pkg/..%2F",
+            "/pkg/..\\",
+            "/pkg/..%5c",
+            "/favicon.svg/../",
+            "/login/../",
+            "/healthz/../",
+            "/readyz/%2e%2e/",
+            "/auth/login/../../",
+        ];
+        for page in &pages {
+            for door in doors {
+                let path = format!("{door}{page}");
+                let (status, answer) = raw_get(&w.server.base, &path).await;
+                assert_eq!(status, 400, "{path}: {answer}");
+                assert!(
+                    !answer.contains("guarded"),
+                    "{path} leaked the plan: {answer}"
+                );
+            }
+        }
+        // The doors themselves still work as they should.
+        assert_eq!(raw_get(&w.server.base, "/healthz").await.0, 200);
+        let (status, answer) = raw_get(&w.server.base, &format!("/plans/{id}")).await;
+        assert_eq!(status, 303, "a page still wants a sign-in: {answer}");
     }
 }
 

@@ -114,7 +114,7 @@ mod cases {
         .await;
         shutdown.cancel();
         for r in replicas {
-            r.join().await;
+            r.join().await.expect("no loop panicked");
         }
         let events = invariants::all_events(submitter.as_ref()).await;
         invariants::check(&views, &events);

@@ -18,6 +18,9 @@ use crate::model::{PlanStatus, PlanSummary};
 use crate::views::PlansPage;
 
 pub const PAGE_SIZE: i64 = 50;
+/// The last page number whose offset still fits in an `i64`: a page
+/// number is clamped to it rather than overflowing (`?page=9223372036854775807`).
+const MAX_PAGE: i64 = i64::MAX / PAGE_SIZE;
 
 /// Page `page` (from 1) of the plans whose status is spelled `status` and
 /// whose name contains `q`.
@@ -39,7 +42,7 @@ pub async fn load_plans(
         ),
     };
     let name = q.map(|q| q.trim().to_owned()).filter(|q| !q.is_empty());
-    let offset = (page.max(1) - 1) * PAGE_SIZE;
+    let offset = (page.clamp(1, MAX_PAGE) - 1) * PAGE_SIZE;
     crate::backend::source()?
         .plans(PlanFilter { status, name }, PAGE_SIZE, offset)
         .await
@@ -68,7 +71,7 @@ pub fn PlansListPage() -> impl IntoView {
             .get("page")
             .and_then(|p| p.parse::<i64>().ok())
             .unwrap_or(1)
-            .max(1)
+            .clamp(1, MAX_PAGE)
     };
     let tick = use_tick(REFRESH_EVERY);
     let data = Resource::new(

@@ -7,6 +7,7 @@
 mod deliveries;
 mod error;
 mod health;
+mod json_errors;
 mod metrics;
 mod openapi;
 mod plans;
@@ -18,10 +19,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 pub use self::error::{ApiError, ApiResult};
-use crate::scheduler::RunCounters;
+use crate::executor::CommandPolicy;
+use crate::scheduler::{LoopHealth, RunCounters};
 use crate::store::{ReplicaInfo, Store};
 
 /// What every handler may use.
@@ -34,6 +37,10 @@ pub struct ApiState {
     pub stale_after: Duration,
     /// This process's scheduler counters, for `/metrics`.
     pub counters: Arc<RunCounters>,
+    /// This process's loops, for `/readyz`.
+    pub health: Arc<LoopHealth>,
+    /// Which commands plans may run on this server.
+    pub commands: CommandPolicy,
 }
 
 pub fn router(state: ApiState) -> Router {
@@ -57,5 +64,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))
+        .layer(DefaultBodyLimit::max(
+            crate::plan::limits::MAX_PLAN_BODY_BYTES,
+        ))
+        .layer(axum::middleware::from_fn(json_errors::json_errors))
         .with_state(state)
 }

@@ -38,6 +38,7 @@ pub async fn submit(
     } else {
         plan::parse_json(&body)?
     };
+    state.commands.check(&new_plan)?;
     let id = state
         .store
         .plan_insert(&new_plan, &who.name, Ts::now())

@@ -21,6 +21,12 @@ use super::{Auth, AuthError};
 pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let audience = Audience::of(&path);
+    // Decided on the path as sent: a `/pkg/../plans/29` would pass as a
+    // public asset here and reach a page once something resolved the dot
+    // segments later. No page, route or asset name needs such a path.
+    if let Some(why) = path_trick(&path) {
+        return audience.refuse(StatusCode::BAD_REQUEST, why);
+    }
     if auth.is_open()
         && let Some(host) = foreign_host(request.headers())
     {
@@ -68,6 +74,28 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
 }
 
 pub const SIGN_IN_PAGE: &str = "/login";
+
+/// Why a request path is refused before anything reads it: a dot segment,
+/// plain or percent-encoded (`..`, `%2e%2E`, `.%2e`), an encoded slash or
+/// backslash, a backslash, or an encoded NUL.
+fn path_trick(path: &str) -> Option<String> {
+    let lower = path.to_ascii_lowercase();
+    if ["%2f", "%5c", "\\", "%00"]
+        .iter()
+        .any(|t| lower.contains(t))
+    {
+        return Some(format!(
+            "the path `{path}` holds an encoded slash, a backslash or a NUL; no Baton address does"
+        ));
+    }
+    lower
+        .split('/')
+        .map(|segment| segment.replace("%2e", "."))
+        .any(|segment| segment == "." || segment == "..")
+        .then(|| {
+            format!("the path `{path}` holds a `.` or `..` segment; ask for the resolved address")
+        })
+}
 
 /// Paths anyone may fetch: health checks for load balancers, the sign-in
 /// page and form, signing out (which must work with an expired session

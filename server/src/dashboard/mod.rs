@@ -7,6 +7,8 @@
 //! and, as the fallback, files under `site_root`.
 
 mod contrast;
+pub mod security_headers;
+mod server_fn_status;
 mod source;
 
 use std::sync::LazyLock;
@@ -33,7 +35,10 @@ static STYLESHEET_HREF: LazyLock<String> =
 pub fn router(options: LeptosOptions, backend: Backend) -> Router {
     let routes = generate_route_list(App);
     let context = move || provide_context(backend.clone());
-    let page = |options: LeptosOptions| shell(options, STYLESHEET_HREF.as_str());
+    let page = |options: LeptosOptions| {
+        security_headers::set_page_policy();
+        shell(options, STYLESHEET_HREF.as_str())
+    };
 
     Router::new()
         .route(STYLESHEET_HREF.as_str(), get(stylesheet))
@@ -43,6 +48,12 @@ pub fn router(options: LeptosOptions, backend: Backend) -> Router {
         })
         // Anything else is a file of the site root, or the app's 404 page.
         .fallback(file_and_error_handler_with_context(context, page))
+        .route_layer(axum::middleware::from_fn(
+            server_fn_status::server_fn_status,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            crate::plan::limits::MAX_PLAN_BODY_BYTES,
+        ))
         .with_state(options)
 }
 

@@ -10,6 +10,7 @@ use app::error::DashboardError;
 use app::model::Identity;
 use app::views::{Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage};
 
+use crate::executor::CommandPolicy;
 use crate::liveness::replica_views;
 use crate::plan;
 use crate::store::{Store, StoreError, Ts};
@@ -23,6 +24,8 @@ pub struct StoreSource {
     pub store: Arc<dyn Store>,
     /// A replica whose heartbeat is older than this is shown stale.
     pub stale_after: Duration,
+    /// Which commands plans may run on this server.
+    pub commands: CommandPolicy,
 }
 
 #[async_trait::async_trait]
@@ -120,10 +123,12 @@ impl DashboardSource for StoreSource {
 
     async fn submit(&self, who: &Identity, text: &str) -> Result<i64, DashboardError> {
         may_act(who)?;
-        let new_plan = plan::parse_text(text).map_err(|e| DashboardError::Invalid {
-            message: e.message,
-            field: e.field,
-        })?;
+        let new_plan = plan::parse_text(text)
+            .and_then(|p| self.commands.check(&p).map(|()| p))
+            .map_err(|e| DashboardError::Invalid {
+                message: e.message,
+                field: e.field,
+            })?;
         self.store
             .plan_insert(&new_plan, &who.name, Ts::now())
             .await

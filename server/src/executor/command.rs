@@ -5,13 +5,45 @@
 
 use std::process::Stdio;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::process::Command;
+use std::path::PathBuf;
+use std::time::Duration;
 
-use super::{Executor, LogSink, Outcome, RunContext};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{ChildStdin, Command};
+
+use super::output::pump;
+use super::{CommandPolicy, Executor, Outcome, RunContext, supervisor};
 use crate::plan::CommandSpec;
 
-pub struct CommandExecutor;
+pub struct CommandExecutor {
+    /// Checked again here: this replica may be stricter than the one that
+    /// accepted the plan, and old plans predate the policy.
+    pub policy: CommandPolicy,
+    /// The binary that supervises each command: this one, normally (its
+    /// `main` calls [`supervisor::run_if_asked`] first).
+    pub supervisor: PathBuf,
+    /// How long a supervisor waits for the replica's feed before it kills
+    /// the command: half of `stale_after`.
+    pub quiet: Duration,
+}
+
+impl Default for CommandExecutor {
+    fn default() -> Self {
+        CommandExecutor {
+            policy: CommandPolicy::Any,
+            supervisor: std::env::current_exe().unwrap_or_else(|_| "baton".into()),
+            quiet: crate::scheduler::DEFAULT_STALE_AFTER / 2,
+        }
+    }
+}
+
+impl CommandExecutor {
+    /// Supervised by `binary` (tests, whose own binary is a test runner).
+    pub fn supervised_by(mut self, binary: impl Into<PathBuf>) -> Self {
+        self.supervisor = binary.into();
+        self
+    }
+}
 
 #[async_trait::async_trait]
 impl Executor for CommandExecutor {
@@ -23,16 +55,29 @@ impl Executor for CommandExecutor {
         let Some((program, args)) = spec.argv.split_first() else {
             return Outcome::failed(None, "argv is empty");
         };
-        let mut command = Command::new(program);
+        if let Err(why) = self.policy.allows(program) {
+            return Outcome::failed(None, why);
+        }
+        let mut command = Command::new(&self.supervisor);
         command
+            .arg(supervisor::SUPERVISE_ARG)
+            .arg(self.quiet.as_millis().to_string())
+            .arg(program)
             .args(args)
             .envs(&spec.env)
+            // The fencing token: run ids only grow, and each attempt is a
+            // new run, so a target that remembers the highest token it
+            // accepted can refuse a stale attempt that is somehow still
+            // talking to it.
             .env("BATON_RUN_ID", ctx.run_id.to_string())
             .env("BATON_ATTEMPT", ctx.attempt.to_string())
-            .stdin(Stdio::null())
+            .env("BATON_FENCING_TOKEN", ctx.run_id.to_string())
+            // The feed: a byte every `feed_every` while this replica runs.
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            // Its own group, so cancel can kill grandchildren too.
+            // The supervisor leads a new group the command joins, so one
+            // signal ends both, and the command's children too.
             .process_group(0)
             .kill_on_drop(true);
         if let Some(cwd) = &spec.cwd {
@@ -43,16 +88,19 @@ impl Executor for CommandExecutor {
             Err(e) => return Outcome::failed(None, format!("cannot start `{program}`: {e}")),
         };
         let pgid = child.id();
+        let feeder = tokio::spawn(feed(child.stdin.take(), supervisor::feed_every(self.quiet)));
         let out = tokio::spawn(pump(child.stdout.take(), "stdout", ctx.log.clone()));
         let err = tokio::spawn(pump(child.stderr.take(), "stderr", ctx.log.clone()));
         let status = tokio::select! {
             status = child.wait() => status,
             _ = ctx.cancel.cancelled() => {
                 kill_group(pgid);
+                feeder.abort();
                 let _ = child.wait().await;
                 return Outcome::failed(None, "interrupted");
             }
         };
+        feeder.abort();
         // Children that kept the pipes open would hold the readers forever:
         // the group goes when its leader exits.
         kill_group(pgid);
@@ -71,20 +119,14 @@ impl Executor for CommandExecutor {
     }
 }
 
-/// Forwards a pipe to the log line by line; bytes that are not UTF-8 are
-/// replaced rather than ending the capture.
-async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, log: LogSink) {
-    let Some(pipe) = pipe else { return };
-    let mut reader = BufReader::new(pipe);
-    let mut buf = Vec::new();
+/// Keeps the supervisor from killing the command while this replica runs.
+async fn feed(pipe: Option<ChildStdin>, every: Duration) {
+    let Some(mut pipe) = pipe else { return };
+    let mut tick = tokio::time::interval(every);
     loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let line = String::from_utf8_lossy(&buf);
-                log.line(stream, line.trim_end_matches(['\n', '\r']));
-            }
+        tick.tick().await;
+        if pipe.write_all(b".").await.is_err() {
+            return; // the supervisor ended
         }
     }
 }

@@ -50,11 +50,12 @@ impl Executor for HttpExecutor {
         };
         let status = response.status().as_u16();
         ctx.log.line("stdout", format!("HTTP {status}"));
-        if let Ok(body) = response.text().await {
-            let shown = &body[..floor_char_boundary(&body, BODY_LOG_LIMIT)];
-            for line in shown.lines() {
-                ctx.log.line("stdout", line);
-            }
+        let body = tokio::select! {
+            body = body_start(response) => body,
+            _ = ctx.cancel.cancelled() => return Outcome::failed(Some(status.into()), "interrupted"),
+        };
+        for line in body.lines() {
+            ctx.log.line("stdout", line);
         }
         let accepted = if spec.expect.is_empty() {
             (200..300).contains(&status)
@@ -72,12 +73,18 @@ impl Executor for HttpExecutor {
     }
 }
 
-fn floor_char_boundary(s: &str, max: usize) -> usize {
-    if s.len() <= max {
-        return s.len();
+/// The first [`BODY_LOG_LIMIT`] bytes of the body, read chunk by chunk:
+/// a response of gigabytes (or one that never ends) is not held in memory
+/// nor waited for past what is kept.
+async fn body_start(mut response: reqwest::Response) -> String {
+    let mut kept = Vec::new();
+    while kept.len() < BODY_LOG_LIMIT {
+        match response.chunk().await {
+            Ok(Some(chunk)) => kept.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
     }
-    (0..=max)
-        .rev()
-        .find(|i| s.is_char_boundary(*i))
-        .unwrap_or(0)
+    kept.truncate(BODY_LOG_LIMIT);
+    // A character cut at the limit becomes one replacement character.
+    String::from_utf8_lossy(&kept).into_owned()
 }

@@ -8,8 +8,11 @@
 //! more with [`Registry::register`].
 
 mod command;
+mod command_policy;
 mod http;
+pub mod output;
 mod sleep;
+pub mod supervisor;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::command::CommandExecutor;
+pub use self::command_policy::CommandPolicy;
 pub use self::http::HttpExecutor;
 pub use self::sleep::SleepExecutor;
 use crate::store::{LogLine, Ts};
@@ -60,24 +64,34 @@ pub struct RunContext {
 }
 
 /// Where an execution writes its output, line by line. Lines are batched and
-/// stored by the worker, fenced like every other write to the run.
+/// stored by the worker, fenced like every other write to the run. Every
+/// line is cleaned and cut to the bounds of [`output`], and a run's lines
+/// share one byte budget, so no executor can flood memory or the store.
 #[derive(Clone)]
 pub struct LogSink {
     tx: mpsc::UnboundedSender<LogLine>,
+    budget: output::Budget,
 }
 
 impl LogSink {
     pub fn new() -> (Self, mpsc::UnboundedReceiver<LogLine>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (LogSink { tx }, rx)
+        let budget = output::Budget::default();
+        (LogSink { tx, budget }, rx)
     }
 
-    pub fn line(&self, stream: &'static str, line: impl Into<String>) {
+    pub fn line(&self, stream: &'static str, line: impl AsRef<str>) {
+        let line = output::clean_line(line.as_ref());
+        let line = match self.budget.charge(line.len()) {
+            output::Charge::Keep => line,
+            output::Charge::JustRanOut => output::run_cut_marker(),
+            output::Charge::Drop => return,
+        };
         // A closed receiver means the run is being abandoned; nothing to keep.
         let _ = self.tx.send(LogLine {
             at: Ts::now(),
             stream,
-            line: line.into(),
+            line,
         });
     }
 }
@@ -101,10 +115,16 @@ impl Registry {
         let mut registry = Registry {
             executors: HashMap::new(),
         };
-        registry.register("command", CommandExecutor);
+        registry.register("command", CommandExecutor::default());
         registry.register("http", HttpExecutor::default());
         registry.register("sleep", SleepExecutor);
         registry
+    }
+
+    /// Replaces the command executor (its policy, supervisor, margin).
+    pub fn with_commands(mut self, commands: CommandExecutor) -> Self {
+        self.register("command", commands);
+        self
     }
 
     pub fn register(&mut self, kind: &str, executor: impl Executor) {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::scheduler::Probe;
 use crate::store::{LEADER_LEASE, Store, Ts};
 
 /// Whether this replica leads now; cheap to clone and to ask.
@@ -43,6 +44,7 @@ pub struct LeaderLease {
     replica_id: String,
     ttl: Duration,
     leading: watch::Sender<bool>,
+    probe: Probe,
 }
 
 impl LeaderLease {
@@ -53,8 +55,15 @@ impl LeaderLease {
             replica_id,
             ttl,
             leading,
+            probe: Probe::detached(),
         };
         (lease, Leadership { leading: rx })
+    }
+
+    /// Reports each renewal to `probe` (for `/readyz`).
+    pub fn reporting_to(mut self, probe: Probe) -> Self {
+        self.probe = probe;
+        self
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
@@ -81,11 +90,13 @@ impl LeaderLease {
             .await;
             let wait = match attempt {
                 Ok(Ok(lease)) if lease.holder == self.replica_id => {
+                    self.probe.round_done();
                     step_down_at = Some(sent + self.ttl * 2 / 3);
                     self.set_leading(true);
                     renew_every
                 }
                 Ok(Ok(lease)) => {
+                    self.probe.round_done();
                     step_down_at = None;
                     self.set_leading(false);
                     // Try again as soon as the holder's lease runs out.
@@ -100,6 +111,7 @@ impl LeaderLease {
                         _ => format!("no answer within {} ms", budget.as_millis()),
                     };
                     tracing::warn!(%error, "leader lease renewal failed; will retry");
+                    self.probe.round_failed(&anyhow::anyhow!("{error}"));
                     let retry = renew_every / 4;
                     step_down_at.map_or(retry, |at| {
                         retry.min(at.saturating_duration_since(Instant::now()))

@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::scheduler::Probe;
 use crate::store::{ReplicaInfo, Store, Ts};
 
 pub struct ReplicaHeartbeat {
     store: Arc<dyn Store>,
     info: ReplicaInfo,
     interval: Duration,
+    probe: Probe,
 }
 
 impl ReplicaHeartbeat {
@@ -20,7 +22,14 @@ impl ReplicaHeartbeat {
             store,
             info,
             interval,
+            probe: Probe::detached(),
         }
+    }
+
+    /// Reports each beat to `probe` (for `/readyz`).
+    pub fn reporting_to(mut self, probe: Probe) -> Self {
+        self.probe = probe;
+        self
     }
 
     pub async fn run_once(&self) -> anyhow::Result<()> {
@@ -34,8 +43,12 @@ impl ReplicaHeartbeat {
         loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    if let Err(e) = self.run_once().await {
-                        tracing::warn!(error = %e, "replica heartbeat failed; will retry");
+                    match self.run_once().await {
+                        Ok(()) => self.probe.round_done(),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "replica heartbeat failed; will retry");
+                            self.probe.round_failed(&e);
+                        }
                     }
                 }
                 _ = shutdown.cancelled() => break,

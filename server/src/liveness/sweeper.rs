@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::Leadership;
+use crate::scheduler::Probe;
 use crate::store::{Store, SweepReport, Ts};
 
 /// Heartbeat rows older than this are deleted.
@@ -20,6 +21,7 @@ pub struct Sweeper {
     leadership: Leadership,
     interval: Duration,
     stale_after: Duration,
+    probe: Probe,
 }
 
 impl Sweeper {
@@ -34,7 +36,14 @@ impl Sweeper {
             leadership,
             interval,
             stale_after,
+            probe: Probe::detached(),
         }
+    }
+
+    /// Reports each round to `probe` (for `/readyz`).
+    pub fn reporting_to(mut self, probe: Probe) -> Self {
+        self.probe = probe;
+        self
     }
 
     pub async fn run_once(&self) -> anyhow::Result<SweepReport> {
@@ -50,6 +59,9 @@ impl Sweeper {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pruned_at: Option<Instant> = None;
         loop {
+            if !self.leadership.is_leader() {
+                self.probe.idle();
+            }
             tokio::select! {
                 _ = self.leadership.until_leading() => {}
                 _ = shutdown.cancelled() => return,
@@ -61,8 +73,12 @@ impl Sweeper {
             if !self.leadership.is_leader() {
                 continue;
             }
-            if let Err(e) = self.run_once().await {
-                tracing::warn!(error = %e, "sweep failed; will retry");
+            match self.run_once().await {
+                Ok(_) => self.probe.round_done(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "sweep failed; will retry");
+                    self.probe.round_failed(&e);
+                }
             }
             if pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
                 pruned_at = Some(Instant::now());

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::signature::{SIGNATURE_HEADER, sign};
+use crate::scheduler::Probe;
 use crate::store::{DeliveryOutcome, DueDelivery, Store, Ts, retry_backoff};
 
 /// How long a taken delivery stays with its sender.
@@ -20,6 +21,8 @@ const LOCK_FOR: Duration = Duration::from_secs(30);
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// Deliveries taken per round.
 const BATCH: i64 = 16;
+/// The longest one round of sends takes (they go out together).
+pub const DELIVERY_ROUND_BOUND: Duration = SEND_TIMEOUT;
 
 /// Webhook settings every replica shares.
 #[derive(Clone, Default)]
@@ -49,6 +52,7 @@ pub struct Deliverer {
     /// CA certificates, tens of milliseconds of CPU that a replica which
     /// never sends a webhook should not pay when it starts.
     http: OnceLock<reqwest::Client>,
+    probe: Probe,
 }
 
 impl Deliverer {
@@ -64,7 +68,14 @@ impl Deliverer {
             config,
             poll_interval,
             http: OnceLock::new(),
+            probe: Probe::detached(),
         }
+    }
+
+    /// Reports each round to `probe` (for `/readyz`).
+    pub fn reporting_to(mut self, probe: Probe) -> Self {
+        self.probe = probe;
+        self
     }
 
     fn http(&self) -> &reqwest::Client {
@@ -146,9 +157,15 @@ impl Deliverer {
         loop {
             match self.run_once().await {
                 // A full batch: there may be more due right away.
-                Ok(n) if n as i64 == BATCH => continue,
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "taking due deliveries failed; will retry"),
+                Ok(n) if n as i64 == BATCH => {
+                    self.probe.round_done();
+                    continue;
+                }
+                Ok(_) => self.probe.round_done(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "taking due deliveries failed; will retry");
+                    self.probe.round_failed(&e);
+                }
             }
             tokio::select! {
                 _ = signals.deliveries.notified() => {}

@@ -5,5 +5,5 @@
 mod deliverer;
 mod signature;
 
-pub use self::deliverer::{Deliverer, DeliveryConfig};
+pub use self::deliverer::{DELIVERY_ROUND_BOUND, Deliverer, DeliveryConfig};
 pub use self::signature::{SIGNATURE_HEADER, sign, verify};

@@ -7,6 +7,7 @@
 //! a [`NewPlan`] that can no longer be wrong.
 
 mod file;
+pub mod limits;
 mod validate;
 
 use std::collections::BTreeMap;

@@ -4,7 +4,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use chrono::Datelike;
+
 use super::file::{PlanFile, TaskFile};
+use super::limits::{self, DurationBounds};
 use super::{CommandSpec, ExecutorSpec, HttpSpec, InvalidPlan, NewPlan, NewTask, Webhook};
 
 /// A task's hard deadline when the file names none.
@@ -47,6 +50,15 @@ fn from_value(value: serde_json::Value) -> Result<NewPlan, InvalidPlan> {
             "a plan must be an object with `name` and `tasks`",
         ));
     }
+    // PostgreSQL cannot store a NUL in text and SQLite would keep it to
+    // surprise every reader later, so no string anywhere may carry one.
+    if let Some(field) = nul_in(&value, String::new()) {
+        let shown = if field.is_empty() { "the plan" } else { &field };
+        return Err(invalid(
+            Some(field.clone()),
+            format!("{shown} contains a NUL character (\\u0000), which Baton cannot store"),
+        ));
+    }
     let file: PlanFile = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let message = e.inner().to_string();
@@ -79,20 +91,79 @@ fn invalid(field: Option<String>, message: impl Into<String>) -> InvalidPlan {
     }
 }
 
+/// The JSON path of the first string (or key) holding a NUL, like
+/// `tasks[3].command.env.K`.
+fn nul_in(value: &serde_json::Value, path: String) -> Option<String> {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0').then_some(path),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_in(v, format!("{path}[{i}]"))),
+        serde_json::Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let at = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            if k.contains('\0') {
+                Some(at)
+            } else {
+                nul_in(v, at)
+            }
+        }),
+        _ => None,
+    }
+}
+
 fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
-    let name = required_text(file.name, "name")?;
+    let name = name_text(file.name, "name")?;
     if let Some(limit) = file.parallel_limit
-        && limit < 1
+        && !(1..=limits::MAX_PARALLEL_LIMIT).contains(&limit)
     {
         return Err(invalid(
             Some("parallel_limit".into()),
-            format!("parallel_limit must be at least 1 (got {limit}); leave it out for no limit"),
+            format!(
+                "parallel_limit must be between 1 and {} (got {limit}); leave it out for no limit",
+                limits::MAX_PARALLEL_LIMIT
+            ),
+        ));
+    }
+    let description = file.description.unwrap_or_default();
+    if description.len() > limits::MAX_DESCRIPTION_BYTES {
+        return Err(invalid(
+            Some("description".into()),
+            format!(
+                "description must be at most {} bytes (got {})",
+                limits::MAX_DESCRIPTION_BYTES,
+                description.len()
+            ),
         ));
     }
     if file.tasks.is_empty() {
         return Err(invalid(
             Some("tasks".into()),
             "a plan needs at least one task",
+        ));
+    }
+    if file.tasks.len() > limits::MAX_TASKS {
+        return Err(invalid(
+            Some("tasks".into()),
+            format!(
+                "a plan holds at most {} tasks (got {}); split the work into several plans",
+                limits::MAX_TASKS,
+                file.tasks.len()
+            ),
+        ));
+    }
+    if file.webhooks.len() > limits::MAX_WEBHOOKS {
+        return Err(invalid(
+            Some("webhooks".into()),
+            format!(
+                "a plan names at most {} webhooks (got {})",
+                limits::MAX_WEBHOOKS,
+                file.webhooks.len()
+            ),
         ));
     }
     let webhooks = file
@@ -123,7 +194,7 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
     }
     Ok(NewPlan {
         name,
-        description: file.description.unwrap_or_default(),
+        description,
         parallel_limit: file.parallel_limit,
         start: file.start.unwrap_or(true),
         webhooks,
@@ -132,37 +203,48 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
 }
 
 fn validate_task(task: TaskFile, at: &dyn Fn(&str) -> String) -> Result<NewTask, InvalidPlan> {
-    let name = required_text(task.name, &at("name"))?;
-    let target = required_text(task.target, &at("target"))?;
+    let name = name_text(task.name, &at("name"))?;
+    let target = name_text(task.target, &at("target"))?;
     let version = task
         .version
-        .map(|v| required_text(v.into_string(), &at("version")))
+        .map(|v| name_text(v.into_string(), &at("version")))
         .transpose()?;
-    let node = task
-        .node
-        .map(|n| required_text(n, &at("node")))
-        .transpose()?;
-    let timeout =
-        optional_duration(task.timeout.as_deref(), &at("timeout"))?.unwrap_or(DEFAULT_TIMEOUT);
-    if timeout.is_zero() {
-        return Err(invalid(
-            Some(at("timeout")),
-            "timeout must be longer than zero",
-        ));
-    }
+    let node = task.node.map(|n| name_text(n, &at("node"))).transpose()?;
+    let timeout = optional_duration(task.timeout.as_deref(), &at("timeout"), limits::TIMEOUT)?
+        .unwrap_or(DEFAULT_TIMEOUT);
     let max_attempts = task.max_attempts.unwrap_or(1);
-    if max_attempts < 1 {
+    if !(1..=limits::MAX_ATTEMPTS).contains(&max_attempts) {
         return Err(invalid(
             Some(at("max_attempts")),
-            format!("max_attempts must be at least 1 (got {max_attempts})"),
+            format!(
+                "{} must be between 1 and {} (got {max_attempts})",
+                at("max_attempts"),
+                limits::MAX_ATTEMPTS
+            ),
         ));
+    }
+    if let Some(run_at) = task.run_at {
+        let (first, last) = limits::RUN_AT_YEARS;
+        if !(first..=last).contains(&run_at.year()) {
+            return Err(invalid(
+                Some(at("run_at")),
+                format!(
+                    "{} must fall in the years {first} to {last} (got {run_at})",
+                    at("run_at")
+                ),
+            ));
+        }
     }
     let heartbeat_interval = optional_duration(
         task.heartbeat_interval.as_deref(),
         &at("heartbeat_interval"),
+        limits::HEARTBEAT_INTERVAL,
     )?;
-    let heartbeat_timeout =
-        optional_duration(task.heartbeat_timeout.as_deref(), &at("heartbeat_timeout"))?;
+    let heartbeat_timeout = optional_duration(
+        task.heartbeat_timeout.as_deref(),
+        &at("heartbeat_timeout"),
+        limits::HEARTBEAT_TIMEOUT,
+    )?;
     if let (Some(interval), Some(timeout)) = (heartbeat_interval, heartbeat_timeout)
         && interval > timeout / 2
     {
@@ -178,7 +260,11 @@ fn validate_task(task: TaskFile, at: &dyn Fn(&str) -> String) -> Result<NewTask,
     let reassign_after = match task.reassign_after.as_deref().map(str::trim) {
         None => Some(DEFAULT_REASSIGN_AFTER),
         Some("never") => None,
-        Some(text) => Some(parse_duration(text, &at("reassign_after"))?),
+        Some(text) => Some(bounded_duration(
+            text,
+            &at("reassign_after"),
+            limits::REASSIGN_AFTER,
+        )?),
     };
     let pinned = node.is_some();
     if task.reassign_after.is_some() && !pinned {
@@ -235,6 +321,16 @@ fn executor_of(
                 "argv needs at least the program to run",
             ));
         }
+        command_size(&command, at)?;
+        if let Some(key) = command.env.keys().find(|k| k.is_empty() || k.contains('=')) {
+            return Err(invalid(
+                Some(at("command.env")),
+                format!(
+                    "{}: `{key}` is not an environment variable name (empty, or holds `=`)",
+                    at("command.env")
+                ),
+            ));
+        }
         return Ok(ExecutorSpec::Command(CommandSpec {
             argv: command.argv,
             env: command.env,
@@ -243,6 +339,7 @@ fn executor_of(
     }
     if let Some(http) = http {
         http_url(&http.url, &at("http.url"))?;
+        http_headers_and_body(&http, at)?;
         let method = http
             .method
             .unwrap_or_else(|| "GET".into())
@@ -268,12 +365,91 @@ fn executor_of(
         }));
     }
     let text = sleep.unwrap_or_default();
-    let duration = parse_duration(&text, &at("sleep"))?;
+    let duration = bounded_duration(&text, &at("sleep"), limits::SLEEP)?;
     Ok(ExecutorSpec::Sleep { duration })
+}
+
+/// argv, environment and working directory stay within what an exec can
+/// take and a page can show.
+fn command_size(
+    command: &super::file::CommandFile,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(), InvalidPlan> {
+    if command.argv.len() > limits::MAX_ARGV {
+        return Err(invalid(
+            Some(at("command.argv")),
+            format!(
+                "argv holds at most {} arguments (got {})",
+                limits::MAX_ARGV,
+                command.argv.len()
+            ),
+        ));
+    }
+    let bytes: usize = command.argv.iter().map(String::len).sum::<usize>()
+        + command
+            .env
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>()
+        + command.cwd.as_ref().map_or(0, String::len);
+    if bytes > limits::MAX_COMMAND_BYTES {
+        return Err(invalid(
+            Some(at("command")),
+            format!(
+                "argv, env and cwd together must be at most {} KiB (got {bytes} bytes)",
+                limits::MAX_COMMAND_BYTES / 1024
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Header names and values an HTTP client can send, and a body of a size
+/// the store and the run page can hold.
+fn http_headers_and_body(
+    http: &super::file::HttpFile,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(), InvalidPlan> {
+    for (name, value) in &http.headers {
+        let field = at(&format!("http.headers.{name}"));
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(invalid(
+                Some(field.clone()),
+                format!("{field}: `{name}` is not a valid HTTP header name"),
+            ));
+        }
+        if reqwest::header::HeaderValue::from_str(value).is_err() {
+            return Err(invalid(
+                Some(field.clone()),
+                format!("{field} must be visible ASCII or spaces, with no line breaks"),
+            ));
+        }
+    }
+    let body = http.body.as_ref().map_or(0, String::len);
+    if body > limits::MAX_HTTP_BODY_BYTES {
+        return Err(invalid(
+            Some(at("http.body")),
+            format!(
+                "the body must be at most {} KiB (got {body} bytes)",
+                limits::MAX_HTTP_BODY_BYTES / 1024
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// An absolute http:// or https:// URL, kept as written.
 fn http_url(text: &str, field: &str) -> Result<String, InvalidPlan> {
+    if text.len() > limits::MAX_URL_BYTES {
+        return Err(invalid(
+            Some(field.to_owned()),
+            format!(
+                "the URL must be at most {} bytes (got {})",
+                limits::MAX_URL_BYTES,
+                text.len()
+            ),
+        ));
+    }
     let url = reqwest::Url::parse(text).map_err(|e| {
         invalid(
             Some(field.to_owned()),
@@ -300,8 +476,50 @@ fn required_text(value: String, field: &str) -> Result<String, InvalidPlan> {
     Ok(trimmed.to_owned())
 }
 
-fn optional_duration(text: Option<&str>, field: &str) -> Result<Option<Duration>, InvalidPlan> {
-    text.map(|t| parse_duration(t, field)).transpose()
+/// A name, target, version or node: one line of printable text, short
+/// enough to show in a table cell and to index.
+fn name_text(value: String, field: &str) -> Result<String, InvalidPlan> {
+    let text = required_text(value, field)?;
+    let chars = text.chars().count();
+    if chars > limits::MAX_NAME_CHARS {
+        return Err(invalid(
+            Some(field.to_owned()),
+            format!(
+                "{field} must be at most {} characters (got {chars})",
+                limits::MAX_NAME_CHARS
+            ),
+        ));
+    }
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Err(invalid(
+            Some(field.to_owned()),
+            format!(
+                "{field} must be one line of printable text (it holds U+{:04X})",
+                u32::from(c)
+            ),
+        ));
+    }
+    Ok(text)
+}
+
+fn optional_duration(
+    text: Option<&str>,
+    field: &str,
+    bounds: DurationBounds,
+) -> Result<Option<Duration>, InvalidPlan> {
+    text.map(|t| bounded_duration(t, field, bounds)).transpose()
+}
+
+fn bounded_duration(
+    text: &str,
+    field: &str,
+    bounds: DurationBounds,
+) -> Result<Duration, InvalidPlan> {
+    let d = parse_duration(text, field)?;
+    match bounds.check(field, d) {
+        None => Ok(d),
+        Some(message) => Err(invalid(Some(field.to_owned()), message)),
+    }
 }
 
 fn parse_duration(text: &str, field: &str) -> Result<Duration, InvalidPlan> {
@@ -440,6 +658,106 @@ mod tests {
             assert_eq!(err.field.as_deref(), Some(field), "{json}: {err}");
             assert!(!err.message.is_empty());
         }
+    }
+
+    /// A plan of one task `a` on target `t` with `extra` fields spliced in.
+    fn one_task(extra: &str) -> String {
+        format!(r#"{{"name": "p", "tasks": [{{"name": "a", "target": "t"{extra}}}]}}"#)
+    }
+
+    #[test]
+    fn absurd_values_are_refused_with_their_bound() {
+        let cases = [
+            (
+                r#", "sleep": "1s", "timeout": "1000000y""#,
+                "tasks[0].timeout",
+                "30d",
+            ),
+            (
+                r#", "sleep": "1s", "timeout": "1ns""#,
+                "tasks[0].timeout",
+                "100ms",
+            ),
+            (
+                r#", "sleep": "1s", "heartbeat_interval": "0s""#,
+                "tasks[0].heartbeat_interval",
+                "1s",
+            ),
+            (
+                r#", "sleep": "1s", "heartbeat_timeout": "1000000y""#,
+                "tasks[0].heartbeat_timeout",
+                "1d",
+            ),
+            (
+                r#", "sleep": "1s", "node": "n", "reassign_after": "1000000y""#,
+                "tasks[0].reassign_after",
+                "365d",
+            ),
+            (r#", "sleep": "1000000y""#, "tasks[0].sleep", "30d"),
+            (
+                r#", "sleep": "1s", "max_attempts": 9223372036854775807"#,
+                "tasks[0].max_attempts",
+                "100",
+            ),
+            (
+                r#", "sleep": "1s", "run_at": "0001-01-01T00:00:00Z""#,
+                "tasks[0].run_at",
+                "1970",
+            ),
+            (
+                r#", "command": {"argv": ["true"], "env": {"A=B": "x"}}"#,
+                "tasks[0].command.env",
+                "=",
+            ),
+            (
+                r#", "http": {"url": "http://x", "headers": {"bad name": "v"}}"#,
+                "tasks[0].http.headers.bad name",
+                "header name",
+            ),
+            (
+                r#", "http": {"url": "http://x", "headers": {"X-A": "line\r\nbreak"}}"#,
+                "tasks[0].http.headers.X-A",
+                "line breaks",
+            ),
+        ];
+        for (extra, field, bound) in cases {
+            let err = refused(&one_task(extra));
+            assert_eq!(err.field.as_deref(), Some(field), "{extra}: {err}");
+            assert!(err.message.contains(bound), "{extra}: {err}");
+        }
+        let plan = |tasks: usize| {
+            let tasks: Vec<_> = (0..tasks)
+                .map(|i| serde_json::json!({"name": format!("t{i}"), "target": "t", "sleep": "0s"}))
+                .collect();
+            serde_json::json!({"name": "p", "tasks": tasks}).to_string()
+        };
+        assert!(parse_json(plan(limits::MAX_TASKS).as_bytes()).is_ok());
+        let err = refused(&plan(limits::MAX_TASKS + 1));
+        assert_eq!(err.field.as_deref(), Some("tasks"));
+        assert!(err.message.contains("10000"), "{err}");
+        let long = "x".repeat(limits::MAX_NAME_CHARS + 1);
+        let err = refused(&one_task(&format!(
+            r#", "sleep": "1s", "version": "{long}""#
+        )));
+        assert_eq!(err.field.as_deref(), Some("tasks[0].version"));
+    }
+
+    #[test]
+    fn nul_and_control_characters_are_refused_where_they_are() {
+        let err = refused(&one_task(r#", "command": {"argv": ["echo", "a\u0000b"]}"#));
+        assert_eq!(err.field.as_deref(), Some("tasks[0].command.argv[1]"));
+        assert!(err.message.contains("NUL"), "{err}");
+        let err = refused(r#"{"name": "p\u0000", "tasks": []}"#);
+        assert_eq!(err.field.as_deref(), Some("name"));
+        let err = refused(&one_task(r#", "sleep": "1s", "node": "gpu\nnode""#));
+        assert_eq!(err.field.as_deref(), Some("tasks[0].node"));
+        assert!(err.message.contains("U+000A"), "{err}");
+        // Hostile but printable text is data, not an error: pages escape it.
+        let ok = parse_json(
+            r#"{"name": "x</title><script>alert(1)</script>", "tasks": [{"name": "é ✓", "target": "../../etc", "sleep": "0s"}]}"#
+                .as_bytes(),
+        );
+        assert!(ok.is_ok());
     }
 
     #[test]

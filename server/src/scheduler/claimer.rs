@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::health::Probe;
 use super::{SchedulerConfig, Worker};
 use crate::store::{Claim, Store, Ts};
 
@@ -14,6 +15,7 @@ pub struct Claimer {
     labels: Vec<String>,
     poll_interval: Duration,
     heartbeat_timeout: Duration,
+    probe: Probe,
 }
 
 impl Claimer {
@@ -34,7 +36,14 @@ impl Claimer {
             // silence (the root cause) is always what the sweeper sees
             // first and names, not each run's missed beat.
             heartbeat_timeout: config.stale_after + 2 * config.heartbeat_interval,
+            probe: Probe::detached(),
         }
+    }
+
+    /// Reports each round to `probe` (for `/readyz`).
+    pub fn reporting_to(mut self, probe: Probe) -> Self {
+        self.probe = probe;
+        self
     }
 
     /// Claims what fits in the free slots and starts executing it. Returns
@@ -73,12 +82,20 @@ impl Claimer {
             if maybe_more && self.worker.free_slots() > 0 {
                 let free = self.worker.free_slots();
                 maybe_more = match self.run_once().await {
-                    Ok(n) => n >= free,
+                    Ok(n) => {
+                        self.probe.round_done();
+                        n >= free
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "claim failed; will retry");
+                        self.probe.round_failed(&e);
                         false
                     }
                 };
+            } else {
+                // Full, or nothing new to ask for: a round with nothing to
+                // do, not a stall.
+                self.probe.round_done();
             }
             tokio::select! {
                 _ = signals.available.notified() => maybe_more = true,

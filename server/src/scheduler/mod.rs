@@ -14,10 +14,12 @@
 
 mod claimer;
 mod counters;
+mod health;
 mod promoter;
 mod signals;
 mod worker;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,12 +28,13 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::claimer::Claimer;
 pub use self::counters::{RunCounters, RunCounts};
+pub use self::health::{LoopHealth, Probe, Stalled};
 pub use self::promoter::Promoter;
 pub use self::signals::SignalForwarder;
 pub use self::worker::Worker;
 use crate::executor::Registry;
 use crate::liveness::{LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
-use crate::notifications::{Deliverer, DeliveryConfig};
+use crate::notifications::{DELIVERY_ROUND_BOUND, Deliverer, DeliveryConfig};
 use crate::store::{ReplicaInfo, Store, Ts};
 
 /// Settings shared by a replica's loops.
@@ -117,10 +120,13 @@ pub fn new_replica_id() -> String {
 
 /// One replica's loops, running until `shutdown` fires.
 pub struct Replica {
-    tasks: JoinSet<()>,
+    /// Each loop; `Err` names a loop that panicked.
+    tasks: JoinSet<Result<(), String>>,
     pub worker: Arc<Worker>,
     pub info: ReplicaInfo,
     pub leadership: Leadership,
+    /// Whether each loop is completing rounds, for `/readyz`.
+    pub health: Arc<LoopHealth>,
 }
 
 impl Replica {
@@ -151,58 +157,164 @@ impl Replica {
             &config,
         ));
         let drained = CancellationToken::new();
-        let mut tasks = JoinSet::new();
-        tasks.spawn(SignalForwarder::new(store.clone(), config.poll_interval).run(drained.clone()));
-        tasks.spawn(
+        let health = LoopHealth::new();
+        let mut loops = Loops {
+            tasks: JoinSet::new(),
+            shutdown: shutdown.clone(),
+        };
+        let probe = |name, interval| health.probe(name, interval);
+        loops.spawn(
+            "signals",
+            Probe::detached(),
+            SignalForwarder::new(store.clone(), config.poll_interval).run(drained.clone()),
+        );
+        let beat = probe("heartbeat", config.heartbeat_interval);
+        loops.spawn(
+            "heartbeat",
+            beat.clone(),
             ReplicaHeartbeat::new(store.clone(), info.clone(), config.heartbeat_interval)
+                .reporting_to(beat)
                 .run(drained.clone()),
         );
         let (lease, leadership) =
             LeaderLease::new(store.clone(), info.replica_id.clone(), config.leader_lease);
-        tasks.spawn(lease.run(shutdown.clone()));
-        tasks
-            .spawn(Promoter::new(store.clone(), leadership.clone(), &config).run(shutdown.clone()));
-        tasks.spawn(
+        let leasing = probe("leader_lease", config.leader_lease);
+        loops.spawn(
+            "leader_lease",
+            leasing.clone(),
+            lease.reporting_to(leasing).run(shutdown.clone()),
+        );
+        let promoting = probe("promoter", config.poll_interval);
+        loops.spawn(
+            "promoter",
+            promoting.clone(),
+            Promoter::new(store.clone(), leadership.clone(), &config)
+                .reporting_to(promoting)
+                .run(shutdown.clone()),
+        );
+        let sweeping = probe("sweeper", config.sweep_interval);
+        loops.spawn(
+            "sweeper",
+            sweeping.clone(),
             Sweeper::new(
                 store.clone(),
                 leadership.clone(),
                 config.sweep_interval,
                 config.stale_after,
             )
+            .reporting_to(sweeping)
             .run(shutdown.clone()),
         );
-        tasks.spawn(
+        let claiming = probe("claimer", config.poll_interval);
+        loops.spawn(
+            "claimer",
+            claiming.clone(),
             Claimer::new(store.clone(), worker.clone(), info.labels.clone(), &config)
+                .reporting_to(claiming)
                 .run(shutdown.clone()),
         );
-        tasks.spawn(
+        let delivering = probe("deliverer", config.poll_interval + DELIVERY_ROUND_BOUND);
+        loops.spawn(
+            "deliverer",
+            delivering.clone(),
             Deliverer::new(
                 store.clone(),
                 info.replica_id.clone(),
                 config.delivery.clone(),
                 config.poll_interval,
             )
+            .reporting_to(delivering)
             .run(shutdown.clone()),
         );
         let draining = worker.clone();
-        tasks.spawn(async move {
+        loops.spawn("worker", Probe::detached(), async move {
+            // Cancelled on unwind too: a panicking worker must still let
+            // the heartbeat and listener stop, or join would never return.
+            let _drained = drained.drop_guard();
             draining.run(shutdown).await;
-            drained.cancel();
         });
         Ok(Replica {
-            tasks,
+            tasks: loops.tasks,
             worker,
             info,
             leadership,
+            health,
         })
     }
 
-    /// Waits until every loop has ended (after shutdown fired).
-    pub async fn join(mut self) {
-        while let Some(result) = self.tasks.join_next().await {
-            if let Err(e) = result {
-                tracing::error!(error = %e, "a scheduler loop panicked");
-            }
+    /// What the API shows of this replica's scheduler.
+    pub fn view(&self) -> SchedulerView {
+        SchedulerView {
+            counters: self.worker.counters(),
+            health: self.health.clone(),
         }
     }
+
+    /// Waits until every loop has ended (after shutdown fired, or after a
+    /// loop panicked and stopped the replica); an error names each loop
+    /// that panicked, so `baton serve` exits non-zero and its supervisor
+    /// restarts it.
+    pub async fn join(mut self) -> anyhow::Result<()> {
+        let mut panicked = Vec::new();
+        while let Some(result) = self.tasks.join_next().await {
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => panicked.push(e),
+                Err(e) => panicked.push(e.to_string()),
+            }
+        }
+        anyhow::ensure!(panicked.is_empty(), "{}", panicked.join("; "));
+        Ok(())
+    }
+}
+
+/// A replica's scheduler as `/metrics` and `/readyz` read it.
+#[derive(Clone, Default)]
+pub struct SchedulerView {
+    pub counters: Arc<RunCounters>,
+    pub health: Arc<LoopHealth>,
+}
+
+/// Spawns a replica's loops so that a panicking one stops the whole
+/// replica: a leader whose promoter died but whose lease loop renews would
+/// look healthy while scheduling nothing, on every leader in turn.
+struct Loops {
+    tasks: JoinSet<Result<(), String>>,
+    shutdown: CancellationToken,
+}
+
+impl Loops {
+    fn spawn(
+        &mut self,
+        name: &'static str,
+        probe: Probe,
+        body: impl Future<Output = ()> + Send + 'static,
+    ) {
+        let shutdown = self.shutdown.clone();
+        self.tasks.spawn(async move {
+            let Err(e) = tokio::spawn(body).await else {
+                return Ok(());
+            };
+            let panic = match e.try_into_panic() {
+                Ok(payload) => panic_text(payload.as_ref()),
+                Err(e) => e.to_string(),
+            };
+            tracing::error!(
+                loop_name = name,
+                %panic,
+                "a scheduler loop panicked; stopping this replica (it gives up the leader lease and exits non-zero for its supervisor to restart)"
+            );
+            probe.crashed(panic.clone());
+            shutdown.cancel();
+            Err(format!("the {name} loop panicked: {panic}"))
+        });
+    }
+}
+
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }

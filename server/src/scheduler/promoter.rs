@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
+use super::health::Probe;
 use crate::liveness::Leadership;
 use crate::store::{NodeLabels, PromoteReport, Store, Ts};
 
@@ -22,6 +23,7 @@ pub struct Promoter {
     /// Node labels of live replicas, refreshed at most every heartbeat.
     nodes: Option<(Instant, NodeLabels)>,
     nodes_max_age: Duration,
+    probe: Probe,
 }
 
 impl Promoter {
@@ -33,7 +35,14 @@ impl Promoter {
             stale_after: config.stale_after,
             nodes: None,
             nodes_max_age: config.heartbeat_interval,
+            probe: Probe::detached(),
         }
+    }
+
+    /// Reports each round to `probe` (for `/readyz`).
+    pub fn reporting_to(mut self, probe: Probe) -> Self {
+        self.probe = probe;
+        self
     }
 
     pub async fn run_once(&mut self) -> anyhow::Result<PromoteReport> {
@@ -59,14 +68,22 @@ impl Promoter {
         let signals = self.store.signals().clone();
         loop {
             if !self.leadership.is_leader() {
+                self.probe.idle();
                 let mut leadership = self.leadership.clone();
                 tokio::select! {
                     _ = leadership.until_leading() => {}
                     _ = shutdown.cancelled() => return,
                 }
             }
-            if let Err(e) = self.run_once().await {
-                tracing::warn!(error = %e, "promotion round failed; will retry");
+            if crate::faults::panic_in_promoter() {
+                panic!("BATON_FAULT=panic-in-promoter");
+            }
+            match self.run_once().await {
+                Ok(_) => self.probe.round_done(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "promotion round failed; will retry");
+                    self.probe.round_failed(&e);
+                }
             }
             tokio::select! {
                 _ = signals.changed.notified() => {}

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
 use super::counters::RunCounters;
-use crate::executor::{LogSink, Outcome, Registry, RunContext};
+use crate::executor::{LogSink, Outcome, Registry, RunContext, output};
 use crate::store::{ClaimedRun, Finish, LogLine, Store, Ts};
 
 /// Finishes written per transaction, at most.
@@ -149,14 +149,23 @@ impl Worker {
         };
         let outcome = match self.registry.get(&run.executor) {
             Ok(executor) => {
-                let execution = executor.execute(&run.executor, &ctx);
+                // A panicking executor (a library user's, or a bug) fails
+                // its run; uncaught it would end this task with the run's
+                // slot taken and its heartbeat going forever.
+                let execution = futures_util::FutureExt::catch_unwind(
+                    std::panic::AssertUnwindSafe(executor.execute(&run.executor, &ctx)),
+                );
                 tokio::pin!(execution);
                 let left = (run.deadline.0 - Ts::now().0).to_std().unwrap_or_default();
                 tokio::select! {
-                    outcome = &mut execution => outcome,
+                    outcome = &mut execution => outcome.unwrap_or_else(|panic| {
+                        let panic = super::panic_text(panic.as_ref());
+                        tracing::error!(run_id = run.id, %panic, "an executor panicked");
+                        Outcome::failed(None, format!("the executor panicked: {panic}"))
+                    }),
                     _ = tokio::time::sleep(left) => {
                         handle.cancel.cancel();
-                        execution.await;
+                        let _ = execution.await;
                         let timeout = (run.deadline.0 - run.started_at.0).to_std().unwrap_or_default();
                         Outcome::failed(None, format!("timed out after {}", humantime::format_duration(timeout)))
                     }
@@ -189,7 +198,10 @@ impl Worker {
                 RunStatus::Failed
             },
             result_code: outcome.result_code,
-            error: outcome.error,
+            // Executors build errors from program names and output: stored
+            // as a log line would be (no NUL, bounded), or the finish batch
+            // it rides in would fail on every retry.
+            error: outcome.error.as_deref().map(output::clean_line),
         };
         if self.finishes.send(finish).is_err() {
             self.release(&[run.id]);

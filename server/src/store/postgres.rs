@@ -412,7 +412,7 @@ impl PgStore {
             "WITH old AS (
                 SELECT id, status FROM task_run
                 WHERE id = ANY($1) AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')
-                FOR UPDATE),
+                ORDER BY id FOR UPDATE),
             moved AS (
                 UPDATE task_run r SET status = 'CANCELED', finished_at = $2, waiting_cause = NULL,
                     error = 'canceled by ' || $3
@@ -441,6 +441,16 @@ impl PgStore {
         actor: Actor<'_>,
         now: Ts,
     ) -> Result<()> {
+        retrying_deadlocks(|| self.plan_new_attempts_once(id, which, actor, now)).await
+    }
+
+    async fn plan_new_attempts_once(
+        &self,
+        id: i64,
+        which: PlanTasks,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         Self::plan_exists(&mut tx, id).await?;
         let sql = sqlx::AssertSqlSafe(format!("{} FOR UPDATE OF t", which.select_sql()));
@@ -457,6 +467,27 @@ impl PgStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.signals.raise(Signal::Changed);
+        Ok(())
+    }
+
+    /// Cancels every live run of the plan in one transaction.
+    async fn plan_cancel_once(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        Self::plan_exists(&mut tx, id).await?;
+        let live: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM task_run WHERE plan_id = $1 AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if Self::runs_cancel(&mut tx, &live, actor, now).await? == 0 {
+            return Err(StoreError::Conflict(format!(
+                "plan {id} has nothing PENDING, AVAILABLE or RUNNING to cancel"
+            )));
+        }
+        tx.commit().await?;
+        self.signals.raise(Signal::Canceled);
         self.signals.raise(Signal::Changed);
         Ok(())
     }
@@ -622,23 +653,7 @@ impl Store for PgStore {
     }
 
     async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        Self::plan_exists(&mut tx, id).await?;
-        let live: Vec<i64> = sqlx::query_scalar(
-            "SELECT id FROM task_run WHERE plan_id = $1 AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')",
-        )
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
-        if Self::runs_cancel(&mut tx, &live, actor, now).await? == 0 {
-            return Err(StoreError::Conflict(format!(
-                "plan {id} has nothing PENDING, AVAILABLE or RUNNING to cancel"
-            )));
-        }
-        tx.commit().await?;
-        self.signals.raise(Signal::Canceled);
-        self.signals.raise(Signal::Changed);
-        Ok(())
+        retrying_deadlocks(|| self.plan_cancel_once(id, actor, now)).await
     }
 
     async fn task_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
@@ -1166,3 +1181,29 @@ mod plan_tests;
 #[cfg(test)]
 #[path = "postgres_lock_tests.rs"]
 mod lock_tests;
+
+/// Runs `attempt` again when PostgreSQL broke a deadlock by failing it
+/// (SQLSTATE 40P01). Plan-wide actions lock many runs; a finish batch or a
+/// claim may hold some of them, and whichever order each takes, a cycle
+/// can form on a plan of thousands of tasks (a 40,000-task cancel once
+/// answered 500). Each attempt is a whole transaction, so a retry is safe.
+async fn retrying_deadlocks<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    const TRIES: u32 = 5;
+    let mut tried = 1;
+    loop {
+        match attempt().await {
+            Err(StoreError::Database(sqlx::Error::Database(e)))
+                if e.code().as_deref() == Some("40P01") && tried < TRIES =>
+            {
+                tracing::warn!(tried, "deadlock broken by PostgreSQL; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(tried))).await;
+                tried += 1;
+            }
+            other => return other,
+        }
+    }
+}

@@ -33,12 +33,22 @@ impl Ts {
         self.0.timestamp_micros()
     }
 
+    /// `self + d`, saturating at the last representable instant: a
+    /// duration from stored data must never panic a scheduler loop (a
+    /// `reassign_after` of a million years once did, on every leader).
     pub fn plus(self, d: std::time::Duration) -> Self {
-        Ts(self.0 + TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX))
+        TimeDelta::from_std(d)
+            .ok()
+            .and_then(|delta| self.0.checked_add_signed(delta))
+            .map_or(Ts(DateTime::<Utc>::MAX_UTC), Ts)
     }
 
+    /// `self - d`, saturating at the first representable instant.
     pub fn minus(self, d: std::time::Duration) -> Self {
-        Ts(self.0 - TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX))
+        TimeDelta::from_std(d)
+            .ok()
+            .and_then(|delta| self.0.checked_sub_signed(delta))
+            .map_or(Ts(DateTime::<Utc>::MIN_UTC), Ts)
     }
 
     /// `14:05:00Z`-style wall-clock time for waiting causes and details.
@@ -112,5 +122,22 @@ impl Encode<'_, Sqlite> for Ts {
 impl<'r> Decode<'r, Sqlite> for Ts {
     fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
         Ok(Ts::from_micros(<i64 as Decode<Sqlite>>::decode(value)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn arithmetic_saturates_instead_of_panicking() {
+        let now = Ts::now();
+        let forever = Duration::from_secs(u64::MAX);
+        assert_eq!(now.plus(forever), Ts(DateTime::<Utc>::MAX_UTC));
+        assert_eq!(now.minus(forever), Ts(DateTime::<Utc>::MIN_UTC));
+        let year = Duration::from_secs(365 * 86_400);
+        assert_eq!(now.plus(year).minus(year), now);
     }
 }

@@ -64,6 +64,23 @@ impl TestDb {
 }
 
 impl TestDb {
+    /// Runs one SQL statement on this database outside Baton (to break or
+    /// mend it under a running server).
+    pub async fn execute(&self, sql: &str) {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match self.kind {
+            Kind::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(self.url()).await.expect("open");
+                sqlx::raw_sql(sql).execute(&pool).await.map(drop)
+            }
+            Kind::Postgres => {
+                let pool = sqlx::PgPool::connect(self.url()).await.expect("open");
+                sqlx::raw_sql(sql).execute(&pool).await.map(drop)
+            }
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+
     /// Checks every plan's `open_tasks` against its tasks: the count the
     /// finish and skip paths keep must equal the tasks neither DONE nor
     /// SKIPPED, or PIPELINE_COMPLETED would come early or never.

@@ -20,7 +20,8 @@ pub struct Server {
     pub base: String,
     pub http: reqwest::Client,
     shutdown: CancellationToken,
-    _db: TestDb,
+    /// The database, for tests that reach around Baton.
+    pub db: TestDb,
     pub store: Arc<dyn Store>,
     _replica: Replica,
 }
@@ -57,20 +58,18 @@ impl Server {
             store.clone(),
             info.clone(),
             settings.scheduler(),
-            Registry::builtin(),
+            Registry::builtin().with_commands(
+                settings
+                    .command_executor()
+                    .supervised_by(env!("CARGO_BIN_EXE_baton")),
+            ),
             shutdown.clone(),
         )
         .await
         .unwrap();
         let users = settings.users().unwrap();
-        let app = baton::serve::router(
-            store.clone(),
-            info,
-            replica.worker.counters(),
-            &settings,
-            users,
-        )
-        .unwrap();
+        let app =
+            baton::serve::router(store.clone(), info, replica.view(), &settings, users).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let stop = shutdown.clone();
@@ -84,7 +83,7 @@ impl Server {
             base: format!("http://{addr}"),
             http: reqwest::Client::new(),
             shutdown,
-            _db: db,
+            db,
             store,
             _replica: replica,
         }
@@ -105,6 +104,17 @@ impl Server {
         let r = self
             .http
             .post(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A GET whose status the test checks itself.
+    pub async fn get_status(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
             .send()
             .await
             .unwrap();

@@ -1,0 +1,177 @@
+//! Bounds on what one execution may write to its log, and the reading of
+//! a child's pipe within them.
+//!
+//! A command printing one 100 MB line once pushed a replica to 1.5 GB and
+//! its run page to 200 MB of HTML; a NUL byte made PostgreSQL refuse the
+//! log batch on every retry. So: a line is cut at [`MAX_LINE_BYTES`], a
+//! run keeps at most [`MAX_RUN_LOG_BYTES`], each cut is marked in the log,
+//! and NUL is stored as `␀` (U+2400) on both backends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+use super::LogSink;
+
+/// One log line, in bytes; the rest of the line is dropped and marked.
+pub const MAX_LINE_BYTES: usize = 16 * 1024;
+/// One run's whole log, in bytes; later output is dropped and marked.
+pub const MAX_RUN_LOG_BYTES: usize = 4 * 1024 * 1024;
+/// What one stored line costs besides its text (row, index, timestamp),
+/// so that a flood of empty lines is bounded too.
+pub const LINE_OVERHEAD_BYTES: usize = 64;
+
+/// The bytes a run may still log, shared by its stdout and stderr.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    left: Arc<AtomicUsize>,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            left: Arc::new(AtomicUsize::new(MAX_RUN_LOG_BYTES)),
+        }
+    }
+}
+
+/// What the budget said about one line.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Charge {
+    Keep,
+    /// This line is the first over the cap: log the cut marker instead.
+    JustRanOut,
+    Drop,
+}
+
+impl Budget {
+    pub fn charge(&self, bytes: usize) -> Charge {
+        let cost = bytes + LINE_OVERHEAD_BYTES;
+        let before = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                Some(left.saturating_sub(cost))
+            })
+            .expect("the closure always answers");
+        if before >= cost {
+            Charge::Keep
+        } else if before > 0 {
+            Charge::JustRanOut
+        } else {
+            Charge::Drop
+        }
+    }
+}
+
+/// The marker logged in place of everything past the run's cap.
+pub fn run_cut_marker() -> String {
+    format!(
+        "[baton: output cut here: this run's log reached {} MiB; later output is discarded]",
+        MAX_RUN_LOG_BYTES / (1024 * 1024)
+    )
+}
+
+/// A line as it is stored: NUL shown as `␀`, at most [`MAX_LINE_BYTES`]
+/// (cut on a character boundary, with a marker when cut).
+pub fn clean_line(line: &str) -> String {
+    let mut line = line.replace('\0', "\u{2400}");
+    if line.len() > MAX_LINE_BYTES {
+        let mut end = MAX_LINE_BYTES;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+        line.push_str(&format!(
+            " [baton: line cut at {} KiB]",
+            MAX_LINE_BYTES / 1024
+        ));
+    }
+    line
+}
+
+/// Forwards a pipe to the log line by line, holding at most
+/// [`MAX_LINE_BYTES`] of one line in memory however long it is; bytes that
+/// are not UTF-8 are replaced rather than ending the capture.
+pub async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, log: LogSink) {
+    let Some(pipe) = pipe else { return };
+    let mut reader = BufReader::new(pipe);
+    let mut line: Vec<u8> = Vec::new();
+    // Past the cap of the current line: discard until its newline.
+    let mut skipping = false;
+    loop {
+        let chunk = match reader.fill_buf().await {
+            Ok([]) | Err(_) => break,
+            Ok(chunk) => chunk,
+        };
+        let (taken, ends_line) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if !skipping {
+            let room = (MAX_LINE_BYTES + 1).saturating_sub(line.len());
+            line.extend_from_slice(&chunk[..taken.min(room)]);
+        }
+        reader.consume(taken);
+        if ends_line {
+            if !skipping {
+                emit(&log, stream, &line);
+            }
+            line.clear();
+            skipping = false;
+        } else if !skipping && line.len() > MAX_LINE_BYTES {
+            // Keep one byte over the cap so `clean_line` marks the cut.
+            emit(&log, stream, &line);
+            line.clear();
+            skipping = true;
+        }
+    }
+    if !line.is_empty() && !skipping {
+        emit(&log, stream, &line);
+    }
+}
+
+fn emit(log: &LogSink, stream: &'static str, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    log.line(stream, text.trim_end_matches(['\n', '\r']));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_cleaned_and_cut_on_a_character_boundary() {
+        assert_eq!(clean_line("a\0b"), "a\u{2400}b");
+        let long = "é".repeat(MAX_LINE_BYTES);
+        let cut = clean_line(&long);
+        assert!(cut.len() < MAX_LINE_BYTES + 64);
+        assert!(cut.ends_with("[baton: line cut at 16 KiB]"));
+        assert_eq!(clean_line("short"), "short");
+    }
+
+    #[test]
+    fn the_budget_marks_the_first_line_over_and_drops_the_rest() {
+        let budget = Budget::default();
+        assert_eq!(budget.charge(MAX_RUN_LOG_BYTES - 100), Charge::Keep);
+        assert_eq!(budget.charge(1000), Charge::JustRanOut);
+        assert_eq!(budget.charge(0), Charge::Drop);
+    }
+
+    #[tokio::test]
+    async fn a_huge_line_is_held_at_the_cap_and_the_next_line_survives() {
+        let (log, mut rx) = LogSink::new();
+        let mut input = vec![b'x'; 10 * MAX_LINE_BYTES];
+        input.extend_from_slice(b"\nnext\nlast");
+        pump(Some(&input[..]), "stdout", log).await;
+        let first = rx.recv().await.unwrap().line;
+        assert!(
+            first.ends_with("[baton: line cut at 16 KiB]"),
+            "{}",
+            &first[first.len() - 40..]
+        );
+        assert!(first.len() < MAX_LINE_BYTES + 64);
+        assert_eq!(rx.recv().await.unwrap().line, "next");
+        assert_eq!(rx.recv().await.unwrap().line, "last");
+    }
+}

@@ -1,0 +1,163 @@
+//! A dead-man switch between a replica and each command it runs.
+//!
+//! A command must not outlive its replica: when a replica is killed its
+//! runs are failed by the sweeper and retried elsewhere, and an orphan still
+//! running beside the retry breaks "no run executes twice at once" for the
+//! very thing it protects (a hostile trial saw 8 of 300 tasks run twice
+//! after a `kill -9`, and a frozen replica's command run 3.6 s beside its
+//! retry). So the replica does not start the program itself. It starts its
+//! own binary as a small supervisor, in a new process group, and feeds it a
+//! byte over a pipe every [`feed_every`]; the supervisor starts the program
+//! in that group and kills the whole group when
+//!
+//! - the pipe reaches end-of-file: the replica died (the kernel closes a
+//!   dead process's pipes, whatever killed it), or
+//! - no byte came for `quiet`: the replica is frozen (SIGSTOP, a stalled
+//!   VM) or too starved to heartbeat; `quiet` is half of `stale_after`, so
+//!   the command is dead before the sweeper can fail its run.
+//!
+//! `PR_SET_PDEATHSIG` alone would not do: it signals only the direct child
+//! (not a shell's children), fires when the spawning *thread* exits (tokio
+//! threads come and go), and never fires for a frozen parent.
+//!
+//! The supervisor is entered through [`run_if_asked`] at the very start of
+//! `main`, before any runtime or thread exists; it only polls, reads, waits
+//! and signals.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// `argv[1]` that turns the binary into a supervisor.
+pub const SUPERVISE_ARG: &str = "__baton-supervise";
+/// The exit code when the program could not be started (as shells do).
+pub const CANNOT_START: i32 = 127;
+
+/// How often the replica feeds a supervisor that may go `quiet` for so long.
+pub fn feed_every(quiet: Duration) -> Duration {
+    (quiet / 5).max(Duration::from_millis(20))
+}
+
+/// Runs as a supervisor when this process was started as one, and returns
+/// its exit code; `None` for any other start.
+pub fn run_if_asked() -> Option<i32> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != SUPERVISE_ARG {
+        return None;
+    }
+    let quiet = args
+        .next()
+        .and_then(|ms| ms.to_str()?.parse::<u64>().ok())
+        .map(Duration::from_millis);
+    let (Some(quiet), Some(program)) = (quiet, args.next()) else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "usage: baton {SUPERVISE_ARG} QUIET_MS PROGRAM [ARGS...]"
+        );
+        return Some(2);
+    };
+    Some(supervise(quiet, program, args.collect()))
+}
+
+fn supervise(quiet: Duration, program: OsString, args: Vec<OsString>) -> i32 {
+    // Same group as this supervisor (the replica made it a group leader);
+    // the program's stdin is not the feed.
+    let mut child = match Command::new(&program)
+        .args(&args)
+        .stdin(Stdio::null())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "cannot start `{}`: {e}",
+                program.to_string_lossy()
+            );
+            return CANNOT_START;
+        }
+    };
+    // Wakes the loop the moment the program ends (Linux 5.3+); without it
+    // the loop looks every 20 ms.
+    // SAFETY: a plain syscall on our own child's pid.
+    let exited = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id(), 0) } as i32;
+    let mut last_feed = Instant::now();
+    let mut buf = [0u8; 256];
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return exit_like(status);
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: libc::STDIN_FILENO,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: exited,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let watched = if exited >= 0 { 2 } else { 1 };
+        let left = quiet.saturating_sub(last_feed.elapsed());
+        let wait_ms = if exited >= 0 {
+            left.as_millis().clamp(1, 1000) as i32
+        } else {
+            20
+        };
+        // SAFETY: valid pollfds for the duration of the call.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), watched, wait_ms) };
+        let feed = fds[0].revents;
+        if ready > 0 && feed & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+            // SAFETY: reading into a buffer we own, within its length.
+            let read =
+                unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
+            match read {
+                0 => kill_group("the replica is gone (its feed closed)"),
+                n if n > 0 => last_feed = Instant::now(),
+                _ => {} // EINTR, EAGAIN: look again
+            }
+        }
+        if last_feed.elapsed() > quiet {
+            kill_group(&format!(
+                "the replica went quiet for {} ms (frozen or starved)",
+                quiet.as_millis()
+            ));
+        }
+    }
+}
+
+/// Ends the program, its children and this supervisor together.
+fn kill_group(why: &str) -> ! {
+    // The replica may be dead: the write must not panic or block long
+    // (a frozen replica's pipe has room for a line).
+    let _ = writeln!(
+        std::io::stderr(),
+        "[baton] {why}: killing the command so it cannot run beside its retry"
+    );
+    // SAFETY: signals this process's own group, which includes itself.
+    unsafe {
+        libc::killpg(0, libc::SIGKILL);
+        libc::_exit(137)
+    }
+}
+
+/// Exits the way the program did, so the replica reads the same status.
+fn exit_like(status: ExitStatus) -> i32 {
+    if let Some(code) = status.code() {
+        return code;
+    }
+    if let Some(signal) = status.signal() {
+        // SAFETY: restoring the default action and raising the signal on
+        // ourselves; if it does not end us, the code below does.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+        return 128 + signal;
+    }
+    1
+}
