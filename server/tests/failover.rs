@@ -131,13 +131,17 @@ fn running(t: &TaskView) -> bool {
     t.status == TaskStatus::Running
 }
 
-/// Whether a process with this pid exists (zombies included).
-fn process_exists(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the pid exists; nothing is sent.
-    if unsafe { libc::kill(pid, 0) } == 0 {
-        return true;
+/// Whether a process with this pid runs: exists and is not a zombie (a
+/// killed command whose parent died with it waits for init to reap it,
+/// which some container inits do only now and then).
+fn process_running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
     }
-    std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -271,6 +275,22 @@ async fn a_paused_replica_is_fenced_out_after_its_run_is_swept() {
         .unwrap();
 
     paused.sigstop();
+    // The command's supervisor hears nothing from the frozen replica and
+    // kills it within half of `stale_after`: before the sweeper can fail
+    // the run and a retry could start beside it.
+    let frozen_at = Instant::now();
+    eventually(
+        STALE_AFTER + SLACK,
+        "the frozen replica's command killed by its supervisor",
+        || async { (!process_running(pid)).then_some(()) },
+    )
+    .await;
+    let killed_after = frozen_at.elapsed();
+    assert_eq!(
+        store.run_get(run_id).await.unwrap().status,
+        RunStatus::Running,
+        "killed {killed_after:?} into the freeze, before the sweep"
+    );
     // If the frozen replica led, another one must first take the lease.
     let swept = wait_for_run(
         store,
@@ -288,17 +308,7 @@ async fn a_paused_replica_is_fenced_out_after_its_run_is_swept() {
         "the cause names the frozen replica {}: {error}",
         paused.replica_id
     );
-    // The command runs in its own process group, so the freeze did not
-    // reach it: it is still there for the resumed replica to stop.
-    assert!(process_exists(pid), "the command outlived the freeze");
-
     paused.sigcont();
-    eventually(
-        Duration::from_secs(5),
-        "the resumed replica to kill the command it no longer owns",
-        || async { (!process_exists(pid)).then_some(()) },
-    )
-    .await;
     eventually(
         Duration::from_secs(5),
         "the resumed replica alive again, running nothing",
@@ -563,4 +573,108 @@ async fn sigterm_hands_running_work_back_and_exits_zero() {
     let task = c.batons[0].plan(plan.id).await.unwrap().tasks.remove(0);
     assert_eq!(task.run_id, Some(run_id), "no new run was created");
     assert_eq!(c.store.run_log(run_id).await.unwrap(), "finished\n");
+}
+
+/// Invariant 4 for the processes Baton starts, not only for rows: across
+/// rounds of SIGKILL and of SIGSTOP longer than `stale_after`, no two
+/// executions of one task overlap in time. Each execution appends its
+/// start and a tick every 100 ms to a file outside the database; an
+/// execution that outlived its replica would keep ticking after its retry
+/// began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_command_runs_beside_its_retry_across_kills_and_freezes() {
+    let mut c = Cluster::start(2, &fast_liveness()).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("executions");
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            json!({
+                "name": format!("step-{i}"), "target": format!("t{i}"), "max_attempts": 10,
+                "command": {
+                    "argv": ["sh", "-c", "echo \"$TASK $BATON_RUN_ID start $(date +%s%N)\" >> \"$RECORD\"; \
+                        i=0; while [ $i -lt 40 ]; do \
+                        echo \"$TASK $BATON_RUN_ID tick $(date +%s%N)\" >> \"$RECORD\"; \
+                        i=$((i+1)); sleep 0.1; done"],
+                    "env": {"TASK": format!("step-{i}"), "RECORD": record.to_str().unwrap()},
+                },
+            })
+        })
+        .collect();
+    let plan = c.batons[0]
+        .submit(json!({"name": "rounds", "tasks": tasks}))
+        .await;
+    for round in 0..4 {
+        // A live replica of ours that is running something now.
+        let (watcher, ours) = (&c.batons[0], c.replica_ids());
+        let ours = &ours;
+        let victim_id = eventually(Duration::from_secs(30), "a RUNNING task", || async move {
+            let view = watcher.plan(plan.id).await?;
+            view.tasks
+                .iter()
+                .filter(|t| t.status == TaskStatus::Running)
+                .filter_map(|t| t.replica_id.clone())
+                .find(|r| ours.contains(r))
+        })
+        .await;
+        // Let its commands get going before the fault.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut victim = c.take(&victim_id);
+        if round % 2 == 0 {
+            victim.sigkill().await;
+        } else {
+            victim.sigstop();
+            tokio::time::sleep(STALE_AFTER * 3).await;
+            victim.sigcont();
+            // Its runs were swept meanwhile; it carries on as a replica.
+        }
+        c.batons.push(if round % 2 == 0 {
+            Baton::start(c.db.url(), &fast_liveness()).await
+        } else {
+            victim
+        });
+    }
+    let watcher = &c.batons[0];
+    eventually(Duration::from_secs(120), "the plan DONE", || async move {
+        let view = watcher.plan(plan.id).await?;
+        (view.status == PlanStatus::Done).then_some(())
+    })
+    .await;
+    // Any orphan still ticking would add lines after the plan ended.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let text = std::fs::read_to_string(&record).unwrap();
+    // task -> run -> (first, last) instant in nanoseconds
+    let mut spans: std::collections::BTreeMap<
+        String,
+        std::collections::BTreeMap<i64, (u128, u128)>,
+    > = Default::default();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let [task, run, _, at] = parts[..] else {
+            panic!("a torn line: {line:?}");
+        };
+        let (run, at): (i64, u128) = (run.parse().unwrap(), at.parse().unwrap());
+        let span = spans
+            .entry(task.to_owned())
+            .or_default()
+            .entry(run)
+            .or_insert((at, at));
+        span.0 = span.0.min(at);
+        span.1 = span.1.max(at);
+    }
+    assert_eq!(spans.len(), 6, "every task ran");
+    let retried = spans.values().filter(|runs| runs.len() > 1).count();
+    assert!(retried >= 2, "the faults hit running commands: {spans:?}");
+    for (task, runs) in &spans {
+        let mut ordered: Vec<_> = runs.iter().collect();
+        ordered.sort_by_key(|(_, (first, _))| *first);
+        for pair in ordered.windows(2) {
+            let ((a, (_, a_last)), (b, (b_first, _))) = (pair[0], pair[1]);
+            assert!(
+                a_last < b_first,
+                "{task}: run {a} still ran {} ms after run {b} started",
+                (a_last - b_first) / 1_000_000
+            );
+        }
+    }
 }
