@@ -35,7 +35,9 @@ pub trait DashboardSource: Send + Sync + 'static {
         limit: i64,
         offset: i64,
     ) -> Result<PlansPage, DashboardError>;
-    async fn plan(&self, id: i64) -> Result<PlanPage, DashboardError>;
+    /// The plan with the tasks from `offset` on, [`crate::views::TASKS_PER_PAGE`]
+    /// of them.
+    async fn plan(&self, id: i64, offset: i64) -> Result<PlanPage, DashboardError>;
     /// The run with its events and the last `log_lines` lines of its log.
     async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError>;
     async fn replicas(&self) -> Result<ReplicasPage, DashboardError>;

@@ -593,3 +593,51 @@ async fn allowed_commands_and_the_off_switch_hold_at_submit_and_at_run() {
         .await;
     assert_eq!(status, 201, "other executors still run: {body}");
 }
+
+/// A large plan's page shows its tasks a page at a time, with counts and
+/// actions for the whole plan (a 40,000-task page was 80 MB of HTML).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_plan_page_shows_tasks_a_page_at_a_time() {
+    let s = Server::start(Kind::Sqlite).await;
+    let tasks: Vec<_> = (0..450)
+        .map(|i| json!({"name": format!("t{i:03}"), "target": format!("t{i}"), "sleep": "0s"}))
+        .collect();
+    let (status, body) = s
+        .post(
+            "/api/v1/plans",
+            json!({"name": "big", "start": false, "tasks": tasks}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_i64().unwrap();
+    let page = |query: &'static str| {
+        let url = format!("{}/plans/{id}{query}", s.base);
+        let http = s.http.clone();
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            r.text().await.unwrap()
+        }
+    };
+    let rows = |html: &str| html.matches("data-task-name=").count();
+    let first = page("").await;
+    assert_eq!(rows(&first), 200);
+    assert!(
+        first.contains("Tasks 1–200 of 450"),
+        "the pager says where we are"
+    );
+    assert!(first.contains("data-task-name=\"t000\""));
+    assert!(!first.contains("data-task-name=\"t200\""));
+    // Counts and actions cover every task, not the page: all 450 can run.
+    assert!(
+        first.contains("450 tasks: 450 NOT_STARTED"),
+        "the bar counts all"
+    );
+    let last = page("?page=3").await;
+    assert_eq!(rows(&last), 50);
+    assert!(last.contains("Tasks 401–450 of 450"));
+    for beyond in ["?page=4", "?page=9223372036854775807"] {
+        assert_eq!(rows(&page(beyond).await), 50, "{beyond}: the last page");
+    }
+    assert!(first.len() < 1_000_000, "{} bytes", first.len());
+}

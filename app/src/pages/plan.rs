@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::components::actions::{Act, ActionButton, ActionResult};
 use crate::components::live::{REFRESH_EVERY, use_tick};
@@ -16,12 +16,17 @@ use crate::components::tables::{DataTable, DeliveryTable, LINK, TD};
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
 use crate::model::{PlanView, TaskStatus, TaskView};
-use crate::views::{Action, PlanPage};
+use crate::views::{Action, PlanPage, TASKS_PER_PAGE};
 
 #[server(prefix = "/_fn", endpoint = "plan")]
-pub async fn load_plan(id: i64) -> Result<PlanPage, DashboardError> {
-    crate::backend::source()?.plan(id).await
+pub async fn load_plan(id: i64, page: i64) -> Result<PlanPage, DashboardError> {
+    let offset = page.clamp(1, MAX_TASK_PAGE).saturating_sub(1) * TASKS_PER_PAGE;
+    crate::backend::source()?.plan(id, offset).await
 }
+
+/// Page numbers past any plan's last page are clamped to this, so the
+/// offset cannot overflow.
+const MAX_TASK_PAGE: i64 = 1_000_000;
 
 /// The id in the path; anything else is a plan that cannot exist.
 pub fn path_id(text: Option<String>) -> i64 {
@@ -32,11 +37,20 @@ pub fn path_id(text: Option<String>) -> i64 {
 pub fn PlanDetailPage() -> impl IntoView {
     let params = use_params_map();
     let id = move || path_id(params.read().get("id"));
+    let query = use_query_map();
+    let page = move || {
+        query
+            .read()
+            .get("page")
+            .and_then(|p| p.parse::<i64>().ok())
+            .unwrap_or(1)
+            .clamp(1, MAX_TASK_PAGE)
+    };
     let action = ServerAction::<Act>::new();
     let tick = use_tick(REFRESH_EVERY);
     let data = Resource::new(
-        move || (id(), tick.get(), action.version().get()),
-        |(id, _, _)| load_plan(id),
+        move || (id(), page(), tick.get(), action.version().get()),
+        |(id, page, _, _)| load_plan(id, page),
     );
     view! {
         <section class="space-y-5">
@@ -51,9 +65,12 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
     let PlanPage {
         now,
         plan,
+        task_counts: counts,
+        tasks_total,
+        tasks_offset,
         deliveries,
     } = p;
-    let has = |wanted: &[TaskStatus]| plan.tasks.iter().any(|t| wanted.contains(&t.status));
+    let has = |wanted: &[TaskStatus]| wanted.iter().any(|s| counts.get(s).is_some_and(|n| *n > 0));
     let can_run = has(&[TaskStatus::NotStarted]);
     let can_retry = has(&[TaskStatus::Failed, TaskStatus::Canceled]);
     let can_cancel = has(&[
@@ -61,10 +78,7 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
         TaskStatus::Available,
         TaskStatus::Running,
     ]);
-    let mut counts = std::collections::BTreeMap::new();
-    for task in &plan.tasks {
-        *counts.entry(task.status).or_insert(0) += 1;
-    }
+    let shown = plan.tasks.len() as i64;
     let subject = format!("plan {}", plan.name);
     let limit = plan
         .parallel_limit
@@ -142,6 +156,7 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
             />
         </div>
         <ProgressBar counts />
+        <TaskPager id tasks_total tasks_offset shown />
         <TaskTable tasks now action />
         <section class="space-y-2">
             <h2 class="text-lg font-semibold">"Notifications"</h2>
@@ -149,6 +164,31 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
             {deliveries}
         </section>
     }
+}
+
+/// Which tasks the table shows, with links to the pages around when the
+/// plan has more than one page of them.
+#[component]
+fn TaskPager(id: i64, tasks_total: i64, tasks_offset: i64, shown: i64) -> impl IntoView {
+    if tasks_total <= TASKS_PER_PAGE {
+        return ().into_any();
+    }
+    let page = tasks_offset / TASKS_PER_PAGE + 1;
+    let href = move |page: i64| format!("/plans/{id}?page={page}");
+    let previous =
+        (page > 1).then(|| view! { <a class=LINK rel="prev" href=href(page - 1)>"← Previous"</a> });
+    let next = (tasks_offset + shown < tasks_total)
+        .then(|| view! { <a class=LINK rel="next" href=href(page + 1)>"Next →"</a> });
+    view! {
+        <nav id="tasks-pager" aria-label="Task pages" class="flex flex-wrap items-center gap-4 text-sm">
+            <span class="text-slate-600">
+                {format!("Tasks {}–{} of {tasks_total}", tasks_offset + 1, tasks_offset + shown)}
+            </span>
+            {previous}
+            {next}
+        </nav>
+    }
+    .into_any()
 }
 
 #[component]

@@ -8,7 +8,9 @@ use std::time::Duration;
 use app::backend::{DashboardSource, PlanFilter};
 use app::error::DashboardError;
 use app::model::Identity;
-use app::views::{Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage};
+use app::views::{
+    Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, TASKS_PER_PAGE,
+};
 
 use crate::executor::CommandPolicy;
 use crate::liveness::replica_views;
@@ -67,9 +69,23 @@ impl DashboardSource for StoreSource {
         Ok(PlansPage { now: now.0, list })
     }
 
-    async fn plan(&self, id: i64) -> Result<PlanPage, DashboardError> {
+    async fn plan(&self, id: i64, offset: i64) -> Result<PlanPage, DashboardError> {
         let now = Ts::now();
-        let plan = self.store.plan_get(id).await.map_err(failed)?;
+        let mut plan = self.store.plan_get(id).await.map_err(failed)?;
+        let mut task_counts = std::collections::BTreeMap::new();
+        for task in &plan.tasks {
+            *task_counts.entry(task.status).or_insert(0) += 1;
+        }
+        let tasks_total = plan.tasks.len() as i64;
+        // Past the end shows the last page rather than nothing.
+        let last_page = (tasks_total - 1).max(0) / TASKS_PER_PAGE * TASKS_PER_PAGE;
+        let tasks_offset = offset.clamp(0, last_page);
+        plan.tasks = plan
+            .tasks
+            .into_iter()
+            .skip(tasks_offset as usize)
+            .take(TASKS_PER_PAGE as usize)
+            .collect();
         let deliveries = self
             .store
             .delivery_list(Some(id), PLAN_DELIVERIES)
@@ -78,6 +94,9 @@ impl DashboardSource for StoreSource {
         Ok(PlanPage {
             now: now.0,
             plan,
+            task_counts,
+            tasks_total,
+            tasks_offset,
             deliveries,
         })
     }
