@@ -167,11 +167,90 @@ mod cases {
         s.wait_plan(body["id"].as_i64().unwrap(), PlanStatus::Done)
             .await;
     }
+
+    /// A command writing one 1 MB line, a NUL byte and 6 MB more: the run
+    /// ends DONE, its log holds the cut line and at most 4 MiB with the
+    /// cut marked, the NUL as `␀`, and its page stays small.
+    pub async fn hostile_output_is_bounded_and_stored(kind: Kind) {
+        let s = Server::start(kind).await;
+        let script = "head -c 1000000 /dev/zero | tr '\\0' x; echo; \
+            printf 'nul:\\000:end\\n'; \
+            yes 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' | head -c 6000000";
+        let plan = json!({"name": "loud", "tasks": [
+            task(json!({"command": {"argv": ["sh", "-c", script]}}))
+        ]});
+        let (status, body) = s.post("/api/v1/plans", plan).await;
+        assert_eq!(status, 201, "{body}");
+        let done = s
+            .wait_plan(body["id"].as_i64().unwrap(), PlanStatus::Done)
+            .await;
+        let run = done.tasks[0].run_id.unwrap();
+        let log = s.store.run_log(run).await.unwrap();
+        let mut lines = log.lines();
+        let first = lines.next().unwrap();
+        assert!(first.ends_with("[baton: line cut at 16 KiB]"), "…{}", &first[first.len() - 60..]);
+        assert!(first.len() < 17 * 1024);
+        assert_eq!(lines.next(), Some("nul:\u{2400}:end"));
+        assert!(log.len() <= 4 * 1024 * 1024 + 1024, "{} bytes", log.len());
+        assert!(
+            log.trim_end().ends_with("later output is discarded]"),
+            "the cut is marked"
+        );
+        let page = s
+            .http
+            .get(format!("{}/runs/{run}", s.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(page.len() < 2_000_000, "the run page is {} bytes", page.len());
+    }
+
+    /// The largest plan the limits allow is submitted, promoted and
+    /// canceled in one piece while its runs are being claimed and finished.
+    pub async fn the_largest_plan_runs_and_cancels(kind: Kind) {
+        let s = Server::start(kind).await;
+        let tasks: Vec<_> = (0..baton::plan::limits::MAX_TASKS)
+            .map(|i| json!({"name": format!("t{i}"), "target": format!("db/{}", i % 50), "sleep": "0s"}))
+            .collect();
+        let (status, body) = s
+            .post("/api/v1/plans", json!({"name": "largest", "tasks": tasks}))
+            .await;
+        assert_eq!(status, 201, "{}", body["error"]);
+        let id = body["id"].as_i64().unwrap();
+        // Let the loops get going on it, then cancel what is left.
+        eventually(Duration::from_secs(60), "some tasks DONE", || async {
+            let view: app::model::PlanView = s.get(&format!("/api/v1/plans/{id}")).await;
+            let done = view
+                .tasks
+                .iter()
+                .filter(|t| t.status == app::model::TaskStatus::Done)
+                .count();
+            (done >= 100).then_some(())
+        })
+        .await;
+        let (status, body) = s.post_empty(&format!("/api/v1/plans/{id}/cancel")).await;
+        assert!(
+            status == 200 || (status == 409 && body["error"].as_str().unwrap().contains("nothing")),
+            "{status}: {body}"
+        );
+        let view = eventually(Duration::from_secs(60), "the plan settled", || async {
+            let view: app::model::PlanView = s.get(&format!("/api/v1/plans/{id}")).await;
+            matches!(view.status, PlanStatus::Canceled | PlanStatus::Done).then_some(view)
+        })
+        .await;
+        assert_eq!(view.tasks.len(), baton::plan::limits::MAX_TASKS);
+        s.db.assert_open_task_counts().await;
+    }
 }
 
 per_backend!(cases:
     poison_plans_are_refused_and_the_cluster_keeps_scheduling,
     a_loop_failing_every_round_is_named_by_readyz,
+    hostile_output_is_bounded_and_stored,
+    the_largest_plan_runs_and_cancels,
 );
 
 /// A loop that panics must not leave a process that holds the lease and
