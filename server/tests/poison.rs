@@ -188,7 +188,11 @@ mod cases {
         let log = s.store.run_log(run).await.unwrap();
         let mut lines = log.lines();
         let first = lines.next().unwrap();
-        assert!(first.ends_with("[baton: line cut at 16 KiB]"), "…{}", &first[first.len() - 60..]);
+        assert!(
+            first.ends_with("[baton: line cut at 16 KiB]"),
+            "…{}",
+            &first[first.len() - 60..]
+        );
         assert!(first.len() < 17 * 1024);
         assert_eq!(lines.next(), Some("nul:\u{2400}:end"));
         assert!(log.len() <= 4 * 1024 * 1024 + 1024, "{} bytes", log.len());
@@ -205,7 +209,11 @@ mod cases {
             .text()
             .await
             .unwrap();
-        assert!(page.len() < 2_000_000, "the run page is {} bytes", page.len());
+        assert!(
+            page.len() < 2_000_000,
+            "the run page is {} bytes",
+            page.len()
+        );
     }
 
     /// The largest plan the limits allow is submitted, promoted and

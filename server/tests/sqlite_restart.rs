@@ -1,7 +1,8 @@
 //! The single-process equivalents on SQLite (SPEC §10, invariants 6 and 8):
 //! a `baton serve` killed with SIGKILL and started again on the same file
 //! resolves the runs its previous life left RUNNING (the new process has a
-//! new replica id and never re-executes them blindly), and a notification
+//! new replica id and never re-executes them blindly, and the killed one's
+//! command did not outlive it), and a notification
 //! claimed just before the crash is still delivered.
 
 mod common;
@@ -28,10 +29,15 @@ async fn a_restarted_process_sweeps_what_its_killed_predecessor_left_running() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("baton.db").display());
     let mut first = Baton::start(&url, &options()).await;
+    let pid_file = dir.path().join("attempt-1.pid");
     let plan = first
-        .submit(json!({"name": "crash", "tasks": [{"name": "long", "target": "t",
+        .submit(
+            json!({"name": "crash", "tasks": [{"name": "long", "target": "t",
             "max_attempts": 2, "command": {"argv": ["sh", "-c",
-                "if [ \"$BATON_ATTEMPT\" = 1 ]; then sleep 60; fi; echo attempt $BATON_ATTEMPT"]}}]}))
+                "if [ \"$BATON_ATTEMPT\" = 1 ]; then echo $$ > \"$PID_FILE\"; sleep 60; fi; \
+                 echo attempt $BATON_ATTEMPT"],
+                "env": {"PID_FILE": pid_file.to_str().unwrap()}}}]}),
+        )
         .await;
     let running = eventually(Duration::from_secs(20), "the run RUNNING", || async {
         let view = first.plan(plan.id).await?;
@@ -40,7 +46,29 @@ async fn a_restarted_process_sweeps_what_its_killed_predecessor_left_running() {
     })
     .await;
     let dead = first.replica_id.clone();
+    let pid = eventually(Duration::from_secs(10), "the command's pid", || async {
+        std::fs::read_to_string(&pid_file)
+            .ok()?
+            .trim()
+            .parse::<i32>()
+            .ok()
+    })
+    .await;
     first.sigkill().await;
+    // Its supervisor sees the replica's feed close and kills the command
+    // with its children: nothing of the dead process keeps running.
+    eventually(
+        Duration::from_secs(5),
+        "the orphaned command killed",
+        || async {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let gone = stat
+                .rsplit_once(") ")
+                .is_none_or(|(_, rest)| rest.starts_with('Z'));
+            gone.then_some(())
+        },
+    )
+    .await;
 
     let second = Baton::start(&url, &options()).await;
     assert_ne!(second.replica_id, dead, "a new life, a new replica id");

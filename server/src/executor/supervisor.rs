@@ -18,7 +18,9 @@
 //!
 //! `PR_SET_PDEATHSIG` alone would not do: it signals only the direct child
 //! (not a shell's children), fires when the spawning *thread* exits (tokio
-//! threads come and go), and never fires for a frozen parent.
+//! threads come and go), and never fires for a frozen parent. The
+//! supervisor does set it on the program, for the case of the supervisor
+//! itself being killed.
 //!
 //! The supervisor is entered through [`run_if_asked`] at the very start of
 //! `main`, before any runtime or thread exists; it only polls, reads, waits
@@ -26,7 +28,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -62,13 +64,33 @@ pub fn run_if_asked() -> Option<i32> {
 }
 
 fn supervise(quiet: Duration, program: OsString, args: Vec<OsString>) -> i32 {
+    // Lead a process group of our own (the replica starts us as one; this
+    // makes sure), so that killing "our group" can never reach whoever
+    // started us.
+    // SAFETY: setpgid on ourselves; failing (already a session leader)
+    // leaves us in a group we lead anyway.
+    unsafe { libc::setpgid(0, 0) };
     // Same group as this supervisor (the replica made it a group leader);
     // the program's stdin is not the feed.
-    let mut child = match Command::new(&program)
-        .args(&args)
-        .stdin(Stdio::null())
-        .spawn()
-    {
+    let mut command = Command::new(&program);
+    command.args(&args).stdin(Stdio::null());
+    // Should this supervisor itself be killed (the OOM killer, an
+    // operator), its program goes too. It applies here, unlike in the
+    // replica: this process has a single thread, and the program is its
+    // direct child. A supervisor that died before the flag was set is
+    // caught by comparing the parent.
+    let supervisor = std::process::id() as libc::pid_t;
+    // SAFETY: prctl and getppid are async-signal-safe; nothing allocates.
+    unsafe {
+        command.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != supervisor {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             let _ = writeln!(
