@@ -678,3 +678,106 @@ async fn no_command_runs_beside_its_retry_across_kills_and_freezes() {
         }
     }
 }
+
+/// A replica cut off from the database by the network keeps running, but
+/// stops its executions before the others may sweep and retry them, and
+/// rejoins cleanly when the network heals (issue 19, item 3). The cut-off
+/// replica reaches PostgreSQL through a proxy that stops relaying bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partitioned_replica_stops_its_commands_before_their_retry() {
+    let mut c = Cluster::start(1, &fast_liveness()).await;
+    let proxy = common::proxy::Proxy::start(common::proxy::upstream_of(c.db.url())).await;
+    let cut = Baton::start(&proxy.route(c.db.url()), &fast_liveness().label("cut")).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("ticks");
+    let plan = c.batons[0]
+        .submit(json!({"name": "partition", "tasks": [{
+            "name": "ticker", "target": "t", "max_attempts": 3,
+            // Runs on the replica about to be cut off; any replica may
+            // take it a second after that one is last seen.
+            "node": "cut", "reassign_after": "1s",
+            "command": {
+                "argv": ["sh", "-c", "i=0; while [ $i -lt 40 ]; do \
+                    echo \"$BATON_RUN_ID $(date +%s%N)\" >> \"$RECORD\"; i=$((i+1)); sleep 0.1; done"],
+                "env": {"RECORD": record.to_str().unwrap()},
+            },
+        }]}))
+        .await;
+    let task = wait_for_task(
+        &c.batons[0],
+        plan.id,
+        "ticker",
+        Duration::from_secs(10),
+        "`ticker` RUNNING on the replica to be cut off",
+        running,
+    )
+    .await;
+    assert_eq!(task.replica_id.as_deref(), Some(cut.replica_id.as_str()));
+    let first_run = task.run_id.unwrap();
+    let ticks = |run: i64| {
+        std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(r, _)| r.parse::<i64>().ok() == Some(run))
+            .map(|(_, at)| at.parse::<u128>().unwrap())
+            .collect::<Vec<_>>()
+    };
+    eventually(
+        Duration::from_secs(10),
+        "ticks from the first run",
+        || async { (ticks(first_run).len() >= 3).then_some(()) },
+    )
+    .await;
+
+    proxy.blackhole();
+    let swept = wait_for_run(
+        c.store.as_ref(),
+        first_run,
+        LEADER_LEASE + STALE_AFTER + SWEEP_INTERVAL + SLACK + Duration::from_secs(5),
+        "the cut-off replica's run swept",
+        |r| r.status != RunStatus::Running,
+    )
+    .await;
+    assert_eq!(swept.status, RunStatus::Failed, "{swept:#?}");
+    let done = wait_for_task(
+        &c.batons[0],
+        plan.id,
+        "ticker",
+        Duration::from_secs(30),
+        "the retry DONE on the replica still connected",
+        |t| t.status == TaskStatus::Done,
+    )
+    .await;
+    assert_eq!(
+        done.replica_id.as_deref(),
+        Some(c.batons[0].replica_id.as_str())
+    );
+    let (before, after) = (ticks(first_run), ticks(done.run_id.unwrap()));
+    let (last, first) = (*before.iter().max().unwrap(), *after.iter().min().unwrap());
+    assert!(
+        last < first,
+        "the cut-off run ticked {} ms into its retry",
+        (last - first) / 1_000_000
+    );
+
+    // Healed, the replica rejoins; what it held back (its stopped run's
+    // finish, log lines) is fenced out, so the history stays as it was.
+    proxy.heal();
+    eventually(
+        Duration::from_secs(20),
+        "the healed replica alive",
+        || async {
+            let me = c.batons[0]
+                .replicas()
+                .await
+                .into_iter()
+                .find(|r| r.replica_id == cut.replica_id)?;
+            (me.alive && me.running == 0).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(10 * HEARTBEAT_INTERVAL).await;
+    assert_eq!(c.store.run_get(first_run).await.unwrap(), swept);
+    c.batons.push(cut);
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::scheduler::Probe;
+use crate::scheduler::{Ownership, Probe};
 use crate::store::{ReplicaInfo, Store, Ts};
 
 pub struct ReplicaHeartbeat {
@@ -14,6 +14,7 @@ pub struct ReplicaHeartbeat {
     info: ReplicaInfo,
     interval: Duration,
     probe: Probe,
+    ownership: Option<Arc<Ownership>>,
 }
 
 impl ReplicaHeartbeat {
@@ -23,7 +24,14 @@ impl ReplicaHeartbeat {
             info,
             interval,
             probe: Probe::detached(),
+            ownership: None,
         }
+    }
+
+    /// Each recorded beat proves this replica still owns its runs.
+    pub fn proving(mut self, ownership: Arc<Ownership>) -> Self {
+        self.ownership = Some(ownership);
+        self
     }
 
     /// Reports each beat to `probe` (for `/readyz`).
@@ -33,7 +41,13 @@ impl ReplicaHeartbeat {
     }
 
     pub async fn run_once(&self) -> anyhow::Result<()> {
+        // Counted from before the write: the row says `Ts::now()` from here,
+        // and others judge staleness from that stamp.
+        let sent = std::time::Instant::now();
         self.store.replica_upsert(&self.info, Ts::now()).await?;
+        if let Some(ownership) = &self.ownership {
+            ownership.proven(sent);
+        }
         Ok(())
     }
 

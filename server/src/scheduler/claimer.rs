@@ -50,7 +50,9 @@ impl Claimer {
     /// how many runs were claimed.
     pub async fn run_once(&self) -> anyhow::Result<usize> {
         let free = self.worker.free_slots();
-        if free == 0 {
+        // A replica that cannot prove it is alive would be swept before
+        // long: it must not take work it would have to abandon.
+        if free == 0 || !self.worker.ownership().provable() {
             return Ok(0);
         }
         let claim = Claim {

@@ -15,6 +15,7 @@
 mod claimer;
 mod counters;
 mod health;
+mod ownership;
 mod promoter;
 mod signals;
 mod worker;
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub use self::claimer::Claimer;
 pub use self::counters::{RunCounters, RunCounts};
 pub use self::health::{LoopHealth, Probe, Stalled};
+pub use self::ownership::Ownership;
 pub use self::promoter::Promoter;
 pub use self::signals::SignalForwarder;
 pub use self::worker::Worker;
@@ -174,7 +176,13 @@ impl Replica {
             beat.clone(),
             ReplicaHeartbeat::new(store.clone(), info.clone(), config.heartbeat_interval)
                 .reporting_to(beat)
+                .proving(worker.ownership())
                 .run(drained.clone()),
+        );
+        loops.spawn(
+            "ownership",
+            Probe::detached(),
+            worker.clone().watch_ownership(drained.clone()),
         );
         let (lease, leadership) =
             LeaderLease::new(store.clone(), info.replica_id.clone(), config.leader_lease);

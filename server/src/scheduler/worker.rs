@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
 use super::counters::RunCounters;
+use super::ownership::Ownership;
 use crate::executor::{LogSink, Outcome, Registry, RunContext, output};
 use crate::store::{ClaimedRun, Finish, LogLine, Store, Ts};
 
@@ -42,6 +43,9 @@ struct RunHandle {
     lost: AtomicBool,
     /// Stopped by shutdown: hand the run back instead of failing it.
     handing_back: AtomicBool,
+    /// Stopped because this replica could no longer prove it owns its
+    /// runs (no heartbeat recorded for half of `stale_after`).
+    cut_off: AtomicBool,
     beat_every: Duration,
     beat_timeout: Duration,
     next_beat: Mutex<Instant>,
@@ -62,6 +66,8 @@ pub struct Worker {
     /// Raised when a slot frees up, for the claimer.
     pub slot_freed: Notify,
     counters: Arc<RunCounters>,
+    /// Proven by each recorded replica heartbeat; see [`Ownership`].
+    ownership: Arc<Ownership>,
 }
 
 impl Worker {
@@ -85,6 +91,56 @@ impl Worker {
             finish_queue: Mutex::new(Some(queue)),
             slot_freed: Notify::new(),
             counters: Arc::default(),
+            ownership: Arc::new(Ownership::new(config.stale_after)),
+        }
+    }
+
+    /// What the replica heartbeat proves and the claimer consults.
+    pub fn ownership(&self) -> Arc<Ownership> {
+        self.ownership.clone()
+    }
+
+    /// Stops every execution once ownership can no longer be proven, on a
+    /// clock of its own: the loops that talk to the database may hang for
+    /// as long as the database does not answer.
+    pub async fn watch_ownership(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            let wake = tokio::time::Instant::from_std(
+                self.ownership
+                    .deadline()
+                    .max(Instant::now() + Duration::from_millis(10)),
+            );
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            if !self.ownership.provable() {
+                self.cut_off_all();
+                // Nothing more to do until a heartbeat is recorded again.
+                tokio::select! {
+                    _ = tokio::time::sleep(self.heartbeat_interval) => {}
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+        }
+    }
+
+    fn cut_off_all(&self) {
+        let running = self.running.lock().expect("poisoned");
+        let mut stopped = Vec::new();
+        for (id, handle) in running.iter() {
+            if !handle.lost.load(Ordering::SeqCst) && !handle.cut_off.swap(true, Ordering::SeqCst) {
+                handle.cancel.cancel();
+                stopped.push(*id);
+            }
+        }
+        if !stopped.is_empty() {
+            tracing::warn!(
+                runs = ?stopped,
+                unproven_for = %humantime::format_duration(self.ownership.unproven_for()),
+                "no heartbeat of this replica recorded for half of stale_after: \
+                 stopping its executions before another replica may retry them"
+            );
         }
     }
 
@@ -126,6 +182,7 @@ impl Worker {
                 cancel: CancellationToken::new(),
                 lost: AtomicBool::new(false),
                 handing_back: AtomicBool::new(false),
+                cut_off: AtomicBool::new(false),
                 beat_every,
                 beat_timeout: run.heartbeat_timeout,
                 next_beat: Mutex::new(Instant::now() + beat_every),
@@ -190,6 +247,17 @@ impl Worker {
             self.release(&[run.id]);
             return;
         }
+        let outcome = if handle.cut_off.load(Ordering::SeqCst) {
+            Outcome::failed(
+                None,
+                format!(
+                    "stopped by replica {}: it could not reach the database to prove it still owned this run, so a retry elsewhere could not run beside it",
+                    self.replica_id
+                ),
+            )
+        } else {
+            outcome
+        };
         let finish = Finish {
             run_id: run.id,
             status: if outcome.success {

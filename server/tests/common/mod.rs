@@ -5,6 +5,7 @@
 
 pub mod invariants;
 pub mod process;
+pub mod proxy;
 pub mod server;
 pub mod store;
 
