@@ -214,3 +214,72 @@ async fn the_commands_send_the_api_token() {
     let run = db.store().await.run_get(run_id).await.unwrap();
     assert_eq!(run.events[0].actor, "ci", "recorded under the token's user");
 }
+
+/// `baton submit --idempotency-key` retries a submit whose answer was lost
+/// and gets the plan the first try made: a front that passes the first
+/// request on but drops the connection before the answer stands in for a
+/// network that times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_submit_whose_answer_was_lost_is_retried_into_the_same_plan() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = spawn_baton(db.url()).await;
+    let upstream = server.base.trim_start_matches("http://").to_owned();
+    let front = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front_url = format!("http://{}", front.local_addr().unwrap());
+    let connections = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = front.accept().await {
+            let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                let mut server = tokio::net::TcpStream::connect(upstream).await.unwrap();
+                if first {
+                    // The request reaches Baton; the answer never comes back.
+                    let mut request = vec![0u8; 64 * 1024];
+                    let n = client.read(&mut request).await.unwrap();
+                    server.write_all(&request[..n]).await.unwrap();
+                    let mut answer = vec![0u8; 64 * 1024];
+                    let _ = server.read(&mut answer).await;
+                    drop(client);
+                } else {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("plan.json"),
+        r#"{"name": "once", "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]}"#,
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "submit",
+            "plan.json",
+            "--json",
+            "--idempotency-key",
+            "once-1",
+        ])
+        .env("BATON_SERVER", &front_url)
+        .current_dir(dir.path())
+        .output()
+        .await
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("trying again with the same Idempotency-Key"),
+        "{stderr}"
+    );
+    assert!(connections.load(Ordering::SeqCst) >= 2);
+    let view: app::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
+    let store = db.store().await;
+    let plans = store.plan_list(None, None, 10, 0).await.unwrap();
+    assert_eq!(plans.total, 1, "the retry made no second plan");
+    assert_eq!(plans.plans[0].id, view.id);
+}

@@ -11,7 +11,7 @@ use super::error::parse_id;
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::plan;
-use crate::store::Ts;
+use crate::store::{IdempotencyKey, Submitted, Ts};
 
 /// Plans per page when the client names no limit, and the most it may ask.
 const DEFAULT_LIMIT: i64 = 50;
@@ -39,11 +39,64 @@ pub async fn submit(
         plan::parse_json(&body)?
     };
     state.commands.check(&new_plan)?;
-    let id = state
-        .store
-        .plan_insert(&new_plan, &who.name, Ts::now())
-        .await?;
-    Ok((StatusCode::CREATED, Json(state.store.plan_get(id).await?)))
+    let key = idempotency_key(&headers)?;
+    let (status, id) = match key {
+        None => (
+            StatusCode::CREATED,
+            state
+                .store
+                .plan_insert(&new_plan, &who.name, Ts::now())
+                .await?,
+        ),
+        Some(key) => {
+            let key = IdempotencyKey {
+                key,
+                body_sha256: hex_sha256(&body),
+            };
+            match state
+                .store
+                .plan_insert_keyed(&new_plan, &who.name, Ts::now(), &key)
+                .await?
+            {
+                Submitted::Created(id) => (StatusCode::CREATED, id),
+                // What the first submit made, as if this were it.
+                Submitted::Replayed(id) => (StatusCode::OK, id),
+                Submitted::KeyReused => {
+                    return Err(ApiError::invalid(
+                        IDEMPOTENCY_KEY,
+                        "this Idempotency-Key came with a different plan document within the \
+                         last 24 hours; send that document, or use a new key for this one",
+                    ));
+                }
+            }
+        }
+    };
+    Ok((status, Json(state.store.plan_get(id).await?)))
+}
+
+const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// The `Idempotency-Key` header, if sent: 1 to 255 visible ASCII characters.
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<&str>> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|k| (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()))
+        .ok_or_else(|| {
+            ApiError::invalid(
+                IDEMPOTENCY_KEY,
+                "an Idempotency-Key is 1 to 255 visible ASCII characters (no spaces)",
+            )
+        })?;
+    Ok(Some(key))
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 #[derive(Deserialize)]

@@ -1,6 +1,8 @@
 //! A typed client of `/api/v1`, for the command line and `baton bench
 //! --server`.
 
+use std::time::Duration;
+
 use anyhow::{Context, bail};
 use app::model::{ErrorBody, PlanList, PlanView};
 use reqwest::{RequestBuilder, Response, header};
@@ -62,6 +64,48 @@ impl ApiClient {
         self.send(request).await
     }
 
+    /// `POST /api/v1/plans` with an `Idempotency-Key`. A try that gets no
+    /// answer (timeout, dropped connection) or a 502/503/504 from a proxy
+    /// is repeated with the same key, which cannot make a second plan: the
+    /// server answers the plan the first try made.
+    pub async fn submit_keyed(
+        &self,
+        body: Vec<u8>,
+        format: PlanFormat,
+        key: &str,
+    ) -> anyhow::Result<PlanView> {
+        const TRIES: u32 = 4;
+        const TRY_TIMEOUT: Duration = Duration::from_secs(30);
+        let mut pause = Duration::from_millis(500);
+        for attempt in 1..=TRIES {
+            let sent = self
+                .http
+                .post(format!("{}/api/v1/plans", self.base))
+                .header(header::CONTENT_TYPE, format.content_type())
+                .header("idempotency-key", key)
+                .timeout(TRY_TIMEOUT)
+                .body(body.clone())
+                .send()
+                .await;
+            let why = match sent {
+                Ok(r) if !matches!(r.status().as_u16(), 502..=504) || attempt == TRIES => {
+                    return self.read(r).await;
+                }
+                Ok(r) => format!("the server answered {}", r.status()),
+                Err(e) if attempt == TRIES => {
+                    return Err(e).with_context(|| self.unreachable());
+                }
+                Err(e) => e.to_string(),
+            };
+            eprintln!(
+                "submit try {attempt} of {TRIES} failed ({why}); trying again with the same Idempotency-Key"
+            );
+            tokio::time::sleep(pause).await;
+            pause *= 2;
+        }
+        unreachable!("the last try returns")
+    }
+
     /// `GET /api/v1/plans/{id}`.
     pub async fn plan(&self, id: i64) -> anyhow::Result<PlanView> {
         self.send(self.http.get(format!("{}/api/v1/plans/{id}", self.base)))
@@ -84,13 +128,19 @@ impl ApiClient {
     /// Sends a request and reads a JSON answer, or turns the server's
     /// `{"error", "field"}` into an error that names both.
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> anyhow::Result<T> {
-        let response = request.send().await.with_context(|| {
-            format!(
-                "cannot reach Baton at {}: is `baton serve` running there? \
-                 (set --server or BATON_SERVER)",
-                self.base
-            )
-        })?;
+        let response = request.send().await.with_context(|| self.unreachable())?;
+        self.read(response).await
+    }
+
+    fn unreachable(&self) -> String {
+        format!(
+            "cannot reach Baton at {}: is `baton serve` running there? \
+             (set --server or BATON_SERVER)",
+            self.base
+        )
+    }
+
+    async fn read<T: DeserializeOwned>(&self, response: Response) -> anyhow::Result<T> {
         if response.status() == reqwest::StatusCode::UNAUTHORIZED {
             bail!(
                 "{} (this server has users: pass an API token with --token or BATON_TOKEN)",

@@ -29,6 +29,12 @@ pub struct SubmitArgs {
     /// Print the plan as the API returns it (JSON) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Sent as `Idempotency-Key`: the same key and file within 24 hours
+    /// make one plan however often they are sent, so a submit that timed
+    /// out is retried safely (this command does, up to 4 tries). Choose a
+    /// key per intended plan, e.g. `release-42-$(git rev-parse HEAD)`.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
     #[command(flatten)]
     pub server: ServerArg,
 }
@@ -37,10 +43,11 @@ pub async fn submit(args: SubmitArgs, listen: std::net::SocketAddr) -> anyhow::R
     let body = read_plan_file(&args.file)?;
     let format = format_of(&args.file, &body);
     let client = args.server.client(listen)?;
-    let view = client
-        .submit(body, format)
-        .await
-        .with_context(|| format!("{} was not submitted", args.file.display()))?;
+    let submitted = match &args.idempotency_key {
+        Some(key) => client.submit_keyed(body, format, key).await,
+        None => client.submit(body, format).await,
+    };
+    let view = submitted.with_context(|| format!("{} was not submitted", args.file.display()))?;
     print_plan(&view, &client, args.json)?;
     if !args.wait {
         return Ok(());

@@ -25,6 +25,7 @@ pub mod signals;
 mod sqlite;
 mod sqlite_checkpoint;
 mod sqlite_submit;
+pub mod submission;
 pub mod time;
 pub mod version;
 
@@ -41,6 +42,7 @@ pub use self::postgres::PgStore;
 pub use self::sessions::Session;
 pub use self::signals::{Signal, Signals};
 pub use self::sqlite::SqliteStore;
+pub use self::submission::{IdempotencyKey, Submitted};
 pub use self::time::Ts;
 use crate::plan::NewPlan;
 
@@ -199,6 +201,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// Stores a validated plan; creates PENDING runs when `plan.start`.
     async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    /// [`Store::plan_insert`] once per key: a key seen within
+    /// [`submission::IDEMPOTENCY_WINDOW`] with the same document answers the
+    /// plan it made, with another document [`Submitted::KeyReused`]. Two
+    /// submits racing with one key make one plan.
+    async fn plan_insert_keyed(
+        &self,
+        plan: &NewPlan,
+        actor: Actor<'_>,
+        now: Ts,
+        key: &IdempotencyKey<'_>,
+    ) -> Result<Submitted>;
     async fn plan_get(&self, id: i64) -> Result<PlanView>;
     /// Plans newest first: those in `status` whose name contains `name`
     /// (any case), and how many match in all.

@@ -20,6 +20,7 @@ use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutco
 use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
 use super::sessions::{self, Session};
 use super::signals::{CHANNEL, Signal, Signals};
+use super::submission::{self, IdempotencyKey, Submitted};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
     ReplicaRecord, Result, SCHEDULER, Store, StoreError, Ts,
@@ -471,6 +472,60 @@ impl PgStore {
         Ok(())
     }
 
+    /// Writes a plan, its tasks and (when it starts) their first runs in
+    /// `tx`.
+    async fn insert_plan(
+        tx: &mut Transaction<'_, Postgres>,
+        plan: &NewPlan,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<i64> {
+        let executors = rows::executors_json(plan)?;
+        let t = &plan.tasks;
+        if plan.start && plan.has_versions() {
+            Self::creation_lock(tx).await?;
+        }
+        let plan_id: i64 = sqlx::query_scalar(PLAN_SUBMIT)
+            .bind(&plan.name)
+            .bind(&plan.description)
+            .bind(plan.parallel_limit)
+            .bind(now)
+            .bind(actor)
+            .bind(rows::webhooks_json(plan)?)
+            .bind(t.iter().map(|t| t.name.clone()).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.target.clone()).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.exclusive).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.version.clone()).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.run_at.map(Ts::from)).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.node.clone()).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| millis(t.timeout)).collect::<Vec<_>>())
+            .bind(t.iter().map(|t| t.max_attempts).collect::<Vec<_>>())
+            .bind(
+                t.iter()
+                    .map(|t| t.heartbeat_interval.map(millis))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                t.iter()
+                    .map(|t| t.heartbeat_timeout.map(millis))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(executors)
+            .bind(
+                t.iter()
+                    .map(|t| t.reassign_after.map(millis))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(plan.start)
+            .bind(gates::CAUSE_NEW)
+            .fetch_one(&mut **tx)
+            .await?;
+        if plan.start {
+            Self::notify(tx, Signal::Changed).await?;
+        }
+        Ok(plan_id)
+    }
+
     /// Cancels every live run of the plan in one transaction.
     async fn plan_cancel_once(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
         let mut tx = self.pool.begin().await?;
@@ -577,55 +632,66 @@ impl Store for PgStore {
     }
 
     async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        let executors = rows::executors_json(plan)?;
-        let t = &plan.tasks;
         let mut tx = self.pool.begin().await?;
-        if plan.start && plan.has_versions() {
-            Self::creation_lock(&mut tx).await?;
-        }
-        let plan_id: i64 = sqlx::query_scalar(PLAN_SUBMIT)
-            .bind(&plan.name)
-            .bind(&plan.description)
-            .bind(plan.parallel_limit)
-            .bind(now)
-            .bind(actor)
-            .bind(rows::webhooks_json(plan)?)
-            .bind(t.iter().map(|t| t.name.clone()).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.target.clone()).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.exclusive).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.version.clone()).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.run_at.map(Ts::from)).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.node.clone()).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| millis(t.timeout)).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.max_attempts).collect::<Vec<_>>())
-            .bind(
-                t.iter()
-                    .map(|t| t.heartbeat_interval.map(millis))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                t.iter()
-                    .map(|t| t.heartbeat_timeout.map(millis))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(executors)
-            .bind(
-                t.iter()
-                    .map(|t| t.reassign_after.map(millis))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(plan.start)
-            .bind(gates::CAUSE_NEW)
-            .fetch_one(&mut *tx)
-            .await?;
-        if plan.start {
-            Self::notify(&mut tx, Signal::Changed).await?;
-        }
+        let plan_id = Self::insert_plan(&mut tx, plan, actor, now).await?;
         tx.commit().await?;
         if plan.start {
             self.signals.raise(Signal::Changed);
         }
         Ok(plan_id)
+    }
+
+    async fn plan_insert_keyed(
+        &self,
+        plan: &NewPlan,
+        actor: Actor<'_>,
+        now: Ts,
+        key: &IdempotencyKey<'_>,
+    ) -> Result<Submitted> {
+        let mut tx = self.pool.begin().await?;
+        let expired = now.minus(submission::IDEMPOTENCY_WINDOW);
+        sqlx::query("DELETE FROM plan_submission WHERE created_at < $1")
+            .bind(expired)
+            .execute(&mut *tx)
+            .await?;
+        // Claim the key first: a submit racing with the same key waits here
+        // until this transaction ends, then finds the key taken.
+        let claimed = sqlx::query(
+            "INSERT INTO plan_submission (idempotency_key, body_sha256, created_at)
+             VALUES ($1, $2, $3) ON CONFLICT (idempotency_key) DO NOTHING",
+        )
+        .bind(key.key)
+        .bind(&key.body_sha256)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if !claimed {
+            let existing: Option<(String, Option<i64>)> = sqlx::query_as(
+                "SELECT body_sha256, plan_id FROM plan_submission WHERE idempotency_key = $1",
+            )
+            .bind(key.key)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(answer) = submission::decide(existing, &key.body_sha256) {
+                return Ok(answer);
+            }
+        }
+        let plan_id = Self::insert_plan(&mut tx, plan, actor, now).await?;
+        sqlx::query(
+            "UPDATE plan_submission SET plan_id = $2, body_sha256 = $3 WHERE idempotency_key = $1",
+        )
+        .bind(key.key)
+        .bind(plan_id)
+        .bind(&key.body_sha256)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        if plan.start {
+            self.signals.raise(Signal::Changed);
+        }
+        Ok(Submitted::Created(plan_id))
     }
 
     async fn plan_get(&self, id: i64) -> Result<PlanView> {

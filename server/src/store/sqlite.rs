@@ -27,6 +27,7 @@ use super::sessions::{self, Session};
 use super::signals::{Signal, Signals};
 use super::sqlite_checkpoint::{BACKSTOP_PAGES, Checkpointer};
 use super::sqlite_submit;
+use super::submission::{self, IdempotencyKey, Submitted};
 use super::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
     ReplicaRecord, Result, SCHEDULER, Store, StoreError, Ts,
@@ -105,6 +106,71 @@ impl SqliteStore {
     async fn begin(&self) -> Result<WriteTx<'_>> {
         let slot = self.writer.lock().await;
         Ok((slot, self.pool.begin_with("BEGIN IMMEDIATE").await?))
+    }
+
+    /// Writes a plan, its tasks and (when it starts) their first runs in
+    /// `tx`, which holds the write lock.
+    async fn insert_plan(
+        tx: &mut Transaction<'_, Sqlite>,
+        plan: &NewPlan,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<i64> {
+        let plan_id: i64 = sqlx::query_scalar(
+            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks,
+                open_tasks)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        )
+        .bind(&plan.name)
+        .bind(&plan.description)
+        .bind(plan.parallel_limit)
+        .bind(now)
+        .bind(actor)
+        .bind(rows::webhooks_json(plan)?)
+        .bind(plan.tasks.len() as i64)
+        .fetch_one(&mut **tx)
+        .await?;
+        // Ids reserved for the tasks and their first runs, so each task row
+        // is written once, pointing at its run: rowids count up from the
+        // largest, and this transaction holds the write lock.
+        let (last_task, last_run): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM task),
+                (SELECT COALESCE(MAX(id), 0) FROM task_run)",
+        )
+        .fetch_one(&mut **tx)
+        .await?;
+        let first_run = plan.start.then_some(last_run + 1);
+        sqlite_submit::tasks_insert(tx, plan_id, plan, last_task + 1, first_run).await?;
+        if plan.start {
+            // Copied from the task rows just written: their (plan, name)
+            // index hands them over in one range.
+            sqlx::query(
+                "INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
+                    version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
+                    reassign_after_ms)
+                 SELECT latest_run_id, id, plan_id, 1, 'PENDING', target, exclusive, version, node,
+                    timeout_ms, max_attempts, run_at, $2, $3, reassign_after_ms
+                 FROM task WHERE plan_id = $1 ORDER BY latest_run_id",
+            )
+            .bind(plan_id)
+            .bind(now)
+            .bind(gates::CAUSE_NEW)
+            .execute(&mut **tx)
+            .await?;
+            // The runs above the reserved range's start are the ones just
+            // made: a range of the primary key, not a second pass over the
+            // tasks.
+            sqlx::query(
+                "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+                 SELECT id, NULL, 'PENDING', $2, $3, 'submitted' FROM task_run WHERE id > $1",
+            )
+            .bind(last_run)
+            .bind(actor)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(plan_id)
     }
 
     /// Creates the next attempt (PENDING) of each task; see the PostgreSQL
@@ -335,60 +401,7 @@ impl Store for SqliteStore {
 
     async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
         let (_writer, mut tx) = self.begin().await?;
-        let plan_id: i64 = sqlx::query_scalar(
-            "INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks,
-                open_tasks)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-        )
-        .bind(&plan.name)
-        .bind(&plan.description)
-        .bind(plan.parallel_limit)
-        .bind(now)
-        .bind(actor)
-        .bind(rows::webhooks_json(plan)?)
-        .bind(plan.tasks.len() as i64)
-        .fetch_one(&mut *tx)
-        .await?;
-        // Ids reserved for the tasks and their first runs, so each task row
-        // is written once, pointing at its run: rowids count up from the
-        // largest, and this transaction holds the write lock.
-        let (last_task, last_run): (i64, i64) = sqlx::query_as(
-            "SELECT (SELECT COALESCE(MAX(id), 0) FROM task),
-                (SELECT COALESCE(MAX(id), 0) FROM task_run)",
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        let first_run = plan.start.then_some(last_run + 1);
-        sqlite_submit::tasks_insert(&mut tx, plan_id, plan, last_task + 1, first_run).await?;
-        if plan.start {
-            // Copied from the task rows just written: their (plan, name)
-            // index hands them over in one range.
-            sqlx::query(
-                "INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
-                    version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
-                    reassign_after_ms)
-                 SELECT latest_run_id, id, plan_id, 1, 'PENDING', target, exclusive, version, node,
-                    timeout_ms, max_attempts, run_at, $2, $3, reassign_after_ms
-                 FROM task WHERE plan_id = $1 ORDER BY latest_run_id",
-            )
-            .bind(plan_id)
-            .bind(now)
-            .bind(gates::CAUSE_NEW)
-            .execute(&mut *tx)
-            .await?;
-            // The runs above the reserved range's start are the ones just
-            // made: a range of the primary key, not a second pass over the
-            // tasks.
-            sqlx::query(
-                "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
-                 SELECT id, NULL, 'PENDING', $2, $3, 'submitted' FROM task_run WHERE id > $1",
-            )
-            .bind(last_run)
-            .bind(actor)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
+        let plan_id = Self::insert_plan(&mut tx, plan, actor, now).await?;
         tx.commit().await?;
         if plan.start {
             self.signals.raise(Signal::Changed);
@@ -396,6 +409,48 @@ impl Store for SqliteStore {
         Ok(plan_id)
     }
 
+    async fn plan_insert_keyed(
+        &self,
+        plan: &NewPlan,
+        actor: Actor<'_>,
+        now: Ts,
+        key: &IdempotencyKey<'_>,
+    ) -> Result<Submitted> {
+        // The write lock orders racing submits: the second finds the key.
+        let (_writer, mut tx) = self.begin().await?;
+        let expired = now.minus(submission::IDEMPOTENCY_WINDOW);
+        sqlx::query("DELETE FROM plan_submission WHERE created_at < $1")
+            .bind(expired)
+            .execute(&mut *tx)
+            .await?;
+        let existing: Option<(String, Option<i64>)> = sqlx::query_as(
+            "SELECT body_sha256, plan_id FROM plan_submission WHERE idempotency_key = $1",
+        )
+        .bind(key.key)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(answer) = submission::decide(existing, &key.body_sha256) {
+            return Ok(answer);
+        }
+        let plan_id = Self::insert_plan(&mut tx, plan, actor, now).await?;
+        sqlx::query(
+            "INSERT INTO plan_submission (idempotency_key, body_sha256, plan_id, created_at)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (idempotency_key) DO UPDATE
+                SET body_sha256 = excluded.body_sha256, plan_id = excluded.plan_id",
+        )
+        .bind(key.key)
+        .bind(&key.body_sha256)
+        .bind(plan_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        if plan.start {
+            self.signals.raise(Signal::Changed);
+        }
+        Ok(Submitted::Created(plan_id))
+    }
     async fn plan_get(&self, id: i64) -> Result<PlanView> {
         self.read_plan(id).await
     }
