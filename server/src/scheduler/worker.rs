@@ -44,7 +44,7 @@ struct RunHandle {
     /// Stopped by shutdown: hand the run back instead of failing it.
     handing_back: AtomicBool,
     /// Stopped because this replica could no longer prove it owns its
-    /// runs (no heartbeat recorded for half of `stale_after`).
+    /// runs (no heartbeat recorded for 3/4 of `stale_after`).
     cut_off: AtomicBool,
     beat_every: Duration,
     beat_timeout: Duration,
@@ -138,7 +138,7 @@ impl Worker {
             tracing::warn!(
                 runs = ?stopped,
                 unproven_for = %humantime::format_duration(self.ownership.unproven_for()),
-                "no heartbeat of this replica recorded for half of stale_after: \
+                "no heartbeat of this replica recorded for 3/4 of stale_after: \
                  stopping its executions before another replica may retry them"
             );
         }
