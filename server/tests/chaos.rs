@@ -24,7 +24,7 @@ mod common;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use app::model::{EventView, PlanStatus, RunStatus, TaskStatus};
@@ -305,7 +305,7 @@ struct Facts {
     limit: Option<i64>,
 }
 
-async fn check(store: &dyn Store, plans: &[i64], record: &PathBuf) -> Summary {
+async fn check(store: &dyn Store, plans: &[i64], record: &Path) -> Summary {
     // What each run is, from its task.
     let events = invariants::all_events(store).await;
     let mut by_task = HashMap::new();
