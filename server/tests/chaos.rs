@@ -53,11 +53,23 @@ fn options(slot: usize) -> Options {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Faults {
     kill: usize,
     stop: usize,
     partition: usize,
+    /// What happened when, for the report of a violation.
+    log: Vec<String>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} SIGKILL, {} SIGSTOP, {} partitions",
+            self.kill, self.stop, self.partition
+        )
+    }
 }
 
 /// One replica: its process (absent while killed) behind its own proxy.
@@ -138,7 +150,7 @@ async fn chaos(seed: u64) {
     let injecting = async {
         tokio::time::sleep(Duration::from_secs(2)).await;
         while started.elapsed() < duration() {
-            inject(&mut rng, &mut slots, &mut faults).await;
+            inject(&mut rng, &mut slots, &mut faults, started).await;
             *bases.lock().unwrap() = addresses(&slots);
             tokio::time::sleep(Duration::from_millis(rng.u64(500..2500))).await;
         }
@@ -153,7 +165,7 @@ async fn chaos(seed: u64) {
         }
     }
     let settled = settle(store.as_ref(), &plans).await;
-    let summary = check(store.as_ref(), &plans, &record).await;
+    let summary = check(store.as_ref(), &plans, &record, &faults).await;
     eprintln!(
         "chaos: seed {seed}: {:?} in {:?}; {} plans, {} tasks, {} runs, {} executions; settled in {:?}; 0 violations",
         faults,
@@ -245,13 +257,26 @@ async fn submit(bases: &[String], plan: &Value) -> Option<i64> {
 
 /// One fault on one replica, healed before returning, so that at most one
 /// replica is faulty at a time and the others keep the work moving.
-async fn inject(rng: &mut fastrand::Rng, slots: &mut [Slot], faults: &mut Faults) {
+async fn inject(
+    rng: &mut fastrand::Rng,
+    slots: &mut [Slot],
+    faults: &mut Faults,
+    started: Instant,
+) {
     let slot = &mut slots[rng.usize(0..REPLICAS)];
     let Some(baton) = slot.baton.as_mut() else {
         return;
     };
     let outage = STALE_AFTER * 2 + Duration::from_millis(rng.u64(0..1500));
-    match rng.u8(0..3) {
+    let kind = rng.u8(0..3);
+    let wall = chrono::Utc::now().format("%H:%M:%S%.3f");
+    faults.log.push(format!(
+        "{wall} (+{:.1}s) {} {} for {outage:?}",
+        started.elapsed().as_secs_f64(),
+        ["SIGKILL", "SIGSTOP", "partition"][kind as usize],
+        baton.replica_id
+    ));
+    match kind {
         0 => {
             faults.kill += 1;
             baton.sigkill().await;
@@ -305,7 +330,7 @@ struct Facts {
     limit: Option<i64>,
 }
 
-async fn check(store: &dyn Store, plans: &[i64], record: &Path) -> Summary {
+async fn check(store: &dyn Store, plans: &[i64], record: &Path, faults: &Faults) -> Summary {
     // What each run is, from its task.
     let events = invariants::all_events(store).await;
     let mut by_task = HashMap::new();
@@ -345,7 +370,31 @@ async fn check(store: &dyn Store, plans: &[i64], record: &Path) -> Summary {
         );
     }
     replay(&events, &facts);
-    let executions = no_execution_overlaps(record);
+    let executions = match no_execution_overlaps(record) {
+        Ok(n) => n,
+        Err((why, runs)) => {
+            let mut report = format!("{why}\nfaults:\n  {}\n", faults.log.join("\n  "));
+            for run in runs {
+                let view = store.run_get(run).await.unwrap();
+                report.push_str(&format!(
+                    "run {run} (attempt {}, replica {:?}): {:?}\n",
+                    view.attempt, view.replica_id, view.error
+                ));
+                for e in view.events {
+                    report.push_str(&format!(
+                        "  {} {:?} -> {} by {} ({:?}) {:?}\n",
+                        e.at.format("%H:%M:%S%.3f"),
+                        e.from,
+                        e.to,
+                        e.actor,
+                        e.replica_id,
+                        e.detail
+                    ));
+                }
+            }
+            panic!("{report}");
+        }
+    };
     Summary {
         tasks,
         runs: facts.len(),
@@ -420,8 +469,9 @@ fn replay(events: &[EventView], facts: &HashMap<i64, Facts>) {
 }
 
 /// Invariant 4 for processes: per task, the spans (first to last line) of
-/// its executions never overlap. Returns how many executions there were.
-fn no_execution_overlaps(record: &Path) -> usize {
+/// its executions never overlap. How many executions there were, or what
+/// overlapped.
+fn no_execution_overlaps(record: &Path) -> Result<usize, (String, Vec<i64>)> {
     let text = std::fs::read_to_string(record).unwrap_or_default();
     let mut spans: BTreeMap<&str, BTreeMap<i64, (u128, u128)>> = BTreeMap::new();
     for line in text.lines() {
@@ -441,12 +491,22 @@ fn no_execution_overlaps(record: &Path) -> usize {
         ordered.sort_by_key(|(_, (first, _))| *first);
         for pair in ordered.windows(2) {
             let ((a, (_, a_last)), (b, (b_first, _))) = (pair[0], pair[1]);
-            assert!(
-                a_last < b_first,
-                "invariant 4: task {task}: run {a} still ran {} ms after run {b} started",
-                (a_last - b_first) / 1_000_000
-            );
+            if a_last >= b_first {
+                let at = |nanos: u128| {
+                    chrono::DateTime::from_timestamp_nanos(nanos as i64).format("%H:%M:%S%.3f")
+                };
+                return Err((
+                    format!(
+                        "invariant 4: task {task}: run {a} still ran {} ms after run {b} started \
+                         (run {a} last seen {}, run {b} first seen {})",
+                        (a_last - b_first) / 1_000_000,
+                        at(*a_last),
+                        at(*b_first)
+                    ),
+                    vec![*a, *b],
+                ));
+            }
         }
     }
-    executions
+    Ok(executions)
 }

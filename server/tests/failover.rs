@@ -781,3 +781,60 @@ async fn a_partitioned_replica_stops_its_commands_before_their_retry() {
     assert_eq!(c.store.run_get(first_run).await.unwrap(), swept);
     c.batons.push(cut);
 }
+
+/// A finish that has to wait (here on the plan's row, locked as a frozen
+/// replica's open transaction would hold it) must not hold up the run
+/// heartbeats of the replica's other runs: once it did, the sweeper failed
+/// a run that was still executing and its retry ran beside it (found by
+/// the chaos schedule).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_waiting_on_a_lock_does_not_starve_run_heartbeats() {
+    let c = Cluster::start(1, &fast_liveness()).await;
+    let plan = c.batons[0]
+        .submit(json!({"name": "locked", "start": false, "tasks": [
+            {"name": "quick", "target": "a", "command": {"argv": ["true"]}},
+            {"name": "long", "target": "b",
+             "command": {"argv": ["sh", "-c", "sleep 4; echo done"]}},
+        ]}))
+        .await;
+    let pool = sqlx::PgPool::connect(c.db.url()).await.unwrap();
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM plan WHERE id = $1 FOR UPDATE")
+        .bind(plan.id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/v1/plans/{}/run", c.batons[0].base, plan.id))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let long = wait_for_task(
+        &c.batons[0],
+        plan.id,
+        "long",
+        Duration::from_secs(10),
+        "`long` RUNNING",
+        running,
+    )
+    .await;
+    let run_id = long.run_id.unwrap();
+    // `quick` is done and its finish waits on the lock, for longer than
+    // the run heartbeat timeout.
+    tokio::time::sleep(STALE_AFTER * 3).await;
+    let run = c.store.run_get(run_id).await.unwrap();
+    assert_eq!(run.status, RunStatus::Running, "{run:#?}");
+    holder.commit().await.unwrap();
+    let done = wait_for_task(
+        &c.batons[0],
+        plan.id,
+        "long",
+        Duration::from_secs(15),
+        "`long` DONE",
+        |t| t.status == TaskStatus::Done,
+    )
+    .await;
+    assert_eq!(done.attempt, Some(1));
+    assert_eq!(c.store.run_log(run_id).await.unwrap(), "done\n");
+}

@@ -46,9 +46,29 @@ struct RunHandle {
     /// Stopped because this replica could no longer prove it owns its
     /// runs (no heartbeat recorded for 3/4 of `stale_after`).
     cut_off: AtomicBool,
+    /// The execution ended and its finish is on its way: nothing runs to
+    /// beat for, and the finish transaction holds the run's row, which a
+    /// heartbeat of all runs would wait on (with every other run's beat).
+    finishing: AtomicBool,
     beat_every: Duration,
     beat_timeout: Duration,
     next_beat: Mutex<Instant>,
+    /// When the last run heartbeat that was recorded was sent (at first,
+    /// the claim): the sweeper may fail the run `beat_timeout` after it.
+    proven_at: Mutex<Instant>,
+}
+
+impl RunHandle {
+    /// Still this replica's to run: not lost, and not over.
+    fn executing(&self) -> bool {
+        !self.lost.load(Ordering::SeqCst) && !self.finishing.load(Ordering::SeqCst)
+    }
+
+    /// After this the run's heartbeat may have lapsed in the database: the
+    /// execution stops before, with a quarter of the timeout to spare.
+    fn proven_until(&self) -> Instant {
+        *self.proven_at.lock().expect("poisoned") + self.beat_timeout * 3 / 4
+    }
 }
 
 pub struct Worker {
@@ -100,36 +120,50 @@ impl Worker {
         self.ownership.clone()
     }
 
-    /// Stops every execution once ownership can no longer be proven, on a
-    /// clock of its own: the loops that talk to the database may hang for
-    /// as long as the database does not answer.
+    /// Stops an execution once this replica can no longer prove it owns
+    /// the run — its replica heartbeat or the run's own heartbeat has not
+    /// been recorded for three quarters of the time after which the
+    /// sweeper may fail it — on a clock of its own: the loops that talk to
+    /// the database may hang for as long as the database (or a lock held by
+    /// a frozen replica) keeps them waiting.
     pub async fn watch_ownership(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
-            let wake = tokio::time::Instant::from_std(
-                self.ownership
-                    .deadline()
-                    .max(Instant::now() + Duration::from_millis(10)),
-            );
+            let replica_deadline = self.ownership.deadline();
+            let run_deadline = self
+                .running
+                .lock()
+                .expect("poisoned")
+                .values()
+                .filter(|h| h.executing() && !h.cut_off.load(Ordering::SeqCst))
+                .map(|h| h.proven_until())
+                .min();
+            let now = Instant::now();
+            let next = run_deadline.map_or(replica_deadline, |d| d.min(replica_deadline));
+            // Past the replica's deadline with nothing left to stop, or
+            // nothing running: look again a heartbeat later.
+            let wake = if next <= now && run_deadline.is_none_or(|d| d > now) {
+                now + self.heartbeat_interval
+            } else {
+                next.max(now + Duration::from_millis(10))
+            };
             tokio::select! {
-                _ = tokio::time::sleep_until(wake) => {}
+                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {}
+                // A new run's deadline may come sooner than the wake.
+                _ = tokio::time::sleep(self.heartbeat_interval) => {}
                 _ = shutdown.cancelled() => return,
             }
-            if !self.ownership.provable() {
-                self.cut_off_all();
-                // Nothing more to do until a heartbeat is recorded again.
-                tokio::select! {
-                    _ = tokio::time::sleep(self.heartbeat_interval) => {}
-                    _ = shutdown.cancelled() => return,
-                }
-            }
+            self.cut_off_unproven();
         }
     }
 
-    fn cut_off_all(&self) {
+    fn cut_off_unproven(&self) {
+        let replica_proven = self.ownership.provable();
+        let now = Instant::now();
         let running = self.running.lock().expect("poisoned");
         let mut stopped = Vec::new();
         for (id, handle) in running.iter() {
-            if !handle.lost.load(Ordering::SeqCst) && !handle.cut_off.swap(true, Ordering::SeqCst) {
+            let lapsed = !replica_proven || handle.proven_until() <= now;
+            if lapsed && handle.executing() && !handle.cut_off.swap(true, Ordering::SeqCst) {
                 handle.cancel.cancel();
                 stopped.push(*id);
             }
@@ -137,9 +171,9 @@ impl Worker {
         if !stopped.is_empty() {
             tracing::warn!(
                 runs = ?stopped,
-                unproven_for = %humantime::format_duration(self.ownership.unproven_for()),
-                "no heartbeat of this replica recorded for 3/4 of stale_after: \
-                 stopping its executions before another replica may retry them"
+                replica_unproven_for = %humantime::format_duration(self.ownership.unproven_for()),
+                "heartbeats not recorded in time: stopping these executions before \
+                 another replica may retry them"
             );
         }
     }
@@ -183,9 +217,11 @@ impl Worker {
                 lost: AtomicBool::new(false),
                 handing_back: AtomicBool::new(false),
                 cut_off: AtomicBool::new(false),
+                finishing: AtomicBool::new(false),
                 beat_every,
                 beat_timeout: run.heartbeat_timeout,
                 next_beat: Mutex::new(Instant::now() + beat_every),
+                proven_at: Mutex::new(Instant::now()),
             });
             self.running
                 .lock()
@@ -271,6 +307,7 @@ impl Worker {
             // it rides in would fail on every retry.
             error: outcome.error.as_deref().map(output::clean_line),
         };
+        handle.finishing.store(true, Ordering::SeqCst);
         if self.finishes.send(finish).is_err() {
             self.release(&[run.id]);
         }
@@ -338,13 +375,15 @@ impl Worker {
             .lock()
             .expect("poisoned")
             .iter()
-            .filter(|(_, h)| !h.lost.load(Ordering::SeqCst))
+            .filter(|(_, h)| h.executing())
             .filter(|(_, h)| all || *h.next_beat.lock().expect("poisoned") <= now)
             .map(|(id, h)| (*id, h.clone()))
             .collect();
         if handles.is_empty() {
             return Ok(0);
         }
+        // Counted from before the write, as the database stamps it.
+        let sent = Instant::now();
         let beats: Vec<(i64, Duration)> = handles
             .iter()
             .map(|(id, h)| (*id, h.beat_timeout))
@@ -358,6 +397,9 @@ impl Worker {
         let mut lost = 0;
         for (id, handle) in handles {
             *handle.next_beat.lock().expect("poisoned") = now + handle.beat_every;
+            if owned.contains(&id) {
+                *handle.proven_at.lock().expect("poisoned") = sent;
+            }
             // A run whose finish was stored meanwhile is not RUNNING either;
             // it is already released or about to be, and losing it is moot.
             if !owned.contains(&id) && self.running.lock().expect("poisoned").contains_key(&id) {
@@ -388,7 +430,11 @@ impl Worker {
         let Some(mut queue) = self.finish_queue.lock().expect("poisoned").take() else {
             return;
         };
-        let canceled = self.store.signals().clone();
+        // Run heartbeats beat on their own: a finish that waits (on the
+        // database, or on a lock a frozen replica holds) must not hold them
+        // up, or the sweeper would fail the runs still executing here.
+        let stop_beats = CancellationToken::new();
+        let beats = tokio::spawn(self.clone().beat_loop(stop_beats.clone()));
         let mut batch = Vec::new();
         let grace = async {
             shutdown.cancelled().await;
@@ -406,14 +452,11 @@ impl Worker {
                 self.handed.lock().expect("poisoned").extend(left);
                 break;
             }
-            let beat_at = tokio::time::Instant::from_std(self.next_beat());
             tokio::select! {
                 n = queue.recv_many(&mut batch, FINISH_BATCH) => {
                     if n == 0 { break; }
                     self.store_finishes(&mut batch, &shutdown).await;
                 }
-                _ = tokio::time::sleep_until(beat_at) => self.beat(false).await,
-                _ = canceled.canceled.notified() => self.beat(true).await,
                 _ = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
                 _ = &mut grace, if stopped_at.is_none() => {
                     let left = self.running_ids();
@@ -428,7 +471,23 @@ impl Worker {
                 _ = tokio::time::sleep(Duration::from_millis(100)), if stopped_at.is_some() => {}
             }
         }
+        stop_beats.cancel();
+        let _ = beats.await;
         self.hand_back().await;
+    }
+
+    /// Beats each run on its interval, and every run at once when a cancel
+    /// may have taken one of them.
+    async fn beat_loop(self: Arc<Self>, stop: CancellationToken) {
+        let canceled = self.store.signals().clone();
+        loop {
+            let beat_at = tokio::time::Instant::from_std(self.next_beat());
+            tokio::select! {
+                _ = tokio::time::sleep_until(beat_at) => self.beat(false).await,
+                _ = canceled.canceled.notified() => self.beat(true).await,
+                _ = stop.cancelled() => return,
+            }
+        }
     }
 
     /// Returns the runs stopped by shutdown to AVAILABLE (same attempt).
