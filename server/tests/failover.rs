@@ -838,3 +838,47 @@ async fn a_finish_waiting_on_a_lock_does_not_starve_run_heartbeats() {
     assert_eq!(done.attempt, Some(1));
     assert_eq!(c.store.run_log(run_id).await.unwrap(), "done\n");
 }
+
+/// A leader cut off from the database by the network (its calls hang, not
+/// fail) stops leading before its lease can expire, and leads again once
+/// the network heals (issue 19, item 3; `pg_restart.rs` shows the same
+/// for a stopped database, where calls fail at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partitioned_leader_steps_down_before_its_lease_expires() {
+    use baton::liveness::LeaderLease;
+    use tokio_util::sync::CancellationToken;
+
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    db.store().await;
+    let proxy = common::proxy::Proxy::start(common::proxy::upstream_of(db.url())).await;
+    let store = baton::store::connect(&proxy.route(db.url())).await.unwrap();
+    let ttl = Duration::from_secs(3);
+    let (lease, leadership) = LeaderLease::new(store.clone(), "r-cut".into(), ttl);
+    let shutdown = CancellationToken::new();
+    let looping = tokio::spawn(lease.run(shutdown.clone()));
+    eventually(Duration::from_secs(10), "leadership", || async {
+        leadership.is_leader().then_some(())
+    })
+    .await;
+    // Renewals now hang. The last one may have landed just before the cut,
+    // so the lease stays valid for up to `ttl` from here.
+    let cut = Instant::now();
+    proxy.blackhole();
+    eventually(ttl, "stepping down", || async {
+        (!leadership.is_leader()).then_some(())
+    })
+    .await;
+    let stepped_down = cut.elapsed();
+    assert!(
+        stepped_down < ttl,
+        "stepped down {stepped_down:?} after the cut"
+    );
+    proxy.heal();
+    eventually(Duration::from_secs(15), "leading again", || async {
+        leadership.is_leader().then_some(())
+    })
+    .await;
+    shutdown.cancel();
+    looping.await.unwrap();
+}
