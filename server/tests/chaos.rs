@@ -31,7 +31,7 @@ use app::model::{EventView, PlanStatus, RunStatus, TaskStatus};
 use baton::store::{Store, version};
 use common::process::{Baton, Options};
 use common::proxy::{Proxy, upstream_of};
-use common::{Kind, TestDb, eventually, invariants};
+use common::{Kind, TestDb, invariants};
 use serde_json::{Value, json};
 
 const REPLICAS: usize = 3;
@@ -143,7 +143,9 @@ async fn chaos(seed: u64) {
             if let Some(id) = submit(&current, &plan).await {
                 plans.push(id);
             }
-            tokio::time::sleep(Duration::from_millis(plan_rng.u64(200..800))).await;
+            // Below what eight targets can drain under faults, so a long
+            // soak does not end with a backlog it cannot settle.
+            tokio::time::sleep(Duration::from_millis(plan_rng.u64(400..1200))).await;
         }
         plans
     };
@@ -164,7 +166,7 @@ async fn chaos(seed: u64) {
             slot.baton = Some(Baton::start(&slot.url, &options(slot.index)).await);
         }
     }
-    let settled = settle(store.as_ref(), &plans).await;
+    let settled = settle(store.as_ref(), &plans, &faults).await;
     let summary = check(store.as_ref(), &plans, &record, &faults).await;
     eprintln!(
         "chaos: seed {seed}: {:?} in {:?}; {} plans, {} tasks, {} runs, {} executions; settled in {:?}; 0 violations",
@@ -187,7 +189,7 @@ fn plan_of(rng: &mut fastrand::Rng, n: usize, record: &Path) -> Value {
     let tasks: Vec<Value> = (0..rng.usize(2..7))
         .map(|i| {
             let key = format!("p{n}-t{i}");
-            let target = format!("db/{}", rng.usize(0..5));
+            let target = format!("db/{}", rng.usize(0..8));
             let ticks = rng.u32(2..15);
             // Some first attempts fail, so retries run too.
             let fail_first = rng.u8(0..5) == 0;
@@ -299,19 +301,63 @@ async fn inject(
     }
 }
 
-/// Waits until every plan has ended; how long that took.
-async fn settle(store: &dyn Store, plans: &[i64]) -> Duration {
+/// Waits until every plan has ended; how long that took. A plan still
+/// open after three minutes plus a quarter of the schedule is reported
+/// with each unfinished task and why it waits.
+async fn settle(store: &dyn Store, plans: &[i64], faults: &Faults) -> Duration {
     let start = Instant::now();
-    eventually(Duration::from_secs(180), "every plan ended", || async {
-        for id in plans {
-            let view = store.plan_get(*id).await.ok()?;
-            if !matches!(view.status, PlanStatus::Done | PlanStatus::Failed) {
-                return None;
+    let limit = Duration::from_secs(180) + duration() / 4;
+    let mut open: Vec<i64> = plans.to_vec();
+    while !open.is_empty() {
+        let mut still = Vec::new();
+        for id in open {
+            let ended = store
+                .plan_get(id)
+                .await
+                .is_ok_and(|v| matches!(v.status, PlanStatus::Done | PlanStatus::Failed));
+            if !ended {
+                still.push(id);
             }
         }
-        Some(())
-    })
-    .await;
+        open = still;
+        if open.is_empty() {
+            break;
+        }
+        if start.elapsed() > limit {
+            let mut report = format!(
+                "{} plans still open {limit:?} after the faults stopped; the first:\n",
+                open.len()
+            );
+            for id in open.iter().take(5) {
+                let view = store.plan_get(*id).await.unwrap();
+                let ended = |s: TaskStatus| {
+                    matches!(
+                        s,
+                        TaskStatus::Done
+                            | TaskStatus::Failed
+                            | TaskStatus::Canceled
+                            | TaskStatus::Skipped
+                    )
+                };
+                for t in view.tasks.iter().filter(|t| !ended(t.status)) {
+                    report.push_str(&format!(
+                        "  plan {id} {} on {}: {} attempt {:?} run {:?} replica {:?}: {:?}\n",
+                        t.name,
+                        t.target,
+                        t.status,
+                        t.attempt,
+                        t.run_id,
+                        t.replica_id,
+                        t.waiting_cause
+                    ));
+                }
+            }
+            let last: Vec<_> = faults.log.iter().rev().take(5).rev().cloned().collect();
+            report.push_str(&format!("last faults:\n  {}\n", last.join("\n  ")));
+            panic!("{report}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     start.elapsed()
 }
 
