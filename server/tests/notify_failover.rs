@@ -7,89 +7,16 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use app::model::{DeliveryView, PlanStatus};
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
 use baton::notifications::verify;
 use common::process::{Baton, Options};
+use common::receiver::Receiver;
 use common::{Kind, TestDb, eventually};
 use serde_json::json;
 
 const SECRET: &str = "global-secret";
-
-/// One POST the receiver saw.
-#[derive(Debug, Clone)]
-struct Received {
-    path: String,
-    delivery: String,
-    event: String,
-    signature: String,
-    body: String,
-}
-
-/// A webhook receiver: `/hook` answers 200; `/flaky` answers 500 to its
-/// first two requests, then 200.
-#[derive(Clone, Default)]
-struct Receiver {
-    seen: Arc<Mutex<Vec<Received>>>,
-}
-
-impl Receiver {
-    async fn start() -> (Receiver, String) {
-        let receiver = Receiver::default();
-        let app = axum::Router::new()
-            .route("/{path}", axum::routing::post(record))
-            .with_state(receiver.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        (receiver, base)
-    }
-
-    fn seen(&self, path: &str) -> Vec<Received> {
-        let seen = self.seen.lock().unwrap();
-        seen.iter().filter(|r| r.path == path).cloned().collect()
-    }
-
-    fn events(&self, path: &str, event: &str) -> Vec<Received> {
-        self.seen(path)
-            .into_iter()
-            .filter(|r| r.event == event)
-            .collect()
-    }
-}
-
-async fn record(
-    State(receiver): State<Receiver>,
-    Path(path): Path<String>,
-    headers: HeaderMap,
-    body: String,
-) -> StatusCode {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let mut seen = receiver.seen.lock().unwrap();
-    let earlier = seen.iter().filter(|r| r.path == path).count();
-    seen.push(Received {
-        path: path.clone(),
-        delivery: header("x-baton-delivery"),
-        event: header("x-baton-event"),
-        signature: header("x-baton-signature"),
-        body,
-    });
-    if path == "flaky" && earlier < 2 {
-        StatusCode::INTERNAL_SERVER_ERROR
-    } else {
-        StatusCode::OK
-    }
-}
 
 fn options(hook: &str) -> Options {
     Options::default()

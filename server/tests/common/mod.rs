@@ -3,9 +3,11 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod invariants;
 pub mod process;
 pub mod proxy;
+pub mod receiver;
 pub mod server;
 pub mod store;
 

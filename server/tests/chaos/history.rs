@@ -1,0 +1,293 @@
+//! The checks a chaos schedule ends with, over what the database recorded
+//! (every run's event history) and what it could not fake (the executions
+//! the commands appended to a file, the POSTs the webhook receiver saw).
+//! A violation panics with the rule, the runs or plan that broke it and
+//! the faults around it.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
+
+use app::model::{EventView, PlanStatus, RunStatus, TaskStatus};
+use baton::store::{Store, version};
+
+use crate::common::invariants;
+use crate::common::receiver::Receiver;
+use crate::faults::Faults;
+use crate::stream::{Expect, Submitted};
+
+pub struct Summary {
+    pub tasks: usize,
+    pub runs: usize,
+    pub executions: usize,
+    /// Webhook POSTs received, and how many repeated a delivery key (a
+    /// receiver's 503 or an answer lost to a fault; same key each time).
+    pub posts: usize,
+    pub repeats: usize,
+}
+
+struct Facts {
+    plan_id: i64,
+    task_id: i64,
+    target: String,
+    exclusive: bool,
+    version: Option<String>,
+    limit: Option<i64>,
+}
+
+pub async fn check(
+    store: &dyn Store,
+    plans: &[Submitted],
+    record: &Path,
+    receiver: &Receiver,
+    faults: &Faults,
+) -> Summary {
+    let events = invariants::all_events(store).await;
+    let mut by_task = HashMap::new();
+    let mut tasks = 0;
+    for plan in plans {
+        let view = store.plan_get(plan.id).await.unwrap();
+        for task in &view.tasks {
+            tasks += 1;
+            match plan.expect {
+                Expect::Ends => assert!(
+                    matches!(task.status, TaskStatus::Done | TaskStatus::Failed),
+                    "nothing lost or stuck: plan {} task {} is {} ({:?})",
+                    plan.id,
+                    task.name,
+                    task.status,
+                    task.waiting_cause
+                ),
+                Expect::WaitsForever => assert!(
+                    task.status == TaskStatus::Pending
+                        && task
+                            .waiting_cause
+                            .as_deref()
+                            .is_some_and(|c| c.starts_with("scheduled for")),
+                    "a task due in 9999 waits with its time as the cause: plan {} task {} is {} ({:?})",
+                    plan.id,
+                    task.name,
+                    task.status,
+                    task.waiting_cause
+                ),
+            }
+            by_task.insert(task.id, (view.id, task.clone(), view.parallel_limit));
+        }
+    }
+    let run_ids: HashSet<i64> = events.iter().map(|e| e.run_id).collect();
+    let mut facts: HashMap<i64, Facts> = HashMap::new();
+    for run_id in &run_ids {
+        let run = store.run_get(*run_id).await.unwrap();
+        assert_ne!(run.status, RunStatus::Running, "run {run_id} left RUNNING");
+        let Some((plan_id, task, limit)) = by_task.get(&run.task_id) else {
+            continue;
+        };
+        facts.insert(
+            *run_id,
+            Facts {
+                plan_id: *plan_id,
+                task_id: task.id,
+                target: task.target.clone(),
+                exclusive: task.exclusive,
+                version: task.version.clone(),
+                limit: *limit,
+            },
+        );
+    }
+    replay(&events, &facts);
+    let executions = match no_execution_overlaps(record) {
+        Ok(n) => n,
+        Err((why, runs)) => {
+            let mut report = format!("{why}\nfaults:\n  {}\n", faults.log.join("\n  "));
+            for run in runs {
+                report.push_str(&run_history(store, run).await);
+            }
+            panic!("{report}");
+        }
+    };
+    let (posts, repeats) = webhooks_once(store, plans, receiver).await;
+    Summary {
+        tasks,
+        runs: facts.len(),
+        executions,
+        posts,
+        repeats,
+    }
+}
+
+async fn run_history(store: &dyn Store, run: i64) -> String {
+    let view = store.run_get(run).await.unwrap();
+    let mut report = format!(
+        "run {run} (attempt {}, replica {:?}): {:?}\n",
+        view.attempt, view.replica_id, view.error
+    );
+    for e in view.events {
+        report.push_str(&format!(
+            "  {} {:?} -> {} by {} ({:?}) {:?}\n",
+            e.at.format("%H:%M:%S%.3f"),
+            e.from,
+            e.to,
+            e.actor,
+            e.replica_id,
+            e.detail
+        ));
+    }
+    report
+}
+
+/// SPEC §10 invariants 1–3 over every run, retries included.
+fn replay(events: &[EventView], facts: &HashMap<i64, Facts>) {
+    let mut live: HashSet<i64> = HashSet::new();
+    let mut active: HashSet<i64> = HashSet::new();
+    for e in events {
+        let Some(me) = facts.get(&e.run_id) else {
+            continue;
+        };
+        match (e.from, e.to) {
+            (None, RunStatus::Pending) => {
+                live.insert(e.run_id);
+            }
+            (Some(RunStatus::Pending), RunStatus::Available) => {
+                for other_id in &active {
+                    let other = &facts[other_id];
+                    assert!(
+                        other.target != me.target || (!me.exclusive && !other.exclusive),
+                        "invariant 1: run {} became AVAILABLE on {} beside active run {other_id} (event {})",
+                        e.run_id,
+                        me.target,
+                        e.id
+                    );
+                }
+                if let Some(limit) = me.limit {
+                    let in_plan = active
+                        .iter()
+                        .filter(|id| facts[*id].plan_id == me.plan_id)
+                        .count() as i64;
+                    assert!(
+                        in_plan < limit,
+                        "invariant 2: plan {} had {in_plan} active runs (limit {limit}) at event {}",
+                        me.plan_id,
+                        e.id
+                    );
+                }
+                if let Some(v) = &me.version {
+                    for other_id in &live {
+                        let other = &facts[other_id];
+                        if other.target == me.target
+                            && other.task_id != me.task_id
+                            && let Some(ov) = &other.version
+                        {
+                            assert!(
+                                version::compare(ov, v) != Ordering::Less,
+                                "invariant 3: run {} (version {v}) promoted on {} while run {other_id} (version {ov}) was unfinished (event {})",
+                                e.run_id,
+                                me.target,
+                                e.id
+                            );
+                        }
+                    }
+                }
+                active.insert(e.run_id);
+            }
+            (_, to) if to.is_terminal() => {
+                active.remove(&e.run_id);
+                live.remove(&e.run_id);
+            }
+            (Some(RunStatus::Available | RunStatus::Running), RunStatus::Pending) => {
+                active.remove(&e.run_id);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Invariant 4 for processes: per task, the spans (first to last line) of
+/// its executions never overlap. How many executions there were, or what
+/// overlapped.
+fn no_execution_overlaps(record: &Path) -> Result<usize, (String, Vec<i64>)> {
+    let text = std::fs::read_to_string(record).unwrap_or_default();
+    let mut spans: BTreeMap<&str, BTreeMap<i64, (u128, u128)>> = BTreeMap::new();
+    for line in text.lines() {
+        let mut parts = line.split(' ');
+        let (Some(key), Some(run), Some(at)) = (parts.next(), parts.next(), parts.next()) else {
+            panic!("a torn line in the record: {line:?}");
+        };
+        let (run, at): (i64, u128) = (run.parse().unwrap(), at.parse().unwrap());
+        let span = spans.entry(key).or_default().entry(run).or_insert((at, at));
+        span.0 = span.0.min(at);
+        span.1 = span.1.max(at);
+    }
+    let mut executions = 0;
+    for (task, runs) in &spans {
+        executions += runs.len();
+        let mut ordered: Vec<_> = runs.iter().collect();
+        ordered.sort_by_key(|(_, (first, _))| *first);
+        for pair in ordered.windows(2) {
+            let ((a, (_, a_last)), (b, (b_first, _))) = (pair[0], pair[1]);
+            if a_last >= b_first {
+                let at = |nanos: u128| {
+                    chrono::DateTime::from_timestamp_nanos(nanos as i64).format("%H:%M:%S%.3f")
+                };
+                return Err((
+                    format!(
+                        "invariant 4: task {task}: run {a} still ran {} ms after run {b} started \
+                         (run {a} last seen {}, run {b} first seen {})",
+                        (a_last - b_first) / 1_000_000,
+                        at(*a_last),
+                        at(*b_first)
+                    ),
+                    vec![*a, *b],
+                ));
+            }
+        }
+    }
+    Ok(executions)
+}
+
+/// Invariant 5 as a receiver sees it: a plan that ended DONE was announced
+/// PIPELINE_COMPLETED under exactly one delivery key and never FAILED; a
+/// plan that ended FAILED was announced PIPELINE_FAILED under exactly one
+/// key; a plan still waiting was announced nothing. Repeats of one key (a
+/// retried delivery) are allowed; a second key is a duplicate
+/// notification. How many POSTs came, and how many repeated a key.
+async fn webhooks_once(
+    store: &dyn Store,
+    plans: &[Submitted],
+    receiver: &Receiver,
+) -> (usize, usize) {
+    let posts = receiver.seen("sometimes");
+    let mut keys: HashMap<(i64, &str), BTreeSet<&str>> = HashMap::new();
+    for post in &posts {
+        let body: serde_json::Value = serde_json::from_str(&post.body).unwrap();
+        let plan = body["plan"]["id"]
+            .as_i64()
+            .expect("the payload names its plan");
+        keys.entry((plan, post.event.as_str()))
+            .or_default()
+            .insert(post.delivery.as_str());
+    }
+    let count = |plan: i64, event: &str| keys.get(&(plan, event)).map_or(0, BTreeSet::len);
+    for plan in plans {
+        let status = store.plan_get(plan.id).await.unwrap().status;
+        let (completed, failed) = (
+            count(plan.id, "PIPELINE_COMPLETED"),
+            count(plan.id, "PIPELINE_FAILED"),
+        );
+        let want = match (plan.expect, status) {
+            (Expect::WaitsForever, _) => (0, 0),
+            (_, PlanStatus::Done) => (1, 0),
+            (_, PlanStatus::Failed) => (0, 1),
+            (_, other) => panic!("plan {} ended {other:?} after settling", plan.id),
+        };
+        assert_eq!(
+            (completed, failed),
+            want,
+            "invariant 5: plan {} ended {status:?}; delivery keys received (completed, failed): {:?} / {:?}",
+            plan.id,
+            keys.get(&(plan.id, "PIPELINE_COMPLETED")),
+            keys.get(&(plan.id, "PIPELINE_FAILED"))
+        );
+    }
+    let distinct: usize = keys.values().map(BTreeSet::len).sum();
+    (posts.len(), posts.len() - distinct)
+}
