@@ -55,6 +55,9 @@ pub fn options(slot: usize) -> Options {
 pub struct Faults {
     pub by_kind: BTreeMap<&'static str, usize>,
     pub log: Vec<String>,
+    /// Each SIGKILL, for invariant 6: the replica, when it was dead and
+    /// when its replacement answered.
+    pub kills: Vec<Kill>,
 }
 
 impl Faults {
@@ -72,6 +75,12 @@ impl std::fmt::Display for Faults {
             .collect();
         write!(f, "{} faults ({})", self.total(), kinds.join(", "))
     }
+}
+
+pub struct Kill {
+    pub replica: String,
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub replaced_at: chrono::DateTime<chrono::Utc>,
 }
 
 const POSTGRES_KINDS: &[&str] = &[
@@ -122,9 +131,16 @@ pub async fn inject(
     match kind {
         "SIGKILL" => {
             baton.sigkill().await;
+            let (replica, at) = (baton.replica_id.clone(), chrono::Utc::now());
             slot.baton = None;
             tokio::time::sleep(Duration::from_millis(rng.u64(0..1500))).await;
             slot.restart_if_down().await;
+            let replaced_at = chrono::Utc::now();
+            faults.kills.push(Kill {
+                replica,
+                at,
+                replaced_at,
+            });
         }
         "SIGSTOP" => {
             baton.sigstop();

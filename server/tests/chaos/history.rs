@@ -7,10 +7,12 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
+use std::time::Duration;
 
 use app::model::{EventView, PlanStatus, RunStatus, TaskStatus};
 use baton::store::{Store, version};
 
+use crate::STALE_AFTER;
 use crate::common::invariants;
 use crate::common::receiver::Receiver;
 use crate::faults::Faults;
@@ -24,6 +26,8 @@ pub struct Summary {
     /// receiver's 503 or an answer lost to a fault; same key each time).
     pub posts: usize,
     pub repeats: usize,
+    /// The longest a killed replica's RUNNING run took to be resolved.
+    pub slowest_sweep: Duration,
 }
 
 struct Facts {
@@ -41,6 +45,7 @@ pub async fn check(
     record: &Path,
     receiver: &Receiver,
     faults: &Faults,
+    alone: bool,
 ) -> Summary {
     let events = invariants::all_events(store).await;
     let mut by_task = HashMap::new();
@@ -79,6 +84,9 @@ pub async fn check(
     for run_id in &run_ids {
         let run = store.run_get(*run_id).await.unwrap();
         assert_ne!(run.status, RunStatus::Running, "run {run_id} left RUNNING");
+        if run.status == RunStatus::Done {
+            log_kept(store, *run_id).await;
+        }
         let Some((plan_id, task, limit)) = by_task.get(&run.task_id) else {
             continue;
         };
@@ -94,7 +102,17 @@ pub async fn check(
             },
         );
     }
-    replay(&events, &facts);
+    if let Err((why, run)) = replay(&events, &facts) {
+        panic!(
+            "{why}\nfaults:\n  {}\n{}",
+            faults.log.join("\n  "),
+            run_history(store, run).await
+        );
+    }
+    let slowest_sweep = match killed_runs_resolved(&events, faults, alone) {
+        Ok(slowest) => slowest,
+        Err((why, run)) => panic!("{why}\n{}", run_history(store, run).await),
+    };
     let executions = match no_execution_overlaps(record) {
         Ok(n) => n,
         Err((why, runs)) => {
@@ -112,7 +130,20 @@ pub async fn check(
         executions,
         posts,
         repeats,
+        slowest_sweep,
     }
+}
+
+/// Invariant 8 for logs: a DONE run's output was stored from its first
+/// line to its last, whatever faults came while it ran.
+async fn log_kept(store: &dyn Store, run: i64) {
+    let log = store.run_log(run).await.unwrap();
+    let has = |prefix: &str| log.lines().any(|line| line.starts_with(prefix));
+    assert!(
+        has("started p") && has("ended p"),
+        "invariant 8: run {run} ended DONE but its log lost its first or last line: {:?}",
+        log.chars().take(500).collect::<String>()
+    );
 }
 
 async fn run_history(store: &dyn Store, run: i64) -> String {
@@ -135,8 +166,9 @@ async fn run_history(store: &dyn Store, run: i64) -> String {
     report
 }
 
-/// SPEC §10 invariants 1–3 over every run, retries included.
-fn replay(events: &[EventView], facts: &HashMap<i64, Facts>) {
+/// SPEC §10 invariants 1–3 over every run, retries included: the rule
+/// broken and the run that broke it.
+fn replay(events: &[EventView], facts: &HashMap<i64, Facts>) -> Result<(), (String, i64)> {
     let mut live: HashSet<i64> = HashSet::new();
     let mut active: HashSet<i64> = HashSet::new();
     for e in events {
@@ -150,25 +182,30 @@ fn replay(events: &[EventView], facts: &HashMap<i64, Facts>) {
             (Some(RunStatus::Pending), RunStatus::Available) => {
                 for other_id in &active {
                     let other = &facts[other_id];
-                    assert!(
-                        other.target != me.target || (!me.exclusive && !other.exclusive),
-                        "invariant 1: run {} became AVAILABLE on {} beside active run {other_id} (event {})",
-                        e.run_id,
-                        me.target,
-                        e.id
-                    );
+                    if other.target == me.target && (me.exclusive || other.exclusive) {
+                        return Err((
+                            format!(
+                                "invariant 1: run {} became AVAILABLE on {} beside active run {other_id} (event {})",
+                                e.run_id, me.target, e.id
+                            ),
+                            e.run_id,
+                        ));
+                    }
                 }
                 if let Some(limit) = me.limit {
                     let in_plan = active
                         .iter()
                         .filter(|id| facts[*id].plan_id == me.plan_id)
                         .count() as i64;
-                    assert!(
-                        in_plan < limit,
-                        "invariant 2: plan {} had {in_plan} active runs (limit {limit}) at event {}",
-                        me.plan_id,
-                        e.id
-                    );
+                    if in_plan >= limit {
+                        return Err((
+                            format!(
+                                "invariant 2: plan {} had {in_plan} active runs (limit {limit}) at event {}",
+                                me.plan_id, e.id
+                            ),
+                            e.run_id,
+                        ));
+                    }
                 }
                 if let Some(v) = &me.version {
                     for other_id in &live {
@@ -176,14 +213,15 @@ fn replay(events: &[EventView], facts: &HashMap<i64, Facts>) {
                         if other.target == me.target
                             && other.task_id != me.task_id
                             && let Some(ov) = &other.version
+                            && version::compare(ov, v) == Ordering::Less
                         {
-                            assert!(
-                                version::compare(ov, v) != Ordering::Less,
-                                "invariant 3: run {} (version {v}) promoted on {} while run {other_id} (version {ov}) was unfinished (event {})",
+                            return Err((
+                                format!(
+                                    "invariant 3: run {} (version {v}) promoted on {} while run {other_id} (version {ov}) was unfinished (event {})",
+                                    e.run_id, me.target, e.id
+                                ),
                                 e.run_id,
-                                me.target,
-                                e.id
-                            );
+                            ));
                         }
                     }
                 }
@@ -199,6 +237,62 @@ fn replay(events: &[EventView], facts: &HashMap<i64, Facts>) {
             _ => {}
         }
     }
+    Ok(())
+}
+
+/// Invariant 6: a run RUNNING on a replica when it was killed leaves
+/// RUNNING within `stale_after` + the sweep interval, plus a new leader's
+/// lease (the killed replica may have led) and generous scheduling slack
+/// for two shared cores — counted from the kill where other replicas can
+/// sweep, and from the replacement's start where it is the only one
+/// (SQLite). The slowest, or the run that took longer.
+fn killed_runs_resolved(
+    events: &[EventView],
+    faults: &Faults,
+    alone: bool,
+) -> Result<Duration, (String, i64)> {
+    let bound =
+        STALE_AFTER + Duration::from_millis(200) + Duration::from_secs(1) + Duration::from_secs(5);
+    let mut by_run: HashMap<i64, Vec<&EventView>> = HashMap::new();
+    for e in events {
+        by_run.entry(e.run_id).or_default().push(e);
+    }
+    let mut slowest = Duration::ZERO;
+    for (run, history) in &by_run {
+        for pair in history.windows(2) {
+            let (claimed, left) = (pair[0], pair[1]);
+            if claimed.to != RunStatus::Running {
+                continue;
+            }
+            for kill in &faults.kills {
+                let (replica, at) = (&kill.replica, &kill.at);
+                if claimed.replica_id.as_deref() != Some(replica.as_str())
+                    || claimed.at > *at
+                    || left.at <= *at
+                {
+                    continue;
+                }
+                let from = if alone { kill.replaced_at } else { *at };
+                let took = (left.at - from).to_std().unwrap_or_default();
+                slowest = slowest.max(took);
+                if took > bound {
+                    return Err((
+                        format!(
+                            "invariant 6: run {run} was RUNNING on {replica}, SIGKILLed at {}, and left RUNNING only {took:?} after {} (bound {bound:?})",
+                            at.format("%H:%M:%S%.3f"),
+                            if alone {
+                                "its replacement started"
+                            } else {
+                                "the kill"
+                            }
+                        ),
+                        *run,
+                    ));
+                }
+            }
+        }
+    }
+    Ok(slowest)
 }
 
 /// Invariant 4 for processes: per task, the spans (first to last line) of

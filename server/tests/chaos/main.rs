@@ -18,6 +18,7 @@
 //! - invariant 4 for processes: no two executions of one task overlap in
 //!   time (from the file);
 //! - invariant 5 at the receiver: one delivery key per plan and phase;
+//! - invariant 6: a killed replica's RUNNING runs resolved in time;
 //! - invariant 10: each submit, retried with its key, made one plan;
 //! - nothing lost or stuck: every task ends DONE or FAILED (attempts
 //!   spent), or waits with its cause when due in 9999; nothing RUNNING.
@@ -206,12 +207,13 @@ async fn chaos(mode: Mode, seed: u64) {
         &record,
         &receiver,
         &faults,
+        replicas == 1,
     )
     .await;
     one_plan_per_submit(store.as_ref(), &submits).await;
     eprintln!(
         "chaos: {mode:?}, seed {seed}: {faults} in {:?}; {} plans accepted ({} hostile, {} due in 9999), {} refused, {} unanswered; \
-         {} tasks, {} runs, {} executions, {} webhook POSTs ({} repeats of a key); settled in {settled:?}; 0 violations",
+         {} tasks, {} runs, {} executions, {} webhook POSTs ({} repeats of a key); a killed replica's runs resolved within {:?}; settled in {settled:?}; 0 violations",
         duration(),
         submits.accepted.len(),
         submits.hostile,
@@ -227,6 +229,7 @@ async fn chaos(mode: Mode, seed: u64) {
         summary.executions,
         summary.posts,
         summary.repeats,
+        summary.slowest_sweep,
     );
     assert!(faults.total() > 0, "the schedule injected nothing");
     drop(slots);

@@ -77,15 +77,17 @@ pub fn next_plan(
 
 /// A command that appends its span to `record` (start, a line every
 /// 100 ms, end) under the task's key, and fails its first attempt when
-/// asked: how executions are seen outside the database.
+/// asked: how executions are seen outside the database. Its output
+/// starts and ends with a line naming the key: a DONE run's log must
+/// hold both (invariant 8).
 fn recorded_command(rng: &mut fastrand::Rng, key: &str, record: &Path, extra: &str) -> Value {
     let ticks = rng.u32(2..15);
     let fail_first = rng.u8(0..5) == 0;
     json!({
-        "argv": ["sh", "-c", format!("echo \"$KEY $BATON_RUN_ID $(date +%s%N)\" >> \"$RECORD\"; \
+        "argv": ["sh", "-c", format!("echo \"started $KEY\"; echo \"$KEY $BATON_RUN_ID $(date +%s%N)\" >> \"$RECORD\"; \
             i=0; while [ $i -lt $TICKS ]; do sleep 0.1; \
             echo \"$KEY $BATON_RUN_ID $(date +%s%N)\" >> \"$RECORD\"; i=$((i+1)); done; {extra} \
-            if [ \"$FAIL_FIRST\" = 1 ] && [ \"$BATON_ATTEMPT\" = 1 ]; then exit 3; fi")],
+            echo \"ended $KEY\"; if [ \"$FAIL_FIRST\" = 1 ] && [ \"$BATON_ATTEMPT\" = 1 ]; then exit 3; fi")],
         "env": {
             "KEY": key, "RECORD": record.to_str().unwrap(),
             "TICKS": ticks.to_string(), "FAIL_FIRST": if fail_first { "1" } else { "0" },
