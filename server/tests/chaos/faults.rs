@@ -117,8 +117,9 @@ pub async fn inject(
     // Longer than stale_after, so other replicas may sweep and retry.
     let outage = STALE_AFTER * 2 + Duration::from_millis(rng.u64(0..1500));
     let wall = chrono::Utc::now().format("%H:%M:%S%.3f");
+    let began = Instant::now();
     faults.log.push(format!(
-        "{wall} (+{:.1}s) {kind} {} for {outage:?}",
+        "{wall} (+{:.1}s) {kind} {}",
         started.elapsed().as_secs_f64(),
         if kind == "PostgreSQL restart" {
             "of every replica's database"
@@ -166,5 +167,8 @@ pub async fn inject(
             tokio::time::sleep(outage).await;
             link(Link::Open);
         }
+    }
+    if let Some(entry) = faults.log.last_mut() {
+        entry.push_str(&format!(", healed after {:.1?}", began.elapsed()));
     }
 }
