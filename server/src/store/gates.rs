@@ -421,46 +421,6 @@ pub const PLAN_HOLDS: &str = "SELECT plan_id, COUNT(*) AS n FROM task_run
 pub const VERSION_HOLDS: &str = "SELECT id, target, version FROM task_run
     WHERE status IN ('AVAILABLE', 'RUNNING') AND version IS NOT NULL";
 
-/// What a promotion round reads, the same SQL on both backends: `round_read`
-/// returns the PENDING runs (oldest first) and the holder summaries they
-/// need ([`Summaries`]), or `None` when nothing is PENDING. The backend
-/// has already serialised the round (advisory lock, write lock).
-macro_rules! round_reads {
-    ($store:ty, $db:ty) => {
-        impl $store {
-            async fn round_read(
-                tx: &mut sqlx::Transaction<'_, $db>,
-            ) -> Result<Option<(Vec<gates::PendingRun>, gates::Holders)>> {
-                let pending: Vec<gates::PendingRun> = sqlx::query_as(gates::PENDING_RUNS)
-                    .fetch_all(&mut **tx)
-                    .await?;
-                if pending.is_empty() {
-                    return Ok(None);
-                }
-                let needed = gates::Summaries::needed_by(&pending);
-                let mut holders = gates::Holders {
-                    targets: sqlx::query_as(gates::TARGET_HOLDS)
-                        .fetch_all(&mut **tx)
-                        .await?,
-                    ..Default::default()
-                };
-                if needed.plans {
-                    holders.plans = sqlx::query_as(gates::PLAN_HOLDS)
-                        .fetch_all(&mut **tx)
-                        .await?;
-                }
-                if needed.versions {
-                    holders.versions = sqlx::query_as(gates::VERSION_HOLDS)
-                        .fetch_all(&mut **tx)
-                        .await?;
-                }
-                Ok(Some((pending, holders)))
-            }
-        }
-    };
-}
-pub(super) use round_reads;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@
 //! what proves they behave the same.
 
 mod dashboard;
+mod engine;
 pub mod gates;
 mod liveness;
 pub mod notify;

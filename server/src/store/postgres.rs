@@ -9,22 +9,19 @@
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use super::dashboard::{self, OverviewStats};
-use super::gates::{self, NodeLabels};
-use super::liveness::{self, Lease, SweepCandidate, SweepReport};
-use super::notify::{self, DeliveryOutcome, DueDelivery, NotifyTargets, PlanOutcomes};
-use super::rows::{self, ClaimRow, FinishedRow, PlanTasks, millis};
-use super::sessions::{self, Session};
+use super::dashboard::{self};
+use super::engine::dialect::arguments;
+use super::engine::{Arg, Dialect, RowLock, Sql, StoreRow};
+use super::gates::{self, Decisions};
+use super::liveness::SweepCandidate;
+use super::notify::NotifyTargets;
+use super::rows::{self, ClaimRow, FinishedRow, millis};
 use super::signals::{CHANNEL, Signal, Signals};
-use super::submission::{self, IdempotencyKey, Submitted};
-use super::{
-    Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
-    ReplicaRecord, Result, SCHEDULER, Store, StoreError, Ts,
-};
+use super::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
 use crate::plan::NewPlan;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
@@ -323,20 +320,6 @@ impl PgStore {
         Ok(())
     }
 
-    /// Queues a `deliveries` NOTIFY when `notified` queued any webhook
-    /// delivery, and says whether it did (the caller raises the local
-    /// signal after commit).
-    async fn notify_deliveries(
-        tx: &mut Transaction<'_, Postgres>,
-        notified: &[notify::Notified],
-    ) -> Result<bool> {
-        let queued = notify::any_queued(notified);
-        if queued {
-            Self::notify(tx, Signal::Deliveries).await?;
-        }
-        Ok(queued)
-    }
-
     /// Keeps new PENDING runs from slipping in under a promotion round that
     /// already read the PENDING set, where the version gate would miss
     /// them: their creators share the lock that a round takes exclusively
@@ -351,21 +334,101 @@ impl PgStore {
             .await?;
         Ok(())
     }
+}
 
-    /// Creates the next attempt (PENDING) of each task, points the task at
-    /// it and records the creation event. `run_at[i]` overrides the task's
-    /// own `run_at` (automatic retries wait out their backoff).
+#[async_trait::async_trait]
+impl Dialect for PgStore {
+    type Tx = Transaction<'static, Postgres>;
+
+    const BACKEND: Backend = Backend::Postgres;
+
+    const FINISHED_PER_MINUTE: &'static str =
+        dashboard::finished_per_minute_sql!("FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT");
+
+    fn signals(&self) -> &Arc<Signals> {
+        &self.signals
+    }
+
+    fn notify_targets(&self) -> NotifyTargets {
+        self.targets()
+    }
+
+    async fn begin(&self) -> Result<Self::Tx> {
+        Ok(self.pool.begin().await?)
+    }
+
+    async fn commit(tx: Self::Tx) -> Result<()> {
+        Ok(tx.commit().await?)
+    }
+
+    async fn execute(tx: &mut Self::Tx, sql: Sql, args: &[Arg<'_>]) -> Result<u64> {
+        let (text, keep) = sql.into_parts();
+        Ok(sqlx::query_with(text, arguments::<Postgres>(args)?)
+            .persistent(keep)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected())
+    }
+
+    async fn fetch_all<R: StoreRow>(
+        tx: &mut Self::Tx,
+        sql: Sql,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<R>> {
+        let (text, keep) = sql.into_parts();
+        Ok(sqlx::query_as_with(text, arguments::<Postgres>(args)?)
+            .persistent(keep)
+            .fetch_all(&mut **tx)
+            .await?)
+    }
+
+    async fn read<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>> {
+        let (text, keep) = sql.into_parts();
+        Ok(sqlx::query_as_with(text, arguments::<Postgres>(args)?)
+            .persistent(keep)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn write(&self, sql: Sql, args: &[Arg<'_>]) -> Result<u64> {
+        let (text, keep) = sql.into_parts();
+        Ok(sqlx::query_with(text, arguments::<Postgres>(args)?)
+            .persistent(keep)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+
+    async fn write_returning<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>> {
+        self.read(sql, args).await
+    }
+
+    fn row_lock(lock: RowLock) -> &'static str {
+        match lock {
+            RowLock::Tasks => "FOR UPDATE OF t",
+            RowLock::SweptRuns => "FOR UPDATE OF r SKIP LOCKED",
+            RowLock::TakenDeliveries => "FOR UPDATE SKIP LOCKED",
+        }
+    }
+
+    async fn announce(tx: &mut Self::Tx, signal: Signal) -> Result<()> {
+        Self::notify(tx, signal).await
+    }
+
+    /// SQLSTATE 40P01.
+    fn is_deadlock(e: &StoreError) -> bool {
+        matches!(e, StoreError::Database(sqlx::Error::Database(db))
+            if db.code().as_deref() == Some("40P01"))
+    }
+
     async fn runs_create(
-        tx: &mut Transaction<'_, Postgres>,
+        tx: &mut Self::Tx,
         task_ids: &[i64],
         run_at: &[Option<Ts>],
         actor: Actor<'_>,
         detail: &str,
         now: Ts,
     ) -> Result<Vec<i64>> {
-        if task_ids.is_empty() {
-            return Ok(Vec::new());
-        }
         Self::creation_lock(tx).await?;
         // Who: plan start, retries (operator and automatic). A submit that
         // starts at once creates its runs in PLAN_SUBMIT.
@@ -395,14 +458,11 @@ impl PgStore {
         .bind(detail)
         .fetch_all(&mut **tx)
         .await?;
-        Self::notify(tx, Signal::Changed).await?;
         Ok(created)
     }
 
-    /// Moves the given live runs to CANCELED, recording each one's previous
-    /// status. Returns how many moved.
     async fn runs_cancel(
-        tx: &mut Transaction<'_, Postgres>,
+        tx: &mut Self::Tx,
         run_ids: &[i64],
         actor: Actor<'_>,
         now: Ts,
@@ -428,54 +488,255 @@ impl PgStore {
         .execute(&mut **tx)
         .await?
         .rows_affected();
-        Self::notify(tx, Signal::Canceled).await?;
-        Self::notify(tx, Signal::Changed).await?;
         Ok(moved)
     }
 
-    /// `run` and `retry` of a whole plan: a new attempt for each task in
-    /// `which`, or a conflict when there is none.
-    async fn plan_new_attempts(
-        &self,
-        id: i64,
-        which: PlanTasks,
-        actor: Actor<'_>,
-        now: Ts,
-    ) -> Result<()> {
-        retrying_deadlocks(|| self.plan_new_attempts_once(id, which, actor, now)).await
+    fn set_notify_targets(&self, targets: NotifyTargets) {
+        *self.targets.write().expect("poisoned") = targets;
     }
 
-    async fn plan_new_attempts_once(
-        &self,
-        id: i64,
-        which: PlanTasks,
-        actor: Actor<'_>,
-        now: Ts,
-    ) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        Self::plan_exists(&mut tx, id).await?;
-        let sql = sqlx::AssertSqlSafe(format!("{} FOR UPDATE OF t", which.select_sql()));
-        let tasks: Vec<i64> = sqlx::query_scalar(sql).bind(id).fetch_all(&mut *tx).await?;
-        if tasks.is_empty() {
-            return Err(which.none_left(id));
+    async fn listen(&self) -> Result<()> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(CHANNEL).await?;
+        loop {
+            let note = listener.recv().await?;
+            if let Some(signal) = Signal::from_payload(note.payload()) {
+                self.signals.raise(signal);
+            }
         }
-        let run_at = vec![None; tasks.len()];
-        let detail = which.detail(actor);
-        Self::runs_create(&mut tx, &tasks, &run_at, actor, &detail, now).await?;
-        // A new phase: its failure or completion notifies again (seed 002).
-        sqlx::query(notify::CLAIM_DELETE)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        self.signals.raise(Signal::Changed);
+    }
+
+    fn migrator(&self) -> &'static Migrator {
+        &MIGRATOR
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.pool).await?;
         Ok(())
     }
 
-    /// Writes a plan, its tasks and (when it starts) their first runs in
-    /// `tx`.
-    async fn insert_plan(
-        tx: &mut Transaction<'_, Postgres>,
+    async fn promoter_lock(tx: &mut Self::Tx) -> Result<bool> {
+        Ok(sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(PROMOTER_LOCK)
+            .fetch_one(&mut **tx)
+            .await?)
+    }
+
+    async fn round_write(tx: &mut Self::Tx, decided: &Decisions, now: Ts) -> Result<usize> {
+        if !decided.unpin.is_empty() || !decided.causes.is_empty() {
+            // Unpins and waiting causes join arrays to task_run.
+            Self::hash_joined(tx).await?;
+        } else if !decided.promote.is_empty() {
+            Self::index_only(tx).await?;
+        }
+        if !decided.unpin.is_empty() {
+            let (ids, details): (Vec<i64>, Vec<String>) = decided.unpin.iter().cloned().unzip();
+            sqlx::query(
+                "WITH unpinned AS (
+                    UPDATE task_run r SET node = NULL FROM UNNEST($1::bigint[], $2::text[]) AS u(id, detail)
+                    WHERE r.id = u.id AND r.status = 'PENDING' RETURNING r.id, u.detail)
+                INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+                SELECT id, 'PENDING', 'PENDING', $3, $4, detail FROM unpinned",
+            )
+            .bind(ids)
+            .bind(details)
+            .bind(SCHEDULER)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        }
+        let promoted = if decided.promote.is_empty() {
+            0
+        } else {
+            let n = sqlx::query(
+                "WITH moved AS (
+                    UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
+                    WHERE id = ANY($1) AND status = 'PENDING' RETURNING id)
+                INSERT INTO run_event (run_id, from_status, to_status, actor, at)
+                SELECT id, 'PENDING', 'AVAILABLE', $2, $3 FROM moved",
+            )
+            .bind(&decided.promote)
+            .bind(SCHEDULER)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            n as usize
+        };
+        if !decided.causes.is_empty() {
+            let (ids, causes): (Vec<i64>, Vec<String>) = decided.causes.iter().cloned().unzip();
+            sqlx::query(
+                "UPDATE task_run r SET waiting_cause = c.cause
+                 FROM UNNEST($1::bigint[], $2::text[]) AS c(id, cause)
+                 WHERE r.id = c.id AND r.status = 'PENDING'",
+            )
+            .bind(ids)
+            .bind(causes)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(promoted)
+    }
+
+    async fn runs_claim(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimRow>> {
+        let mut tx = self.begin(CLAIM.begin).await?;
+        let sql = match sqlx::raw_sql(CLAIM_LOCK).execute(&mut *tx).await {
+            Ok(_) => CLAIM.sql,
+            Err(e) if is_lock_timeout(&e) => {
+                tracing::warn!(
+                    "the claim lock was held for over {}; claiming around its holder",
+                    claim_lock_timeout!()
+                );
+                drop(tx);
+                tx = self.begin(CLAIM_AROUND.begin).await?;
+                CLAIM_AROUND.sql
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let rows: Vec<ClaimRow> = sqlx::query_as(sql)
+            .bind(claim.replica_id)
+            .bind(claim.labels)
+            .bind(claim.limit)
+            .bind(now)
+            .bind(millis(claim.heartbeat_timeout))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    async fn runs_finish(
+        &self,
+        replica_id: &str,
+        finishes: &[Finish],
+        now: Ts,
+    ) -> Result<(Self::Tx, Vec<FinishedRow>)> {
+        let mut tx = self.begin(FINISH.begin).await?;
+        let done: Vec<FinishedRow> = sqlx::query_as(FINISH.sql)
+            .bind(replica_id)
+            .bind(finishes.iter().map(|f| f.run_id).collect::<Vec<_>>())
+            .bind(
+                finishes
+                    .iter()
+                    .map(|f| f.status.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(finishes.iter().map(|f| f.result_code).collect::<Vec<_>>())
+            .bind(finishes.iter().map(|f| f.error.clone()).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+        Self::nested_loops_back(&mut tx).await?;
+        Ok((tx, done))
+    }
+
+    async fn runs_heartbeat(
+        &self,
+        replica_id: &str,
+        beats: &[(i64, Duration)],
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        let mut tx = self.begin(RUN_HEARTBEAT.begin).await?;
+        let owned = sqlx::query_scalar(RUN_HEARTBEAT.sql)
+            .bind(replica_id)
+            .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
+            .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(owned)
+    }
+
+    async fn log_append(&self, replica_id: &str, run_id: i64, lines: &[LogLine]) -> Result<bool> {
+        // Who: executors capturing output. FOR SHARE waits for a concurrent
+        // cancel to commit and then sees it, so no line lands after one.
+        let owned: Option<i64> = sqlx::query_scalar(
+            "WITH owned AS (
+                SELECT id FROM task_run WHERE id = $2 AND status = 'RUNNING' AND replica_id = $1
+                FOR SHARE),
+            written AS (
+                INSERT INTO run_log (run_id, at, stream, line)
+                SELECT owned.id, x.at, x.stream, x.line FROM owned,
+                    UNNEST($3::timestamptz[], $4::text[], $5::text[]) AS x(at, stream, line))
+            SELECT id FROM owned",
+        )
+        .bind(replica_id)
+        .bind(run_id)
+        .bind(lines.iter().map(|l| l.at).collect::<Vec<_>>())
+        .bind(lines.iter().map(|l| l.stream).collect::<Vec<_>>())
+        .bind(lines.iter().map(|l| l.line.clone()).collect::<Vec<_>>())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(owned.is_some())
+    }
+
+    async fn sweep_begin(&self) -> Result<Self::Tx> {
+        self.begin(BEGIN_INDEX_ONLY).await
+    }
+
+    async fn runs_fail(
+        tx: &mut Self::Tx,
+        found: &[SweepCandidate],
+        causes: &[String],
+        now: Ts,
+    ) -> Result<Vec<FinishedRow>> {
+        // Who: the leader's sweeper. Conditional on the run still being
+        // RUNNING on the replica it was seen on.
+        Self::hash_joined(tx).await?;
+        let done: Vec<FinishedRow> = sqlx::query_as(
+            "WITH f AS (
+                SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[]) AS f(id, replica, cause)),
+            done AS (
+                UPDATE task_run r SET status = 'FAILED', finished_at = $4, error = f.cause
+                FROM f WHERE r.id = f.id AND r.status = 'RUNNING'
+                    AND r.replica_id IS NOT DISTINCT FROM f.replica
+                RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts,
+                    r.replica_id, r.error),
+            logged AS (
+                INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+                SELECT id, 'RUNNING', 'FAILED', replica_id, $5, $4, error FROM done)
+            SELECT id, plan_id, status, task_id, attempt, max_attempts FROM done",
+        )
+        .bind(found.iter().map(|c| c.id).collect::<Vec<_>>())
+        .bind(found.iter().map(|c| c.replica_id.clone()).collect::<Vec<_>>())
+        .bind(causes)
+        .bind(now)
+        .bind(SCHEDULER)
+        .fetch_all(&mut **tx)
+        .await?;
+        Self::nested_loops_back(tx).await?;
+        Ok(done)
+    }
+
+    async fn runs_hand_back(
+        tx: &mut Self::Tx,
+        replica_id: &str,
+        run_ids: &[i64],
+        detail: &str,
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        // Who: a replica shutting down. The run keeps its attempt and the
+        // target and plan slot it holds; any replica may claim it again.
+        let back: Vec<i64> = sqlx::query_scalar(
+            "WITH back AS (
+                UPDATE task_run SET status = 'AVAILABLE', replica_id = NULL, started_at = NULL,
+                    last_heartbeat_at = NULL, heartbeat_deadline = NULL, deadline = NULL
+                WHERE id = ANY($2) AND status = 'RUNNING' AND replica_id = $1 RETURNING id)
+            INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+            SELECT id, 'RUNNING', 'AVAILABLE', $1, $1, $3, $4 FROM back RETURNING run_id",
+        )
+        .bind(replica_id)
+        .bind(run_ids)
+        .bind(now)
+        .bind(detail)
+        .fetch_all(&mut **tx)
+        .await?;
+        Ok(back)
+    }
+
+    async fn plan_write(
+        tx: &mut Self::Tx,
         plan: &NewPlan,
         actor: Actor<'_>,
         now: Ts,
@@ -525,719 +786,6 @@ impl PgStore {
         }
         Ok(plan_id)
     }
-
-    /// Cancels every live run of the plan in one transaction.
-    async fn plan_cancel_once(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        Self::plan_exists(&mut tx, id).await?;
-        let live: Vec<i64> = sqlx::query_scalar(
-            "SELECT id FROM task_run WHERE plan_id = $1 AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')",
-        )
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
-        if Self::runs_cancel(&mut tx, &live, actor, now).await? == 0 {
-            return Err(StoreError::Conflict(format!(
-                "plan {id} has nothing PENDING, AVAILABLE or RUNNING to cancel"
-            )));
-        }
-        tx.commit().await?;
-        self.signals.raise(Signal::Canceled);
-        self.signals.raise(Signal::Changed);
-        Ok(())
-    }
-
-    /// No row lock: nothing deletes plans, and a plan action holding the
-    /// plan row while it locks runs would invert the order of a finish,
-    /// which locks its runs and then the plan row (`notify_plans`).
-    async fn plan_exists(tx: &mut Transaction<'_, Postgres>, id: i64) -> Result<()> {
-        let found: Option<i64> = sqlx::query_scalar("SELECT id FROM plan WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await?;
-        found
-            .map(|_| ())
-            .ok_or(StoreError::NotFound { what: "plan", id })
-    }
-
-    /// The task's plan and its current status, with the task row locked so
-    /// two actions on one task serialise.
-    async fn task_lock(
-        tx: &mut Transaction<'_, Postgres>,
-        id: i64,
-    ) -> Result<(i64, String, Option<i64>)> {
-        let sql = sqlx::AssertSqlSafe(format!("{} FOR UPDATE OF t", rows::TASK_STATE));
-        sqlx::query_as(sql)
-            .bind(id)
-            .fetch_optional(&mut **tx)
-            .await?
-            .ok_or(StoreError::NotFound { what: "task", id })
-    }
-}
-
-rows::shared_reads!(PgStore);
-dashboard::dashboard_reads!(
-    PgStore,
-    "FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT"
-);
-gates::round_reads!(PgStore, Postgres);
-// Serialised per plan by the row lock of `notify::PLAN_PROGRESS`. A
-// transaction takes plan rows last (after its runs and tasks) and in id
-// order, and no transaction that holds one waits for runs or tasks, so
-// these locks cannot close a cycle.
-notify::notify_step!(PgStore, Postgres);
-
-#[async_trait::async_trait]
-impl Store for PgStore {
-    fn backend(&self) -> Backend {
-        Backend::Postgres
-    }
-
-    fn signals(&self) -> &Arc<Signals> {
-        &self.signals
-    }
-
-    fn notify_targets_set(&self, targets: NotifyTargets) {
-        *self.targets.write().expect("poisoned") = targets;
-    }
-
-    async fn signals_forward(&self) -> Result<()> {
-        let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(CHANNEL).await?;
-        loop {
-            let note = listener.recv().await?;
-            if let Some(signal) = Signal::from_payload(note.payload()) {
-                self.signals.raise(signal);
-            }
-        }
-    }
-
-    async fn migrate(&self) -> Result<()> {
-        MIGRATOR.run(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn ready(&self) -> Result<()> {
-        let applied: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
-                .fetch_one(&self.pool)
-                .await?;
-        let known = MIGRATOR.iter().count() as i64;
-        if applied < known {
-            return Err(StoreError::Conflict(format!(
-                "{applied} of {known} migrations applied; run `baton migrate`"
-            )));
-        }
-        Ok(())
-    }
-
-    async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        let mut tx = self.pool.begin().await?;
-        let plan_id = Self::insert_plan(&mut tx, plan, actor, now).await?;
-        tx.commit().await?;
-        if plan.start {
-            self.signals.raise(Signal::Changed);
-        }
-        Ok(plan_id)
-    }
-
-    async fn plan_insert_keyed(
-        &self,
-        plan: &NewPlan,
-        actor: Actor<'_>,
-        now: Ts,
-        key: &IdempotencyKey<'_>,
-    ) -> Result<Submitted> {
-        let mut tx = self.pool.begin().await?;
-        let expired = now.minus(submission::IDEMPOTENCY_WINDOW);
-        sqlx::query("DELETE FROM plan_submission WHERE created_at < $1")
-            .bind(expired)
-            .execute(&mut *tx)
-            .await?;
-        // Claim the key first: a submit racing with the same key waits here
-        // until this transaction ends, then finds the key taken.
-        let claimed = sqlx::query(
-            "INSERT INTO plan_submission (idempotency_key, body_sha256, created_at)
-             VALUES ($1, $2, $3) ON CONFLICT (idempotency_key) DO NOTHING",
-        )
-        .bind(key.key)
-        .bind(&key.body_sha256)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if !claimed {
-            let existing: Option<(String, Option<i64>)> = sqlx::query_as(
-                "SELECT body_sha256, plan_id FROM plan_submission WHERE idempotency_key = $1",
-            )
-            .bind(key.key)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(answer) = submission::decide(existing, &key.body_sha256) {
-                return Ok(answer);
-            }
-        }
-        let plan_id = Self::insert_plan(&mut tx, plan, actor, now).await?;
-        sqlx::query(
-            "UPDATE plan_submission SET plan_id = $2, body_sha256 = $3 WHERE idempotency_key = $1",
-        )
-        .bind(key.key)
-        .bind(plan_id)
-        .bind(&key.body_sha256)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        if plan.start {
-            self.signals.raise(Signal::Changed);
-        }
-        Ok(Submitted::Created(plan_id))
-    }
-
-    async fn plan_get(&self, id: i64) -> Result<PlanView> {
-        self.read_plan(id).await
-    }
-
-    async fn plan_list(
-        &self,
-        status: Option<PlanStatus>,
-        name: Option<&str>,
-        limit: i64,
-        offset: i64,
-    ) -> Result<PlanList> {
-        self.read_plan_list(status, name, limit, offset).await
-    }
-
-    async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        self.plan_new_attempts(id, PlanTasks::NotStarted, actor, now)
-            .await
-    }
-
-    async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        self.plan_new_attempts(id, PlanTasks::FailedOrCanceled, actor, now)
-            .await
-    }
-
-    async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        retrying_deadlocks(|| self.plan_cancel_once(id, actor, now)).await
-    }
-
-    async fn task_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        let mut tx = self.pool.begin().await?;
-        let (plan_id, status, _) = Self::task_lock(&mut tx, id).await?;
-        if status != "FAILED" && status != "CANCELED" {
-            return Err(StoreError::Conflict(format!(
-                "task {id} is {status}; only FAILED or CANCELED tasks can be retried"
-            )));
-        }
-        Self::runs_create(
-            &mut tx,
-            &[id],
-            &[None],
-            actor,
-            &format!("retried by {actor}"),
-            now,
-        )
-        .await?;
-        sqlx::query(notify::CLAIM_DELETE)
-            .bind(plan_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        self.signals.raise(Signal::Changed);
-        Ok(plan_id)
-    }
-
-    async fn task_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        let mut tx = self.pool.begin().await?;
-        let (plan_id, status, run) = Self::task_lock(&mut tx, id).await?;
-        let live = matches!(status.as_str(), "PENDING" | "AVAILABLE" | "RUNNING");
-        let (true, Some(run)) = (live, run) else {
-            return Err(StoreError::Conflict(format!(
-                "task {id} is {status}; only PENDING, AVAILABLE or RUNNING tasks can be canceled"
-            )));
-        };
-        Self::runs_cancel(&mut tx, &[run], actor, now).await?;
-        tx.commit().await?;
-        self.signals.raise(Signal::Canceled);
-        self.signals.raise(Signal::Changed);
-        Ok(plan_id)
-    }
-
-    async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        let mut tx = self.pool.begin().await?;
-        let (plan_id, status, _) = Self::task_lock(&mut tx, id).await?;
-        if !matches!(status.as_str(), "NOT_STARTED" | "FAILED" | "CANCELED") {
-            return Err(StoreError::Conflict(format!(
-                "task {id} is {status}; only NOT_STARTED, FAILED or CANCELED tasks can be skipped"
-            )));
-        }
-        sqlx::query(rows::TASK_SKIP)
-            .bind(id)
-            .bind(now)
-            .bind(actor)
-            .execute(&mut *tx)
-            .await?;
-        let outcomes = PlanOutcomes {
-            progressed: vec![plan_id],
-            ..Default::default()
-        };
-        let notified = Self::notify_plans(&mut tx, &self.targets(), outcomes, now).await?;
-        let queued = Self::notify_deliveries(&mut tx, &notified).await?;
-        tx.commit().await?;
-        if queued {
-            self.signals.raise(Signal::Deliveries);
-        }
-        Ok(plan_id)
-    }
-
-    async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport> {
-        let mut tx = self.pool.begin().await?;
-        // One promoter at a time across replicas; the others skip their
-        // round (the holder hears the same wake-ups and runs another).
-        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-            .bind(PROMOTER_LOCK)
-            .fetch_one(&mut *tx)
-            .await?;
-        if !locked {
-            return Ok(PromoteReport {
-                skipped: true,
-                ..Default::default()
-            });
-        }
-        let Some((pending, holders)) = Self::round_read(&mut tx).await? else {
-            return Ok(PromoteReport::default());
-        };
-        let decided = gates::evaluate(&pending, &holders, nodes, now);
-        if !decided.unpin.is_empty() || !decided.causes.is_empty() {
-            // Unpins and waiting causes join arrays to task_run.
-            Self::hash_joined(&mut tx).await?;
-        } else if !decided.promote.is_empty() {
-            Self::index_only(&mut tx).await?;
-        }
-        if !decided.unpin.is_empty() {
-            let (ids, details): (Vec<i64>, Vec<String>) = decided.unpin.iter().cloned().unzip();
-            sqlx::query(
-                "WITH unpinned AS (
-                    UPDATE task_run r SET node = NULL FROM UNNEST($1::bigint[], $2::text[]) AS u(id, detail)
-                    WHERE r.id = u.id AND r.status = 'PENDING' RETURNING r.id, u.detail)
-                INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
-                SELECT id, 'PENDING', 'PENDING', $3, $4, detail FROM unpinned",
-            )
-            .bind(ids)
-            .bind(details)
-            .bind(SCHEDULER)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let promoted = if decided.promote.is_empty() {
-            0
-        } else {
-            let n = sqlx::query(
-                "WITH moved AS (
-                    UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
-                    WHERE id = ANY($1) AND status = 'PENDING' RETURNING id)
-                INSERT INTO run_event (run_id, from_status, to_status, actor, at)
-                SELECT id, 'PENDING', 'AVAILABLE', $2, $3 FROM moved",
-            )
-            .bind(&decided.promote)
-            .bind(SCHEDULER)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            Self::notify(&mut tx, Signal::Available).await?;
-            n as usize
-        };
-        if !decided.causes.is_empty() {
-            let (ids, causes): (Vec<i64>, Vec<String>) = decided.causes.into_iter().unzip();
-            sqlx::query(
-                "UPDATE task_run r SET waiting_cause = c.cause
-                 FROM UNNEST($1::bigint[], $2::text[]) AS c(id, cause)
-                 WHERE r.id = c.id AND r.status = 'PENDING'",
-            )
-            .bind(ids)
-            .bind(causes)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        if promoted > 0 {
-            self.signals.raise(Signal::Available);
-        }
-        Ok(PromoteReport {
-            skipped: false,
-            promoted,
-            waiting: pending.len() - promoted,
-        })
-    }
-
-    async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>> {
-        if claim.limit <= 0 {
-            return Ok(Vec::new());
-        }
-        let mut tx = self.begin(CLAIM.begin).await?;
-        let sql = match sqlx::raw_sql(CLAIM_LOCK).execute(&mut *tx).await {
-            Ok(_) => CLAIM.sql,
-            Err(e) if is_lock_timeout(&e) => {
-                tracing::warn!(
-                    "the claim lock was held for over {}; claiming around its holder",
-                    claim_lock_timeout!()
-                );
-                drop(tx);
-                tx = self.begin(CLAIM_AROUND.begin).await?;
-                CLAIM_AROUND.sql
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let rows: Vec<ClaimRow> = sqlx::query_as(sql)
-            .bind(claim.replica_id)
-            .bind(claim.labels)
-            .bind(claim.limit)
-            .bind(now)
-            .bind(millis(claim.heartbeat_timeout))
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        rows.into_iter().map(ClaimRow::into_claimed).collect()
-    }
-
-    async fn run_finish_many(
-        &self,
-        replica_id: &str,
-        finishes: &[Finish],
-        now: Ts,
-    ) -> Result<FinishReport> {
-        if finishes.is_empty() {
-            return Ok(FinishReport::default());
-        }
-        let mut tx = self.begin(FINISH.begin).await?;
-        let done: Vec<FinishedRow> = sqlx::query_as(FINISH.sql)
-            .bind(replica_id)
-            .bind(finishes.iter().map(|f| f.run_id).collect::<Vec<_>>())
-            .bind(
-                finishes
-                    .iter()
-                    .map(|f| f.status.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(finishes.iter().map(|f| f.result_code).collect::<Vec<_>>())
-            .bind(finishes.iter().map(|f| f.error.clone()).collect::<Vec<_>>())
-            .bind(now)
-            .fetch_all(&mut *tx)
-            .await?;
-        Self::nested_loops_back(&mut tx).await?;
-        let report = FinishedRow::report(&done, finishes);
-        let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
-        Self::notify(&mut tx, Signal::Changed).await?;
-        let queued = Self::notify_deliveries(&mut tx, &notified).await?;
-        tx.commit().await?;
-        self.signals.raise(Signal::Changed);
-        if queued {
-            self.signals.raise(Signal::Deliveries);
-        }
-        Ok(FinishReport {
-            retried,
-            notified,
-            ..report
-        })
-    }
-
-    async fn run_heartbeat_many(
-        &self,
-        replica_id: &str,
-        beats: &[(i64, Duration)],
-        now: Ts,
-    ) -> Result<Vec<i64>> {
-        if beats.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut tx = self.begin(RUN_HEARTBEAT.begin).await?;
-        let owned = sqlx::query_scalar(RUN_HEARTBEAT.sql)
-            .bind(replica_id)
-            .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
-            .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
-            .bind(now)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(owned)
-    }
-
-    async fn run_log_append(
-        &self,
-        replica_id: &str,
-        run_id: i64,
-        lines: &[LogLine],
-    ) -> Result<bool> {
-        // Who: executors capturing output. FOR SHARE waits for a concurrent
-        // cancel to commit and then sees it, so no line lands after one.
-        let owned: Option<i64> = sqlx::query_scalar(
-            "WITH owned AS (
-                SELECT id FROM task_run WHERE id = $2 AND status = 'RUNNING' AND replica_id = $1
-                FOR SHARE),
-            written AS (
-                INSERT INTO run_log (run_id, at, stream, line)
-                SELECT owned.id, x.at, x.stream, x.line FROM owned,
-                    UNNEST($3::timestamptz[], $4::text[], $5::text[]) AS x(at, stream, line))
-            SELECT id FROM owned",
-        )
-        .bind(replica_id)
-        .bind(run_id)
-        .bind(lines.iter().map(|l| l.at).collect::<Vec<_>>())
-        .bind(lines.iter().map(|l| l.stream).collect::<Vec<_>>())
-        .bind(lines.iter().map(|l| l.line.clone()).collect::<Vec<_>>())
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(owned.is_some())
-    }
-
-    async fn run_get(&self, id: i64) -> Result<RunView> {
-        self.read_run(id).await
-    }
-
-    async fn run_log(&self, id: i64) -> Result<String> {
-        self.read_run_log(id).await
-    }
-
-    async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail> {
-        self.read_log_tail(id, limit).await
-    }
-
-    async fn overview_stats(&self, now: Ts) -> Result<OverviewStats> {
-        self.read_overview_stats(now).await
-    }
-
-    async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
-        self.read_events(after_id, limit).await
-    }
-
-    async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport> {
-        let stale_since = now.minus(stale_after);
-        let mut tx = self.begin(BEGIN_INDEX_ONLY).await?;
-        let sql = sqlx::AssertSqlSafe(format!(
-            "{} FOR UPDATE OF r SKIP LOCKED",
-            liveness::SWEEP_CANDIDATES
-        ));
-        let found: Vec<SweepCandidate> = sqlx::query_as(sql)
-            .bind(stale_since)
-            .bind(now)
-            .fetch_all(&mut *tx)
-            .await?;
-        if found.is_empty() {
-            return Ok(SweepReport::default());
-        }
-        let causes: Vec<String> = found.iter().map(|c| c.cause(stale_since, now)).collect();
-        // Who: the leader's sweeper. Conditional on the run still being
-        // RUNNING on the replica it was seen on.
-        Self::hash_joined(&mut tx).await?;
-        let done: Vec<FinishedRow> = sqlx::query_as(
-            "WITH f AS (
-                SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[]) AS f(id, replica, cause)),
-            done AS (
-                UPDATE task_run r SET status = 'FAILED', finished_at = $4, error = f.cause
-                FROM f WHERE r.id = f.id AND r.status = 'RUNNING'
-                    AND r.replica_id IS NOT DISTINCT FROM f.replica
-                RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts,
-                    r.replica_id, r.error),
-            logged AS (
-                INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-                SELECT id, 'RUNNING', 'FAILED', replica_id, $5, $4, error FROM done)
-            SELECT id, plan_id, status, task_id, attempt, max_attempts FROM done",
-        )
-        .bind(found.iter().map(|c| c.id).collect::<Vec<_>>())
-        .bind(found.iter().map(|c| c.replica_id.clone()).collect::<Vec<_>>())
-        .bind(&causes)
-        .bind(now)
-        .bind(SCHEDULER)
-        .fetch_all(&mut *tx)
-        .await?;
-        Self::nested_loops_back(&mut tx).await?;
-        let (retried, notified) = Self::runs_ended(&mut tx, &self.targets(), &done, now).await?;
-        // A replica still executing one of these (a missed deadline) hears
-        // it at once and stops it.
-        Self::notify(&mut tx, Signal::Canceled).await?;
-        let queued = Self::notify_deliveries(&mut tx, &notified).await?;
-        tx.commit().await?;
-        self.signals.raise(Signal::Canceled);
-        self.signals.raise(Signal::Changed);
-        if queued {
-            self.signals.raise(Signal::Deliveries);
-        }
-        Ok(SweepReport::new(&found, causes, &done, retried, notified))
-    }
-
-    async fn run_hand_back_many(
-        &self,
-        replica_id: &str,
-        run_ids: &[i64],
-        detail: &str,
-        now: Ts,
-    ) -> Result<Vec<i64>> {
-        if run_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut tx = self.pool.begin().await?;
-        // Who: a replica shutting down. The run keeps its attempt and the
-        // target and plan slot it holds; any replica may claim it again.
-        let back: Vec<i64> = sqlx::query_scalar(
-            "WITH back AS (
-                UPDATE task_run SET status = 'AVAILABLE', replica_id = NULL, started_at = NULL,
-                    last_heartbeat_at = NULL, heartbeat_deadline = NULL, deadline = NULL
-                WHERE id = ANY($2) AND status = 'RUNNING' AND replica_id = $1 RETURNING id)
-            INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-            SELECT id, 'RUNNING', 'AVAILABLE', $1, $1, $3, $4 FROM back RETURNING run_id",
-        )
-        .bind(replica_id)
-        .bind(run_ids)
-        .bind(now)
-        .bind(detail)
-        .fetch_all(&mut *tx)
-        .await?;
-        Self::notify(&mut tx, Signal::Available).await?;
-        tx.commit().await?;
-        Ok(back)
-    }
-
-    async fn lease_acquire(
-        &self,
-        name: &str,
-        holder: &str,
-        ttl: Duration,
-        now: Ts,
-    ) -> Result<Lease> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(liveness::LEASE_ACQUIRE)
-            .bind(name)
-            .bind(holder)
-            .bind(now)
-            .bind(now.plus(ttl))
-            .execute(&mut *tx)
-            .await?;
-        let lease = sqlx::query_as(liveness::LEASE_GET)
-            .bind(name)
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(lease)
-    }
-
-    async fn lease_release(&self, name: &str, holder: &str) -> Result<()> {
-        sqlx::query(liveness::LEASE_RELEASE)
-            .bind(name)
-            .bind(holder)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn lease_get(&self, name: &str) -> Result<Option<Lease>> {
-        Ok(sqlx::query_as(liveness::LEASE_GET)
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?)
-    }
-
-    async fn replica_prune(&self, before: Ts) -> Result<u64> {
-        Ok(sqlx::query(liveness::REPLICA_PRUNE)
-            .bind(before)
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
-    }
-
-    async fn delivery_take_due(
-        &self,
-        replica_id: &str,
-        limit: i64,
-        lock_for: Duration,
-        now: Ts,
-    ) -> Result<Vec<DueDelivery>> {
-        let sql = notify::DELIVERY_TAKE.replace("{lock}", "FOR UPDATE SKIP LOCKED");
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(replica_id)
-            .bind(limit)
-            .bind(now)
-            .bind(now.plus(lock_for))
-            .fetch_all(&self.pool)
-            .await?)
-    }
-
-    async fn delivery_record(
-        &self,
-        replica_id: &str,
-        delivery: &DueDelivery,
-        outcome: &DeliveryOutcome,
-        now: Ts,
-    ) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        Self::delivery_write(&mut tx, replica_id, delivery, outcome, now).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn delivery_list(&self, plan_id: Option<i64>, limit: i64) -> Result<Vec<DeliveryView>> {
-        self.read_deliveries(plan_id, limit).await
-    }
-
-    async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {
-        sqlx::query(rows::REPLICA_UPSERT)
-            .bind(&replica.replica_id)
-            .bind(&replica.hostname)
-            .bind(serde_json::to_string(&replica.labels).unwrap_or_else(|_| "[]".into()))
-            .bind(&replica.version)
-            .bind(replica.started_at)
-            .bind(now)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn replica_list(&self) -> Result<Vec<ReplicaRecord>> {
-        self.read_replicas().await
-    }
-
-    async fn replica_delete(&self, replica_id: &str) -> Result<()> {
-        sqlx::query(rows::REPLICA_DELETE)
-            .bind(replica_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn session_insert(&self, session: &Session, now: Ts) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(sessions::SESSION_PURGE)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(sessions::SESSION_INSERT)
-            .bind(&session.token_hash)
-            .bind(&session.user_name)
-            .bind(session.created_at)
-            .bind(session.expires_at)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn session_get(&self, token_hash: &str, now: Ts) -> Result<Option<Session>> {
-        Ok(sqlx::query_as(sessions::SESSION_GET)
-            .bind(token_hash)
-            .bind(now)
-            .fetch_optional(&self.pool)
-            .await?)
-    }
-
-    async fn session_delete(&self, token_hash: &str) -> Result<()> {
-        sqlx::query(sessions::SESSION_DELETE)
-            .bind(token_hash)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -1247,29 +795,3 @@ mod plan_tests;
 #[cfg(test)]
 #[path = "postgres_lock_tests.rs"]
 mod lock_tests;
-
-/// Runs `attempt` again when PostgreSQL broke a deadlock by failing it
-/// (SQLSTATE 40P01). Plan-wide actions lock many runs; a finish batch or a
-/// claim may hold some of them, and whichever order each takes, a cycle
-/// can form on a plan of thousands of tasks (a 40,000-task cancel once
-/// answered 500). Each attempt is a whole transaction, so a retry is safe.
-async fn retrying_deadlocks<T, F, Fut>(mut attempt: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    const TRIES: u32 = 5;
-    let mut tried = 1;
-    loop {
-        match attempt().await {
-            Err(StoreError::Database(sqlx::Error::Database(e)))
-                if e.code().as_deref() == Some("40P01") && tried < TRIES =>
-            {
-                tracing::warn!(tried, "deadlock broken by PostgreSQL; trying again");
-                tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(tried))).await;
-                tried += 1;
-            }
-            other => return other,
-        }
-    }
-}

@@ -1,0 +1,232 @@
+//! Operator actions on plans and tasks (SPEC §8): start, retry, cancel and
+//! skip, with the status each needs and the refusal when it does not
+//! apply.
+
+use super::super::notify::{self, PlanOutcomes};
+use super::super::rows::{self, PlanTasks};
+use super::super::signals::Signal;
+use super::super::{Actor, Result, StoreError, Ts};
+use super::{Dialect, RowLock, Sql, optional, outcomes};
+
+/// Creates PENDING runs for every NOT_STARTED task of the plan.
+pub async fn plan_start<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+    plan_new_attempts(d, id, PlanTasks::NotStarted, actor, now).await
+}
+
+/// New attempts for every FAILED or CANCELED task of the plan.
+pub async fn plan_retry<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+    plan_new_attempts(d, id, PlanTasks::FailedOrCanceled, actor, now).await
+}
+
+/// Cancels every live run of the plan in one transaction.
+pub async fn plan_cancel<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+    retrying_deadlocks::<D, _, _, _>(|| async move {
+        let mut tx = d.begin().await?;
+        plan_exists::<D>(&mut tx, id).await?;
+        let live: Vec<(i64,)> = D::fetch_all(
+            &mut tx,
+            "SELECT id FROM task_run
+             WHERE plan_id = $1 AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')"
+                .into(),
+            &[id.into()],
+        )
+        .await?;
+        let live: Vec<i64> = live.into_iter().map(|(id,)| id).collect();
+        if cancel_runs::<D>(&mut tx, &live, actor, now).await? == 0 {
+            return Err(StoreError::Conflict(format!(
+                "plan {id} has nothing PENDING, AVAILABLE or RUNNING to cancel"
+            )));
+        }
+        D::commit(tx).await?;
+        d.signals().raise(Signal::Canceled);
+        d.signals().raise(Signal::Changed);
+        Ok(())
+    })
+    .await
+}
+
+/// New attempt of a FAILED or CANCELED task; returns its plan id.
+pub async fn task_retry<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+    let mut tx = d.begin().await?;
+    let task = task_lock::<D>(&mut tx, id).await?;
+    if task.status != "FAILED" && task.status != "CANCELED" {
+        return Err(StoreError::Conflict(format!(
+            "task {id} is {}; only FAILED or CANCELED tasks can be retried",
+            task.status
+        )));
+    }
+    let detail = format!("retried by {actor}");
+    create_runs::<D>(&mut tx, &[id], &[None], actor, &detail, now).await?;
+    new_phase::<D>(&mut tx, task.plan_id).await?;
+    D::commit(tx).await?;
+    d.signals().raise(Signal::Changed);
+    Ok(task.plan_id)
+}
+
+/// Cancels the task's PENDING, AVAILABLE or RUNNING run; returns its plan id.
+pub async fn task_cancel<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+    let mut tx = d.begin().await?;
+    let task = task_lock::<D>(&mut tx, id).await?;
+    let live = matches!(task.status.as_str(), "PENDING" | "AVAILABLE" | "RUNNING");
+    let (true, Some(run)) = (live, task.run_id) else {
+        return Err(StoreError::Conflict(format!(
+            "task {id} is {}; only PENDING, AVAILABLE or RUNNING tasks can be canceled",
+            task.status
+        )));
+    };
+    cancel_runs::<D>(&mut tx, &[run], actor, now).await?;
+    D::commit(tx).await?;
+    d.signals().raise(Signal::Canceled);
+    d.signals().raise(Signal::Changed);
+    Ok(task.plan_id)
+}
+
+/// Marks a NOT_STARTED, FAILED or CANCELED task SKIPPED; returns its plan id.
+pub async fn task_skip<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+    let mut tx = d.begin().await?;
+    let task = task_lock::<D>(&mut tx, id).await?;
+    if !matches!(task.status.as_str(), "NOT_STARTED" | "FAILED" | "CANCELED") {
+        return Err(StoreError::Conflict(format!(
+            "task {id} is {}; only NOT_STARTED, FAILED or CANCELED tasks can be skipped",
+            task.status
+        )));
+    }
+    D::execute(
+        &mut tx,
+        rows::TASK_SKIP.into(),
+        &[id.into(), now.into(), actor.into()],
+    )
+    .await?;
+    let progressed = PlanOutcomes {
+        progressed: vec![task.plan_id],
+        ..Default::default()
+    };
+    let targets = d.notify_targets();
+    let notified = outcomes::notify_plans::<D>(&mut tx, &targets, progressed, now).await?;
+    let queued = outcomes::announce_deliveries::<D>(&mut tx, &notified).await?;
+    D::commit(tx).await?;
+    if queued {
+        d.signals().raise(Signal::Deliveries);
+    }
+    Ok(task.plan_id)
+}
+
+/// `start` and `retry` of a whole plan: a new attempt for each task in
+/// `which`, or a conflict when there is none.
+async fn plan_new_attempts<D: Dialect>(
+    d: &D,
+    id: i64,
+    which: PlanTasks,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<()> {
+    retrying_deadlocks::<D, _, _, _>(|| async move {
+        let mut tx = d.begin().await?;
+        plan_exists::<D>(&mut tx, id).await?;
+        let sql = format!("{} {}", which.select_sql(), D::row_lock(RowLock::Tasks));
+        let tasks: Vec<(i64,)> = D::fetch_all(&mut tx, Sql::built(sql), &[id.into()]).await?;
+        if tasks.is_empty() {
+            return Err(which.none_left(id));
+        }
+        let tasks: Vec<i64> = tasks.into_iter().map(|(id,)| id).collect();
+        let run_at = vec![None; tasks.len()];
+        let detail = which.detail(actor);
+        create_runs::<D>(&mut tx, &tasks, &run_at, actor, &detail, now).await?;
+        new_phase::<D>(&mut tx, id).await?;
+        D::commit(tx).await?;
+        d.signals().raise(Signal::Changed);
+        Ok(())
+    })
+    .await
+}
+
+/// [`Dialect::runs_create`], announced to the other replicas.
+pub async fn create_runs<D: Dialect>(
+    tx: &mut D::Tx,
+    task_ids: &[i64],
+    run_at: &[Option<Ts>],
+    actor: Actor<'_>,
+    detail: &str,
+    now: Ts,
+) -> Result<Vec<i64>> {
+    if task_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let created = D::runs_create(tx, task_ids, run_at, actor, detail, now).await?;
+    D::announce(tx, Signal::Changed).await?;
+    Ok(created)
+}
+
+/// [`Dialect::runs_cancel`], announced: a RUNNING run's replica hears it
+/// and stops the execution (or notices through its fence).
+async fn cancel_runs<D: Dialect>(
+    tx: &mut D::Tx,
+    run_ids: &[i64],
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<u64> {
+    let moved = D::runs_cancel(tx, run_ids, actor, now).await?;
+    D::announce(tx, Signal::Canceled).await?;
+    D::announce(tx, Signal::Changed).await?;
+    Ok(moved)
+}
+
+/// A retry or a start begins a new phase of the plan: its failure or
+/// completion notifies again (seed 002).
+async fn new_phase<D: Dialect>(tx: &mut D::Tx, plan_id: i64) -> Result<()> {
+    D::execute(tx, notify::CLAIM_DELETE.into(), &[plan_id.into()]).await?;
+    Ok(())
+}
+
+/// No row lock: nothing deletes plans, and a plan action holding the plan
+/// row while it locks runs would invert the order of a finish, which locks
+/// its runs and then the plan row (`notify_plans`).
+async fn plan_exists<D: Dialect>(tx: &mut D::Tx, id: i64) -> Result<()> {
+    let found: Option<(i64,)> =
+        optional::<D, _>(tx, "SELECT id FROM plan WHERE id = $1", &[id.into()]).await?;
+    found
+        .map(|_| ())
+        .ok_or(StoreError::NotFound { what: "plan", id })
+}
+
+/// A task's plan, status and latest run.
+#[derive(sqlx::FromRow)]
+struct TaskState {
+    plan_id: i64,
+    status: String,
+    run_id: Option<i64>,
+}
+
+/// The task's state, with its row locked so two actions on one task
+/// serialise.
+async fn task_lock<D: Dialect>(tx: &mut D::Tx, id: i64) -> Result<TaskState> {
+    let sql = format!("{} {}", rows::TASK_STATE, D::row_lock(RowLock::Tasks));
+    optional::<D, TaskState>(tx, Sql::built(sql), &[id.into()])
+        .await?
+        .ok_or(StoreError::NotFound { what: "task", id })
+}
+
+/// Runs `attempt` again when the database broke a deadlock by failing it.
+/// Plan-wide actions lock many runs; a finish batch or a claim may hold
+/// some of them, and whichever order each takes, a cycle can form on a
+/// plan of thousands of tasks (a 40,000-task cancel once answered 500).
+/// Each attempt is a whole transaction, so a retry is safe.
+async fn retrying_deadlocks<D, T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    D: Dialect,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    const TRIES: u32 = 5;
+    let mut tried = 1;
+    loop {
+        match attempt().await {
+            Err(e) if D::is_deadlock(&e) && tried < TRIES => {
+                tracing::warn!(tried, "deadlock broken by the database; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(tried))).await;
+                tried += 1;
+            }
+            other => return other,
+        }
+    }
+}

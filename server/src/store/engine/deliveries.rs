@@ -1,0 +1,65 @@
+//! Webhook deliveries (SPEC §7): a replica takes the due ones to send and
+//! keeps each attempt's outcome.
+
+use super::super::notify::{self, DeliveryOutcome, DueDelivery};
+use super::super::{Result, Ts};
+use super::{Dialect, RowLock, Sql};
+
+/// Takes up to `limit` due deliveries for this replica to send, locked to
+/// it until `until`.
+pub async fn delivery_take_due<D: Dialect>(
+    d: &D,
+    replica_id: &str,
+    limit: i64,
+    until: Ts,
+    now: Ts,
+) -> Result<Vec<DueDelivery>> {
+    let lock = D::row_lock(RowLock::TakenDeliveries);
+    let sql = notify::DELIVERY_TAKE.replace("{lock}", lock);
+    d.write_returning(
+        Sql::built(sql),
+        &[replica_id.into(), limit.into(), now.into(), until.into()],
+    )
+    .await
+}
+
+/// Keeps one delivery attempt and what happens next.
+pub async fn delivery_record<D: Dialect>(
+    d: &D,
+    replica_id: &str,
+    delivery: &DueDelivery,
+    outcome: &DeliveryOutcome,
+    now: Ts,
+) -> Result<()> {
+    let attempt = delivery.attempts + 1;
+    let mut tx = d.begin().await?;
+    D::execute(
+        &mut tx,
+        notify::ATTEMPT_INSERT.into(),
+        &[
+            delivery.id.into(),
+            attempt.into(),
+            replica_id.into(),
+            now.into(),
+            outcome.status_code.into(),
+            (&outcome.error).into(),
+        ],
+    )
+    .await?;
+    D::execute(
+        &mut tx,
+        notify::DELIVERY_UPDATE.into(),
+        &[
+            delivery.id.into(),
+            attempt.into(),
+            replica_id.into(),
+            now.into(),
+            outcome.status_code.into(),
+            (&outcome.error).into(),
+            outcome.state().into(),
+            outcome.retry_at.into(),
+        ],
+    )
+    .await?;
+    D::commit(tx).await
+}

@@ -1,0 +1,331 @@
+//! The seam between the store's rules ([`super`]) and one database: how a
+//! transaction begins and ends, how a statement runs with its arguments,
+//! and the few statements whose SQL cannot be the same on PostgreSQL and
+//! SQLite (lists as arrays or as JSON, data-modifying CTEs, row locks,
+//! planner settings).
+//!
+//! Everything else — which status an action needs, what its refusal says,
+//! what follows a finish — is written once in the engine over this trait.
+//! sqlx cannot be generic over two databases without a bound for every
+//! type that crosses it, so arguments cross as [`Arg`] and rows as any
+//! type both drivers can decode ([`StoreRow`]).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::error::BoxDynError;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Arguments, Database, Encode, FromRow, Type};
+
+use super::super::gates::Decisions;
+use super::super::liveness::SweepCandidate;
+use super::super::notify::NotifyTargets;
+use super::super::rows::{ClaimRow, FinishedRow};
+use super::super::signals::{Signal, Signals};
+use super::super::{Actor, Backend, Claim, Finish, LogLine, Result, StoreError, Ts};
+use crate::plan::NewPlan;
+
+/// A statement's text. Every `Sql` is a constant or assembled from
+/// constants; values always travel as [`Arg`]s.
+#[derive(Debug, Clone)]
+pub struct Sql {
+    text: Cow<'static, str>,
+    /// Kept as a prepared statement on the connection (sqlx's default).
+    persistent: bool,
+}
+
+impl Sql {
+    /// Text assembled from constants (a lock clause appended, a filter
+    /// chosen from an enum); never from input.
+    pub fn built(text: String) -> Sql {
+        Sql {
+            text: Cow::Owned(text),
+            persistent: true,
+        }
+    }
+
+    /// Not kept as a prepared statement: planned for its actual arguments
+    /// on every run.
+    pub fn unprepared(self) -> Sql {
+        Sql {
+            persistent: false,
+            ..self
+        }
+    }
+
+    /// The text for sqlx, and whether to keep it prepared.
+    pub fn into_parts(self) -> (sqlx::AssertSqlSafe<Cow<'static, str>>, bool) {
+        (sqlx::AssertSqlSafe(self.text), self.persistent)
+    }
+}
+
+impl From<&'static str> for Sql {
+    fn from(text: &'static str) -> Sql {
+        Sql {
+            text: Cow::Borrowed(text),
+            persistent: true,
+        }
+    }
+}
+
+/// One statement argument.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg<'a> {
+    Int(Option<i64>),
+    Text(Option<&'a str>),
+    Time(Option<Ts>),
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+
+impl From<Option<i64>> for Arg<'_> {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(v: &'a String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        Arg::Text(v)
+    }
+}
+
+impl<'a> From<&'a Option<String>> for Arg<'a> {
+    fn from(v: &'a Option<String>) -> Self {
+        Arg::Text(v.as_deref())
+    }
+}
+
+impl From<Ts> for Arg<'_> {
+    fn from(v: Ts) -> Self {
+        Arg::Time(Some(v))
+    }
+}
+
+impl From<Option<Ts>> for Arg<'_> {
+    fn from(v: Option<Ts>) -> Self {
+        Arg::Time(v)
+    }
+}
+
+/// The arguments of one statement as the driver `DB` takes them.
+pub fn arguments<'a, DB>(args: &[Arg<'a>]) -> Result<DB::Arguments>
+where
+    DB: Database,
+    Option<i64>: Encode<'a, DB> + Type<DB>,
+    Option<&'a str>: Encode<'a, DB> + Type<DB>,
+    Option<Ts>: Encode<'a, DB> + Type<DB>,
+{
+    let mut out = DB::Arguments::default();
+    for arg in args {
+        let added: Result<(), BoxDynError> = match *arg {
+            Arg::Int(v) => out.add(v),
+            Arg::Text(v) => out.add(v),
+            Arg::Time(v) => out.add(v),
+        };
+        added.map_err(sqlx::Error::Encode)?;
+    }
+    Ok(out)
+}
+
+/// A row both drivers can decode (every `#[derive(sqlx::FromRow)]` struct
+/// of the store, and tuples such as `(i64,)`).
+pub trait StoreRow:
+    for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin
+{
+}
+
+impl<T> StoreRow for T where
+    T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin
+{
+}
+
+/// Row locks a statement takes where the database has them (PostgreSQL);
+/// SQLite's write lock already serialises every write transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowLock {
+    /// The task rows `t` an action reads, so two actions on one task
+    /// serialise.
+    Tasks,
+    /// RUNNING runs the sweeper is about to fail; rows another
+    /// transaction holds are left for the next sweep.
+    SweptRuns,
+    /// Deliveries a replica takes to send; another replica's are skipped.
+    TakenDeliveries,
+}
+
+/// What one database must provide for the engine.
+#[async_trait::async_trait]
+pub trait Dialect: Send + Sync + Sized + 'static {
+    /// A write transaction (on SQLite, with this process's writer slot).
+    type Tx: Send;
+
+    const BACKEND: Backend;
+
+    /// Wake-ups raised by this store's commits.
+    fn signals(&self) -> &Arc<Signals>;
+
+    /// Where notifications go, as last set.
+    fn notify_targets(&self) -> NotifyTargets;
+
+    fn set_notify_targets(&self, targets: NotifyTargets);
+
+    /// Forwards other processes' announcements to [`Dialect::signals`]
+    /// until the connection fails; never returns where there are none.
+    async fn listen(&self) -> Result<()>;
+
+    /// The migrations of this backend.
+    fn migrator(&self) -> &'static Migrator;
+
+    /// Applies pending migrations (idempotent).
+    async fn migrate(&self) -> Result<()>;
+
+    async fn begin(&self) -> Result<Self::Tx>;
+
+    async fn commit(tx: Self::Tx) -> Result<()>;
+
+    /// Runs a statement in `tx`; how many rows it changed.
+    async fn execute(tx: &mut Self::Tx, sql: Sql, args: &[Arg<'_>]) -> Result<u64>;
+
+    /// Runs a query in `tx`.
+    async fn fetch_all<R: StoreRow>(
+        tx: &mut Self::Tx,
+        sql: Sql,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<R>>;
+
+    /// Runs a read outside any transaction.
+    async fn read<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>>;
+
+    /// Runs one writing statement in a transaction of its own; how many
+    /// rows it changed.
+    async fn write(&self, sql: Sql, args: &[Arg<'_>]) -> Result<u64>;
+
+    /// [`Dialect::write`] for a statement that returns rows.
+    async fn write_returning<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>>;
+
+    /// The overview's per-minute count of finished runs (`$1`: the window's
+    /// start); the minute of a timestamp is the backend's own SQL.
+    const FINISHED_PER_MINUTE: &'static str;
+
+    /// The clause that takes `lock` at the end of a SELECT ("" where the
+    /// write lock already covers it).
+    fn row_lock(lock: RowLock) -> &'static str;
+
+    /// Tells other processes about `signal` when `tx` commits (PostgreSQL's
+    /// NOTIFY); nothing on a database one process owns.
+    async fn announce(tx: &mut Self::Tx, signal: Signal) -> Result<()>;
+
+    /// Whether `e` is a deadlock the database broke by failing this
+    /// transaction, so that running it again is safe.
+    fn is_deadlock(e: &StoreError) -> bool;
+
+    /// Creates the next attempt (PENDING) of each task, points the task at
+    /// it and records the creation event. `run_at[i]` overrides the task's
+    /// own `run_at` (automatic retries wait out their backoff). Returns the
+    /// new runs' ids.
+    async fn runs_create(
+        tx: &mut Self::Tx,
+        task_ids: &[i64],
+        run_at: &[Option<Ts>],
+        actor: Actor<'_>,
+        detail: &str,
+        now: Ts,
+    ) -> Result<Vec<i64>>;
+
+    /// Moves those of `run_ids` that are PENDING, AVAILABLE or RUNNING to
+    /// CANCELED, each with an event naming its previous status. Returns
+    /// how many moved.
+    async fn runs_cancel(
+        tx: &mut Self::Tx,
+        run_ids: &[i64],
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<u64>;
+
+    /// Writes a validated plan, its tasks and (when it starts) their first
+    /// runs with their creation events; the plan's id.
+    async fn plan_write(
+        tx: &mut Self::Tx,
+        plan: &NewPlan,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<i64>;
+
+    /// Takes the promotion round's lock for `tx`, or says another replica
+    /// holds it.
+    async fn promoter_lock(tx: &mut Self::Tx) -> Result<bool>;
+
+    /// Writes a round's decisions: unpins (with their events), promotions
+    /// PENDING → AVAILABLE (with theirs) and changed waiting causes, each
+    /// only where the run is still PENDING. Returns how many were promoted.
+    async fn round_write(tx: &mut Self::Tx, decided: &Decisions, now: Ts) -> Result<usize>;
+
+    /// Claims up to `claim.limit` AVAILABLE runs for the replica, with
+    /// their events, and commits.
+    async fn runs_claim(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimRow>>;
+
+    /// Starts a transaction and moves the finished runs still RUNNING on
+    /// `replica_id` to their final status, with their events; the
+    /// transaction stays open for what follows.
+    async fn runs_finish(
+        &self,
+        replica_id: &str,
+        finishes: &[Finish],
+        now: Ts,
+    ) -> Result<(Self::Tx, Vec<FinishedRow>)>;
+
+    /// Pushes the heartbeat deadline of the replica's runs, and commits;
+    /// the ids it still owns.
+    async fn runs_heartbeat(
+        &self,
+        replica_id: &str,
+        beats: &[(i64, Duration)],
+        now: Ts,
+    ) -> Result<Vec<i64>>;
+
+    /// Appends log lines to a run the replica still owns; false when it
+    /// does not, and then nothing is written.
+    async fn log_append(&self, replica_id: &str, run_id: i64, lines: &[LogLine]) -> Result<bool>;
+
+    /// The sweeper's transaction, set up for its reads.
+    async fn sweep_begin(&self) -> Result<Self::Tx>;
+
+    /// Fails the `found` runs still RUNNING on the replica they were seen
+    /// on, each with its cause as error and event detail.
+    async fn runs_fail(
+        tx: &mut Self::Tx,
+        found: &[SweepCandidate],
+        causes: &[String],
+        now: Ts,
+    ) -> Result<Vec<FinishedRow>>;
+
+    /// Moves the replica's RUNNING runs among `run_ids` back to AVAILABLE,
+    /// same attempt, with their events; the ids moved.
+    async fn runs_hand_back(
+        tx: &mut Self::Tx,
+        replica_id: &str,
+        run_ids: &[i64],
+        detail: &str,
+        now: Ts,
+    ) -> Result<Vec<i64>>;
+}

@@ -1,0 +1,97 @@
+//! Runs leaving RUNNING: a finish reported by the replica that executed
+//! them, the sweeper failing those whose replica or deadlines lapsed
+//! (SPEC §5), and a replica handing its runs back as it shuts down. Each
+//! is fenced: only runs still RUNNING on the expected replica change.
+
+use std::time::Duration;
+
+use super::super::liveness::{self, SweepCandidate, SweepReport};
+use super::super::rows::FinishedRow;
+use super::super::signals::Signal;
+use super::super::{Finish, FinishReport, Result, Ts};
+use super::{Dialect, RowLock, Sql, outcomes};
+
+/// Records how executions ended, then what follows: automatic retries and
+/// the plans' notifications, in the finish's transaction.
+pub async fn run_finish_many<D: Dialect>(
+    d: &D,
+    replica_id: &str,
+    finishes: &[Finish],
+    now: Ts,
+) -> Result<FinishReport> {
+    if finishes.is_empty() {
+        return Ok(FinishReport::default());
+    }
+    let (mut tx, done) = d.runs_finish(replica_id, finishes, now).await?;
+    let report = FinishedRow::report(&done, finishes);
+    let targets = d.notify_targets();
+    let (retried, notified) = outcomes::runs_ended::<D>(&mut tx, &targets, &done, now).await?;
+    D::announce(&mut tx, Signal::Changed).await?;
+    let queued = outcomes::announce_deliveries::<D>(&mut tx, &notified).await?;
+    D::commit(tx).await?;
+    d.signals().raise(Signal::Changed);
+    if queued {
+        d.signals().raise(Signal::Deliveries);
+    }
+    Ok(FinishReport {
+        retried,
+        notified,
+        ..report
+    })
+}
+
+/// Fails every RUNNING run whose replica is stale or gone, or whose
+/// heartbeat deadline or hard deadline passed, with the rule that fired as
+/// its error, and creates the automatic retries.
+pub async fn run_sweep<D: Dialect>(d: &D, stale_after: Duration, now: Ts) -> Result<SweepReport> {
+    let stale_since = now.minus(stale_after);
+    let mut tx = d.sweep_begin().await?;
+    let sql = format!(
+        "{} {}",
+        liveness::SWEEP_CANDIDATES,
+        D::row_lock(RowLock::SweptRuns)
+    );
+    let found: Vec<SweepCandidate> =
+        D::fetch_all(&mut tx, Sql::built(sql), &[stale_since.into(), now.into()]).await?;
+    if found.is_empty() {
+        return Ok(SweepReport::default());
+    }
+    let causes: Vec<String> = found.iter().map(|c| c.cause(stale_since, now)).collect();
+    let done = D::runs_fail(&mut tx, &found, &causes, now).await?;
+    let targets = d.notify_targets();
+    let (retried, notified) = outcomes::runs_ended::<D>(&mut tx, &targets, &done, now).await?;
+    // A replica still executing one of these (a missed deadline) hears it
+    // at once and stops it.
+    D::announce(&mut tx, Signal::Canceled).await?;
+    let queued = outcomes::announce_deliveries::<D>(&mut tx, &notified).await?;
+    D::commit(tx).await?;
+    d.signals().raise(Signal::Canceled);
+    d.signals().raise(Signal::Changed);
+    if queued {
+        d.signals().raise(Signal::Deliveries);
+    }
+    Ok(SweepReport::new(&found, causes, &done, retried, notified))
+}
+
+/// Graceful shutdown: the replica's runs go back to AVAILABLE with the
+/// same attempt and the target and plan slot they hold; any replica may
+/// claim them again. Returns the ids handed back.
+pub async fn run_hand_back_many<D: Dialect>(
+    d: &D,
+    replica_id: &str,
+    run_ids: &[i64],
+    detail: &str,
+    now: Ts,
+) -> Result<Vec<i64>> {
+    if run_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = d.begin().await?;
+    let back = D::runs_hand_back(&mut tx, replica_id, run_ids, detail, now).await?;
+    D::announce(&mut tx, Signal::Available).await?;
+    D::commit(tx).await?;
+    if !back.is_empty() {
+        d.signals().raise(Signal::Available);
+    }
+    Ok(back)
+}

@@ -1,0 +1,42 @@
+//! What a replica does with the runs it executes: claim them, beat their
+//! heartbeats and append their output. The statements are the dialect's
+//! own (the hottest of the store); the rules around them live here.
+
+use std::time::Duration;
+
+use super::super::rows::ClaimRow;
+use super::super::{Claim, ClaimedRun, Result, Ts};
+use super::Dialect;
+
+/// Claims up to `claim.limit` AVAILABLE runs this replica may execute,
+/// oldest first.
+pub async fn run_claim_many<D: Dialect>(
+    d: &D,
+    claim: &Claim<'_>,
+    now: Ts,
+) -> Result<Vec<ClaimedRun>> {
+    if claim.limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let rows = d.runs_claim(claim, now).await?;
+    let mut claimed = rows
+        .into_iter()
+        .map(ClaimRow::into_claimed)
+        .collect::<Result<Vec<_>>>()?;
+    claimed.sort_by_key(|c| c.id);
+    Ok(claimed)
+}
+
+/// Extends the heartbeat deadline of the replica's runs, each by its own
+/// heartbeat timeout (fenced), and returns the ids it still owns.
+pub async fn run_heartbeat_many<D: Dialect>(
+    d: &D,
+    replica_id: &str,
+    beats: &[(i64, Duration)],
+    now: Ts,
+) -> Result<Vec<i64>> {
+    if beats.is_empty() {
+        return Ok(Vec::new());
+    }
+    d.runs_heartbeat(replica_id, beats, now).await
+}

@@ -1,0 +1,64 @@
+//! The store's rules, written once over a [`Dialect`]: which status each
+//! action needs and what its refusal says, what follows a finish (retry,
+//! notification claim, outbox), leases, replicas, sessions and the reads
+//! the API and the dashboard make.
+//!
+//! Each rule is a generic function taking the dialect; the backends'
+//! `Store` impls call them.
+
+pub mod actions;
+pub mod deliveries;
+pub mod dialect;
+pub mod endings;
+pub mod execution;
+pub mod liveness;
+pub mod outcomes;
+pub mod promote;
+pub mod reads;
+pub mod sessions;
+mod store_impl;
+pub mod submit;
+
+pub use dialect::{Arg, Dialect, RowLock, Sql, StoreRow};
+
+use super::Result;
+
+/// The one row a statement returns in `tx` (an error when there is none).
+pub async fn one<D: Dialect, R: StoreRow>(
+    tx: &mut D::Tx,
+    sql: impl Into<Sql> + Send,
+    args: &[Arg<'_>],
+) -> Result<R> {
+    optional::<D, R>(tx, sql, args)
+        .await?
+        .ok_or_else(|| sqlx::Error::RowNotFound.into())
+}
+
+/// The first row a statement returns in `tx`, if any.
+pub async fn optional<D: Dialect, R: StoreRow>(
+    tx: &mut D::Tx,
+    sql: impl Into<Sql> + Send,
+    args: &[Arg<'_>],
+) -> Result<Option<R>> {
+    Ok(D::fetch_all(tx, sql.into(), args).await?.into_iter().next())
+}
+
+/// The first row a read returns, if any.
+pub async fn read_optional<D: Dialect, R: StoreRow>(
+    d: &D,
+    sql: impl Into<Sql> + Send,
+    args: &[Arg<'_>],
+) -> Result<Option<R>> {
+    Ok(d.read(sql.into(), args).await?.into_iter().next())
+}
+
+/// The one row a read returns (an error when there is none).
+pub async fn read_one<D: Dialect, R: StoreRow>(
+    d: &D,
+    sql: impl Into<Sql> + Send,
+    args: &[Arg<'_>],
+) -> Result<R> {
+    read_optional(d, sql, args)
+        .await?
+        .ok_or_else(|| sqlx::Error::RowNotFound.into())
+}

@@ -1,0 +1,148 @@
+//! What follows runs leaving RUNNING (a finish, a sweep) or a task leaving
+//! its plan's open count (a skip): the automatic retry, then the plan's
+//! notification claim and its outbox rows (SPEC §7), in the caller's
+//! transaction.
+//!
+//! Serialised per plan by the row lock of `notify::PLAN_PROGRESS` (on
+//! SQLite by the write lock). A transaction takes plan rows last (after
+//! its runs and tasks) and in id order, and no transaction that holds one
+//! waits for runs or tasks, so these locks cannot close a cycle.
+
+use super::super::notify::{
+    self, Notified, NotifyTargets, PIPELINE_COMPLETED, PIPELINE_FAILED, PlanOutcomes,
+};
+use super::super::rows::{self, FinishedRow};
+use super::super::signals::Signal;
+use super::super::{Result, SCHEDULER, Ts};
+use super::{Dialect, actions, one};
+
+/// The next attempt of each failure with attempts left, then the
+/// notifications the outcomes call for. Returns both.
+pub async fn runs_ended<D: Dialect>(
+    tx: &mut D::Tx,
+    targets: &NotifyTargets,
+    done: &[FinishedRow],
+    now: Ts,
+) -> Result<(Vec<i64>, Vec<Notified>)> {
+    let (retry_tasks, retry_at) = FinishedRow::retries(done, now);
+    let retried = actions::create_runs::<D>(
+        tx,
+        &retry_tasks,
+        &retry_at,
+        SCHEDULER,
+        "automatic retry",
+        now,
+    )
+    .await?;
+    let outcomes = FinishedRow::outcomes(done);
+    let notified = notify_plans::<D>(tx, targets, outcomes, now).await?;
+    Ok((retried, notified))
+}
+
+/// Keeps each plan's open-task count and claims and queues the
+/// notifications `outcomes` call for.
+///
+/// Every completed task leaves its plan's count, whether or not the plan
+/// has notified already, so the count stays exact across Retries.
+pub async fn notify_plans<D: Dialect>(
+    tx: &mut D::Tx,
+    targets: &NotifyTargets,
+    outcomes: PlanOutcomes,
+    now: Ts,
+) -> Result<Vec<Notified>> {
+    let mut notified = Vec::new();
+    for plan in outcomes.by_plan() {
+        let mut complete = false;
+        if plan.completed_tasks > 0 {
+            let (open,): (i64,) = one::<D, _>(
+                tx,
+                notify::PLAN_PROGRESS,
+                &[plan.plan_id.into(), plan.completed_tasks.into()],
+            )
+            .await?;
+            complete = open == 0;
+        }
+        // A plan that both failed and progressed in one batch failed.
+        let event = match (plan.failed, complete) {
+            (true, _) => PIPELINE_FAILED,
+            (false, true) => PIPELINE_COMPLETED,
+            (false, false) => continue,
+        };
+        // The claim's primary key decides: a plan that has notified for
+        // this phase inserts nothing.
+        let won = D::execute(
+            tx,
+            notify::CLAIM_INSERT.into(),
+            &[plan.plan_id.into(), event.into(), now.into()],
+        )
+        .await?;
+        if won == 0 {
+            continue;
+        }
+        let deliveries = outbox_write::<D>(tx, targets, plan.plan_id, event, now).await?;
+        notified.push(Notified {
+            plan_id: plan.plan_id,
+            event,
+            deliveries,
+        });
+    }
+    Ok(notified)
+}
+
+/// Tells the other replicas' deliverers when `notified` queued any
+/// delivery, and says whether it did (the caller raises the local signal
+/// after commit).
+pub async fn announce_deliveries<D: Dialect>(
+    tx: &mut D::Tx,
+    notified: &[Notified],
+) -> Result<bool> {
+    let queued = notify::any_queued(notified);
+    if queued {
+        D::announce(tx, Signal::Deliveries).await?;
+    }
+    Ok(queued)
+}
+
+/// One outbox row per destination, carrying the payload; how many.
+///
+/// With no destination (no `BATON_WEBHOOK_URL`, no webhooks on the plan)
+/// there is no payload to build: reading the plan's every task for it
+/// would cost a plan-sized read inside the finish's transaction for
+/// nothing.
+async fn outbox_write<D: Dialect>(
+    tx: &mut D::Tx,
+    targets: &NotifyTargets,
+    plan_id: i64,
+    event: &str,
+    now: Ts,
+) -> Result<usize> {
+    let (webhooks,): (String,) = one::<D, _>(tx, notify::PLAN_WEBHOOKS, &[plan_id.into()]).await?;
+    let destinations = notify::destinations(targets, &webhooks);
+    if destinations.is_empty() {
+        return Ok(0);
+    }
+    let plan: rows::PlanRow = one::<D, _>(tx, rows::PLAN_GET, &[plan_id.into()]).await?;
+    let tasks: Vec<rows::TaskRow> =
+        D::fetch_all(tx, rows::PLAN_TASKS.into(), &[plan_id.into()]).await?;
+    let view = rows::plan_view(plan, tasks, None)?;
+    let body = notify::payload(event, &view, &targets.public_url, now);
+    let queued = destinations.len();
+    for (i, to) in destinations.into_iter().enumerate() {
+        let key = notify::delivery_key(plan_id, event, now, i);
+        D::execute(
+            tx,
+            notify::DELIVERY_INSERT.into(),
+            &[
+                key.as_str().into(),
+                plan_id.into(),
+                event.into(),
+                to.url.as_str().into(),
+                (&to.secret).into(),
+                body.as_str().into(),
+                now.into(),
+            ],
+        )
+        .await?;
+    }
+    Ok(queued)
+}

@@ -1,0 +1,55 @@
+//! One promotion round (SPEC §3): read every PENDING run and what holds
+//! its gates, decide ([`gates::evaluate`]), write the promotions, unpins
+//! and waiting causes, all in one transaction that one replica at a time
+//! may run.
+
+use super::super::gates::{self, NodeLabels};
+use super::super::signals::Signal;
+use super::super::{PromoteReport, Result, Ts};
+use super::Dialect;
+
+pub async fn run_promote_round<D: Dialect>(
+    d: &D,
+    nodes: &NodeLabels,
+    now: Ts,
+) -> Result<PromoteReport> {
+    let mut tx = d.begin().await?;
+    // One promoter at a time across replicas; the others skip their round
+    // (the holder hears the same wake-ups and runs another).
+    if !D::promoter_lock(&mut tx).await? {
+        return Ok(PromoteReport {
+            skipped: true,
+            ..Default::default()
+        });
+    }
+    let pending: Vec<gates::PendingRun> =
+        D::fetch_all(&mut tx, gates::PENDING_RUNS.into(), &[]).await?;
+    if pending.is_empty() {
+        return Ok(PromoteReport::default());
+    }
+    let needed = gates::Summaries::needed_by(&pending);
+    let mut holders = gates::Holders {
+        targets: D::fetch_all(&mut tx, gates::TARGET_HOLDS.into(), &[]).await?,
+        ..Default::default()
+    };
+    if needed.plans {
+        holders.plans = D::fetch_all(&mut tx, gates::PLAN_HOLDS.into(), &[]).await?;
+    }
+    if needed.versions {
+        holders.versions = D::fetch_all(&mut tx, gates::VERSION_HOLDS.into(), &[]).await?;
+    }
+    let decided = gates::evaluate(&pending, &holders, nodes, now);
+    let promoted = D::round_write(&mut tx, &decided, now).await?;
+    if !decided.promote.is_empty() {
+        D::announce(&mut tx, Signal::Available).await?;
+    }
+    D::commit(tx).await?;
+    if promoted > 0 {
+        d.signals().raise(Signal::Available);
+    }
+    Ok(PromoteReport {
+        skipped: false,
+        promoted,
+        waiting: pending.len() - promoted,
+    })
+}

@@ -1,0 +1,253 @@
+//! [`Store`] for every [`Dialect`]: each method is a rule of the engine.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
+
+use super::super::dashboard::OverviewStats;
+use super::super::gates::NodeLabels;
+use super::super::liveness::{Lease, SweepReport};
+use super::super::notify::{DeliveryOutcome, DueDelivery, NotifyTargets};
+use super::super::sessions::Session;
+use super::super::signals::Signals;
+use super::super::submission::{IdempotencyKey, Submitted};
+use super::super::{
+    Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
+    ReplicaRecord, Result, Store, StoreError, Ts,
+};
+use super::{
+    Dialect, actions, deliveries, endings, execution, liveness, promote, read_one, reads, sessions,
+    submit,
+};
+use crate::plan::NewPlan;
+
+#[async_trait::async_trait]
+impl<D: Dialect> Store for D {
+    fn backend(&self) -> Backend {
+        D::BACKEND
+    }
+
+    fn signals(&self) -> &Arc<Signals> {
+        Dialect::signals(self)
+    }
+
+    fn notify_targets_set(&self, targets: NotifyTargets) {
+        self.set_notify_targets(targets);
+    }
+
+    async fn signals_forward(&self) -> Result<()> {
+        self.listen().await
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        Dialect::migrate(self).await
+    }
+
+    async fn ready(&self) -> Result<()> {
+        let (applied,): (i64,) = read_one(
+            self,
+            "SELECT COUNT(*) FROM _sqlx_migrations WHERE success",
+            &[],
+        )
+        .await?;
+        let known = self.migrator().iter().count() as i64;
+        if applied < known {
+            return Err(StoreError::Conflict(format!(
+                "{applied} of {known} migrations applied; run `baton migrate`"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        submit::plan_insert(self, plan, actor, now).await
+    }
+
+    async fn plan_insert_keyed(
+        &self,
+        plan: &NewPlan,
+        actor: Actor<'_>,
+        now: Ts,
+        key: &IdempotencyKey<'_>,
+    ) -> Result<Submitted> {
+        submit::plan_insert_keyed(self, plan, actor, now, key).await
+    }
+
+    async fn plan_get(&self, id: i64) -> Result<PlanView> {
+        reads::plan_get(self, id).await
+    }
+
+    async fn plan_list(
+        &self,
+        status: Option<PlanStatus>,
+        name: Option<&str>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<PlanList> {
+        reads::plan_list(self, status, name, limit, offset).await
+    }
+
+    async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        actions::plan_start(self, id, actor, now).await
+    }
+
+    async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        actions::plan_retry(self, id, actor, now).await
+    }
+
+    async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        actions::plan_cancel(self, id, actor, now).await
+    }
+
+    async fn task_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        actions::task_retry(self, id, actor, now).await
+    }
+
+    async fn task_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        actions::task_cancel(self, id, actor, now).await
+    }
+
+    async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        actions::task_skip(self, id, actor, now).await
+    }
+
+    async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport> {
+        promote::run_promote_round(self, nodes, now).await
+    }
+
+    async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>> {
+        execution::run_claim_many(self, claim, now).await
+    }
+
+    async fn run_finish_many(
+        &self,
+        replica_id: &str,
+        finishes: &[Finish],
+        now: Ts,
+    ) -> Result<FinishReport> {
+        endings::run_finish_many(self, replica_id, finishes, now).await
+    }
+
+    async fn run_heartbeat_many(
+        &self,
+        replica_id: &str,
+        beats: &[(i64, Duration)],
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        execution::run_heartbeat_many(self, replica_id, beats, now).await
+    }
+
+    async fn run_log_append(
+        &self,
+        replica_id: &str,
+        run_id: i64,
+        lines: &[LogLine],
+    ) -> Result<bool> {
+        self.log_append(replica_id, run_id, lines).await
+    }
+
+    async fn run_get(&self, id: i64) -> Result<RunView> {
+        reads::run_get(self, id).await
+    }
+
+    async fn run_log(&self, id: i64) -> Result<String> {
+        reads::run_log(self, id).await
+    }
+
+    async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail> {
+        reads::run_log_tail(self, id, limit).await
+    }
+
+    async fn overview_stats(&self, now: Ts) -> Result<OverviewStats> {
+        reads::overview_stats(self, now).await
+    }
+
+    async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
+        reads::event_list(self, after_id, limit).await
+    }
+
+    async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport> {
+        endings::run_sweep(self, stale_after, now).await
+    }
+
+    async fn run_hand_back_many(
+        &self,
+        replica_id: &str,
+        run_ids: &[i64],
+        detail: &str,
+        now: Ts,
+    ) -> Result<Vec<i64>> {
+        endings::run_hand_back_many(self, replica_id, run_ids, detail, now).await
+    }
+
+    async fn lease_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+        now: Ts,
+    ) -> Result<Lease> {
+        liveness::lease_acquire(self, name, holder, ttl, now).await
+    }
+
+    async fn lease_release(&self, name: &str, holder: &str) -> Result<()> {
+        liveness::lease_release(self, name, holder).await
+    }
+
+    async fn lease_get(&self, name: &str) -> Result<Option<Lease>> {
+        liveness::lease_get(self, name).await
+    }
+
+    async fn delivery_take_due(
+        &self,
+        replica_id: &str,
+        limit: i64,
+        lock_for: Duration,
+        now: Ts,
+    ) -> Result<Vec<DueDelivery>> {
+        deliveries::delivery_take_due(self, replica_id, limit, now.plus(lock_for), now).await
+    }
+
+    async fn delivery_record(
+        &self,
+        replica_id: &str,
+        delivery: &DueDelivery,
+        outcome: &DeliveryOutcome,
+        now: Ts,
+    ) -> Result<()> {
+        deliveries::delivery_record(self, replica_id, delivery, outcome, now).await
+    }
+
+    async fn delivery_list(&self, plan_id: Option<i64>, limit: i64) -> Result<Vec<DeliveryView>> {
+        reads::delivery_list(self, plan_id, limit).await
+    }
+
+    async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {
+        liveness::replica_upsert(self, replica, now).await
+    }
+
+    async fn replica_list(&self) -> Result<Vec<ReplicaRecord>> {
+        reads::replica_list(self).await
+    }
+
+    async fn replica_delete(&self, replica_id: &str) -> Result<()> {
+        liveness::replica_delete(self, replica_id).await
+    }
+
+    async fn replica_prune(&self, before: Ts) -> Result<u64> {
+        liveness::replica_prune(self, before).await
+    }
+
+    async fn session_insert(&self, session: &Session, now: Ts) -> Result<()> {
+        sessions::session_insert(self, session, now).await
+    }
+
+    async fn session_get(&self, token_hash: &str, now: Ts) -> Result<Option<Session>> {
+        sessions::session_get(self, token_hash, now).await
+    }
+
+    async fn session_delete(&self, token_hash: &str) -> Result<()> {
+        sessions::session_delete(self, token_hash).await
+    }
+}

@@ -1,0 +1,84 @@
+//! Plan submission: a plan, its tasks and (when it starts now) their first
+//! runs in one transaction; once per idempotency key when one is given.
+
+use super::super::signals::Signal;
+use super::super::submission::{self, IdempotencyKey, Submitted};
+use super::super::{Actor, Result, Ts};
+use super::{Dialect, optional};
+use crate::plan::NewPlan;
+
+/// Stores a validated plan; creates PENDING runs when `plan.start`.
+pub async fn plan_insert<D: Dialect>(
+    d: &D,
+    plan: &NewPlan,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<i64> {
+    let mut tx = d.begin().await?;
+    let plan_id = D::plan_write(&mut tx, plan, actor, now).await?;
+    D::commit(tx).await?;
+    if plan.start {
+        d.signals().raise(Signal::Changed);
+    }
+    Ok(plan_id)
+}
+
+/// [`plan_insert`] once per key: a key seen within
+/// [`submission::IDEMPOTENCY_WINDOW`] with the same document answers the
+/// plan it made, with another document [`Submitted::KeyReused`].
+pub async fn plan_insert_keyed<D: Dialect>(
+    d: &D,
+    plan: &NewPlan,
+    actor: Actor<'_>,
+    now: Ts,
+    key: &IdempotencyKey<'_>,
+) -> Result<Submitted> {
+    let mut tx = d.begin().await?;
+    let expired = now.minus(submission::IDEMPOTENCY_WINDOW);
+    D::execute(
+        &mut tx,
+        "DELETE FROM plan_submission WHERE created_at < $1".into(),
+        &[expired.into()],
+    )
+    .await?;
+    // Claim the key first: a submit racing with the same key waits here
+    // (on PostgreSQL for the row, on SQLite for the write lock) until this
+    // transaction ends, then finds the key taken.
+    let claimed = D::execute(
+        &mut tx,
+        "INSERT INTO plan_submission (idempotency_key, body_sha256, created_at)
+         VALUES ($1, $2, $3) ON CONFLICT (idempotency_key) DO NOTHING"
+            .into(),
+        &[key.key.into(), key.body_sha256.as_str().into(), now.into()],
+    )
+    .await?
+        == 1;
+    if !claimed {
+        let existing: Option<(String, Option<i64>)> = optional::<D, _>(
+            &mut tx,
+            "SELECT body_sha256, plan_id FROM plan_submission WHERE idempotency_key = $1",
+            &[key.key.into()],
+        )
+        .await?;
+        if let Some(answer) = submission::decide(existing, &key.body_sha256) {
+            return Ok(answer);
+        }
+    }
+    let plan_id = D::plan_write(&mut tx, plan, actor, now).await?;
+    D::execute(
+        &mut tx,
+        "UPDATE plan_submission SET plan_id = $2, body_sha256 = $3 WHERE idempotency_key = $1"
+            .into(),
+        &[
+            key.key.into(),
+            plan_id.into(),
+            key.body_sha256.as_str().into(),
+        ],
+    )
+    .await?;
+    D::commit(tx).await?;
+    if plan.start {
+        d.signals().raise(Signal::Changed);
+    }
+    Ok(Submitted::Created(plan_id))
+}
