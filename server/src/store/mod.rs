@@ -24,8 +24,6 @@ pub mod seed;
 mod sessions;
 pub mod signals;
 mod sqlite;
-mod sqlite_checkpoint;
-mod sqlite_submit;
 pub mod submission;
 pub mod time;
 pub mod version;

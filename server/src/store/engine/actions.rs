@@ -2,11 +2,11 @@
 //! skip, with the status each needs and the refusal when it does not
 //! apply.
 
-use super::super::notify::{self, PlanOutcomes};
-use super::super::rows::{self, PlanTasks};
-use super::super::signals::Signal;
-use super::super::{Actor, Result, StoreError, Ts};
 use super::{Dialect, RowLock, Sql, optional, outcomes};
+use crate::store::notify::{self, PlanOutcomes};
+use crate::store::rows::{self, PlanTasks};
+use crate::store::signals::Signal;
+use crate::store::{Actor, Result, StoreError, Ts};
 
 /// Creates PENDING runs for every NOT_STARTED task of the plan.
 pub async fn plan_start<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {

@@ -1,9 +1,9 @@
 //! Webhook deliveries (SPEC §7): a replica takes the due ones to send and
 //! keeps each attempt's outcome.
 
-use super::super::notify::{self, DeliveryOutcome, DueDelivery};
-use super::super::{Result, Ts};
 use super::{Dialect, RowLock, Sql};
+use crate::store::notify::{self, DeliveryOutcome, DueDelivery};
+use crate::store::{Result, Ts};
 
 /// Takes up to `limit` due deliveries for this replica to send, locked to
 /// it until `until`.

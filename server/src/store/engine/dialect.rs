@@ -20,13 +20,13 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Arguments, Database, Encode, FromRow, Type};
 
-use super::super::gates::Decisions;
-use super::super::liveness::SweepCandidate;
-use super::super::notify::NotifyTargets;
-use super::super::rows::{ClaimRow, FinishedRow};
-use super::super::signals::{Signal, Signals};
-use super::super::{Actor, Backend, Claim, Finish, LogLine, Result, StoreError, Ts};
 use crate::plan::NewPlan;
+use crate::store::gates::Decisions;
+use crate::store::liveness::SweepCandidate;
+use crate::store::notify::NotifyTargets;
+use crate::store::rows::{ClaimRow, FinishedRow};
+use crate::store::signals::{Signal, Signals};
+use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, StoreError, Ts};
 
 /// A statement's text. Every `Sql` is a constant or assembled from
 /// constants; values always travel as [`Arg`]s.

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use super::super::liveness::{self, SweepCandidate, SweepReport};
-use super::super::rows::FinishedRow;
-use super::super::signals::Signal;
-use super::super::{Finish, FinishReport, Result, Ts};
 use super::{Dialect, RowLock, Sql, outcomes};
+use crate::store::liveness::{self, SweepCandidate, SweepReport};
+use crate::store::rows::FinishedRow;
+use crate::store::signals::Signal;
+use crate::store::{Finish, FinishReport, Result, Ts};
 
 /// Records how executions ended, then what follows: automatic retries and
 /// the plans' notifications, in the finish's transaction.

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use super::super::rows::ClaimRow;
-use super::super::{Claim, ClaimedRun, Result, Ts};
 use super::Dialect;
+use crate::store::rows::ClaimRow;
+use crate::store::{Claim, ClaimedRun, Result, Ts};
 
 /// Claims up to `claim.limit` AVAILABLE runs this replica may execute,
 /// oldest first.

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use super::super::liveness::{self, Lease};
-use super::super::{ReplicaInfo, Result, Ts, rows};
 use super::{Dialect, one, read_optional};
+use crate::store::liveness::{self, Lease};
+use crate::store::{ReplicaInfo, Result, Ts, rows};
 
 /// Takes the named lease if it is free or expired, or renews it if
 /// `holder` has it; returns the lease as it now stands.

@@ -8,13 +8,13 @@
 //! its runs and tasks) and in id order, and no transaction that holds one
 //! waits for runs or tasks, so these locks cannot close a cycle.
 
-use super::super::notify::{
+use super::{Dialect, actions, one};
+use crate::store::notify::{
     self, Notified, NotifyTargets, PIPELINE_COMPLETED, PIPELINE_FAILED, PlanOutcomes,
 };
-use super::super::rows::{self, FinishedRow};
-use super::super::signals::Signal;
-use super::super::{Result, SCHEDULER, Ts};
-use super::{Dialect, actions, one};
+use crate::store::rows::{self, FinishedRow};
+use crate::store::signals::Signal;
+use crate::store::{Result, SCHEDULER, Ts};
 
 /// The next attempt of each failure with attempts left, then the
 /// notifications the outcomes call for. Returns both.

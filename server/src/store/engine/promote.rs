@@ -3,10 +3,10 @@
 //! and waiting causes, all in one transaction that one replica at a time
 //! may run.
 
-use super::super::gates::{self, NodeLabels};
-use super::super::signals::Signal;
-use super::super::{PromoteReport, Result, Ts};
 use super::Dialect;
+use crate::store::gates::{self, NodeLabels};
+use crate::store::signals::Signal;
+use crate::store::{PromoteReport, Result, Ts};
 
 pub async fn run_promote_round<D: Dialect>(
     d: &D,

@@ -3,10 +3,10 @@
 
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 
-use super::super::dashboard::{self, OverviewStats};
-use super::super::{ReplicaRecord, Result, StoreError, Ts};
-use super::super::{notify, plan_list, rows};
 use super::{Dialect, Sql, read_one, read_optional};
+use crate::store::dashboard::{self, OverviewStats};
+use crate::store::{ReplicaRecord, Result, StoreError, Ts};
+use crate::store::{notify, plan_list, rows};
 
 pub async fn plan_get<D: Dialect>(d: &D, id: i64) -> Result<PlanView> {
     let plan: rows::PlanRow = read_optional(d, rows::PLAN_GET, &[id.into()])

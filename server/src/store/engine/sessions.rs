@@ -1,8 +1,8 @@
 //! Dashboard sign-in sessions (SPEC §9).
 
-use super::super::sessions::{self, Session};
-use super::super::{Result, Ts};
 use super::{Dialect, read_optional};
+use crate::store::sessions::{self, Session};
+use crate::store::{Result, Ts};
 
 /// Stores a new sign-in, and deletes the sessions expired by `now`.
 pub async fn session_insert<D: Dialect>(d: &D, session: &Session, now: Ts) -> Result<()> {

@@ -5,22 +5,22 @@ use std::time::Duration;
 
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 
-use super::super::dashboard::OverviewStats;
-use super::super::gates::NodeLabels;
-use super::super::liveness::{Lease, SweepReport};
-use super::super::notify::{DeliveryOutcome, DueDelivery, NotifyTargets};
-use super::super::sessions::Session;
-use super::super::signals::Signals;
-use super::super::submission::{IdempotencyKey, Submitted};
-use super::super::{
-    Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
-    ReplicaRecord, Result, Store, StoreError, Ts,
-};
 use super::{
     Dialect, actions, deliveries, endings, execution, liveness, promote, read_one, reads, sessions,
     submit,
 };
 use crate::plan::NewPlan;
+use crate::store::dashboard::OverviewStats;
+use crate::store::gates::NodeLabels;
+use crate::store::liveness::{Lease, SweepReport};
+use crate::store::notify::{DeliveryOutcome, DueDelivery, NotifyTargets};
+use crate::store::sessions::Session;
+use crate::store::signals::Signals;
+use crate::store::submission::{IdempotencyKey, Submitted};
+use crate::store::{
+    Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
+    ReplicaRecord, Result, Store, StoreError, Ts,
+};
 
 #[async_trait::async_trait]
 impl<D: Dialect> Store for D {

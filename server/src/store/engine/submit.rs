@@ -1,11 +1,11 @@
 //! Plan submission: a plan, its tasks and (when it starts now) their first
 //! runs in one transaction; once per idempotency key when one is given.
 
-use super::super::signals::Signal;
-use super::super::submission::{self, IdempotencyKey, Submitted};
-use super::super::{Actor, Result, Ts};
 use super::{Dialect, optional};
 use crate::plan::NewPlan;
+use crate::store::signals::Signal;
+use crate::store::submission::{self, IdempotencyKey, Submitted};
+use crate::store::{Actor, Result, Ts};
 
 /// Stores a validated plan; creates PENDING runs when `plan.start`.
 pub async fn plan_insert<D: Dialect>(

@@ -19,18 +19,20 @@ use sqlx::sqlite::{
 };
 use sqlx::{Sqlite, Transaction};
 
-use super::dashboard::{self};
-use super::engine::dialect::arguments;
-use super::engine::{Arg, Dialect, RowLock, Sql, StoreRow};
-use super::gates::{self, Decisions};
-use super::liveness::SweepCandidate;
-use super::notify::NotifyTargets;
-use super::rows::{self, ClaimRow, FinishedRow, millis};
-use super::signals::{Signal, Signals};
-use super::sqlite_checkpoint::{BACKSTOP_PAGES, Checkpointer};
-use super::sqlite_submit;
-use super::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
+use self::checkpoint::{BACKSTOP_PAGES, Checkpointer};
 use crate::plan::NewPlan;
+use crate::store::dashboard::{self};
+use crate::store::engine::dialect::arguments;
+use crate::store::engine::{Arg, Dialect, RowLock, Sql, StoreRow};
+use crate::store::gates::{self, Decisions};
+use crate::store::liveness::SweepCandidate;
+use crate::store::notify::NotifyTargets;
+use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
+use crate::store::signals::{Signal, Signals};
+use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
+
+mod checkpoint;
+mod submit;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
@@ -668,7 +670,7 @@ impl Dialect for SqliteStore {
         .fetch_one(&mut **tx)
         .await?;
         let first_run = plan.start.then_some(last_run + 1);
-        sqlite_submit::tasks_insert(tx, plan_id, plan, last_task + 1, first_run).await?;
+        submit::tasks_insert(tx, plan_id, plan, last_task + 1, first_run).await?;
         if plan.start {
             // Copied from the task rows just written: their (plan, name)
             // index hands them over in one range.

@@ -13,16 +13,16 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use super::dashboard::{self};
-use super::engine::dialect::arguments;
-use super::engine::{Arg, Dialect, RowLock, Sql, StoreRow};
-use super::gates::{self, Decisions};
-use super::liveness::SweepCandidate;
-use super::notify::NotifyTargets;
-use super::rows::{self, ClaimRow, FinishedRow, millis};
-use super::signals::{CHANNEL, Signal, Signals};
-use super::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
 use crate::plan::NewPlan;
+use crate::store::dashboard::{self};
+use crate::store::engine::dialect::arguments;
+use crate::store::engine::{Arg, Dialect, RowLock, Sql, StoreRow};
+use crate::store::gates::{self, Decisions};
+use crate::store::liveness::SweepCandidate;
+use crate::store::notify::NotifyTargets;
+use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
+use crate::store::signals::{CHANNEL, Signal, Signals};
+use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
@@ -789,9 +789,7 @@ impl Dialect for PgStore {
 }
 
 #[cfg(test)]
-#[path = "postgres_plan_tests.rs"]
 mod plan_tests;
 
 #[cfg(test)]
-#[path = "postgres_lock_tests.rs"]
 mod lock_tests;

@@ -10,9 +10,9 @@
 use sqlx::sqlite::Sqlite;
 use sqlx::{QueryBuilder, Transaction};
 
-use super::rows::{self, millis};
-use super::{Result, Ts};
 use crate::plan::NewPlan;
+use crate::store::rows::{self, millis};
+use crate::store::{Result, Ts};
 
 /// The largest chunk: 64 rows × 15 columns = 960 parameters.
 const CHUNK: usize = 64;
