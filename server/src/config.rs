@@ -1,49 +1,18 @@
-//! Command line and environment: one typed settings struct. Every flag has
-//! a `BATON_*` variable; flags win over variables, variables over defaults.
+//! The settings every subcommand shares, from flags and the environment:
+//! every flag has a `BATON_*` variable; flags win over variables, variables
+//! over defaults.
 
+use crate::secret::Secret;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 
 use crate::notifications::DeliveryConfig;
 use crate::scheduler::SchedulerConfig;
 use crate::store::NotifyTargets;
-
-#[derive(Parser, Debug)]
-#[command(
-    name = "baton",
-    version,
-    about = "A highly available task scheduler with an operator dashboard"
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Option<Command>,
-    #[command(flatten)]
-    pub settings: Settings,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Run the scheduler loops and serve the API and dashboard (default).
-    Serve,
-    /// Apply database migrations and exit.
-    Migrate,
-    /// Submit a plan file to a running server and print the plan.
-    Submit(crate::client::SubmitArgs),
-    /// Show the newest plans, or one plan's tasks, from a running server.
-    Status(crate::client::StatusArgs),
-    /// Measure end-to-end throughput and latency with no-op runs.
-    Bench(crate::bench::BenchArgs),
-    /// Read a password from standard input and print its hash for the
-    /// users file's `password_hash`.
-    HashPassword,
-    /// Print a new API token and its hash for the users file's
-    /// `token_hashes`.
-    NewToken,
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct Settings {
@@ -96,7 +65,7 @@ pub struct Settings {
         global = true,
         hide_env_values = true
     )]
-    pub webhook_secret: Option<String>,
+    pub webhook_secret: Option<Secret>,
     /// Attempts per delivery before it is given up.
     #[arg(long, env = "BATON_WEBHOOK_MAX_ATTEMPTS", default_value_t = crate::scheduler::DEFAULT_WEBHOOK_MAX_ATTEMPTS, global = true)]
     pub webhook_max_attempts: u32,
@@ -165,7 +134,10 @@ impl Settings {
             sweep_interval: self.sweep_interval,
             leader_lease: self.leader_lease,
             delivery: DeliveryConfig {
-                secret: self.webhook_secret.clone().filter(|s| !s.is_empty()),
+                secret: self
+                    .webhook_secret
+                    .clone()
+                    .filter(|s| !s.expose().is_empty()),
                 max_attempts: self.webhook_max_attempts,
             },
         }

@@ -16,21 +16,21 @@
 //! - [`client`]: `baton submit` and `baton status`, clients of the API.
 //! - [`serve`], [`bench`], [`config`], [`telemetry`]: the binary's edges.
 
+pub mod actions;
 pub mod api;
 pub mod auth;
 pub mod bench;
+pub mod cli;
 pub mod client;
 pub mod config;
-pub mod cpu_meter;
 pub mod dashboard;
 pub mod executor;
-pub mod failover_bench;
 pub mod faults;
 pub mod liveness;
 pub mod notifications;
 pub mod plan;
-pub mod render_bench;
 pub mod scheduler;
+pub mod secret;
 pub mod serve;
 pub mod store;
 pub mod telemetry;

@@ -1,6 +1,6 @@
 use clap::Parser;
 
-use baton::config::{Cli, Command};
+use baton::cli::{Cli, Command};
 
 fn main() -> anyhow::Result<()> {
     // First, before any thread exists: this process may be a command's

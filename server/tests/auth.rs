@@ -6,7 +6,7 @@ mod common;
 
 use app::model::{PlanList, PlanView, RunView, TaskStatus};
 use baton::auth::{hash_password, new_token, token_hash};
-use baton::config::Cli;
+use baton::cli::Cli;
 use clap::Parser;
 use common::Kind;
 use common::server::Server;

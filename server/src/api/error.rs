@@ -57,13 +57,6 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound { .. } => ApiError::NotFound(e.to_string()),
             StoreError::Conflict(message) => ApiError::Conflict(message),
-            // Two actions raced on one task: the loser is told to look again.
-            StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-                ApiError::Conflict(
-                    "another action changed this task at the same moment; reload and try again"
-                        .into(),
-                )
-            }
             other => ApiError::Internal(other.into()),
         }
     }

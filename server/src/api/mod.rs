@@ -25,7 +25,10 @@ use axum::routing::{get, post};
 pub use self::error::{ApiError, ApiResult};
 use crate::executor::CommandPolicy;
 use crate::scheduler::{LoopHealth, RunCounters};
-use crate::store::{ReplicaInfo, Store};
+use crate::store::{ReplicaInfo, Store, Ts};
+use app::model::Identity;
+use app::model::PlanView;
+use app::views::Action;
 
 /// What every handler may use.
 #[derive(Clone)]
@@ -41,6 +44,18 @@ pub struct ApiState {
     pub health: Arc<LoopHealth>,
     /// Which commands plans may run on this server.
     pub commands: CommandPolicy,
+}
+
+/// An operator action answered with the plan as it now stands.
+async fn act(
+    state: &ApiState,
+    who: &Identity,
+    action: Action,
+    id: &str,
+) -> ApiResult<axum::Json<PlanView>> {
+    let id = error::parse_id(id, crate::actions::subject(action))?;
+    let plan_id = crate::actions::act(&*state.store, action, id, &who.name, Ts::now()).await?;
+    Ok(axum::Json(state.store.plan_get(plan_id).await?))
 }
 
 pub fn router(state: ApiState) -> Router {

@@ -1,6 +1,7 @@
 //! `/api/v1/plans`: submit, list, show, and the plan-wide actions.
 
 use app::model::{PlanList, PlanStatus, PlanView};
+use app::views::Action;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -169,9 +170,7 @@ pub async fn run(
     Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
-    let id = parse_id(&id, "plan")?;
-    state.store.plan_start(id, &who.name, Ts::now()).await?;
-    Ok(Json(state.store.plan_get(id).await?))
+    super::act(&state, &who, Action::PlanRun, &id).await
 }
 
 /// `POST /api/v1/plans/{id}/retry`: new attempts for FAILED/CANCELED tasks.
@@ -180,9 +179,7 @@ pub async fn retry(
     Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
-    let id = parse_id(&id, "plan")?;
-    state.store.plan_retry(id, &who.name, Ts::now()).await?;
-    Ok(Json(state.store.plan_get(id).await?))
+    super::act(&state, &who, Action::PlanRetry, &id).await
 }
 
 /// `POST /api/v1/plans/{id}/cancel`: cancel everything still live.
@@ -191,7 +188,5 @@ pub async fn cancel(
     Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
-    let id = parse_id(&id, "plan")?;
-    state.store.plan_cancel(id, &who.name, Ts::now()).await?;
-    Ok(Json(state.store.plan_get(id).await?))
+    super::act(&state, &who, Action::PlanCancel, &id).await
 }

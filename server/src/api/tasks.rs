@@ -5,21 +5,17 @@ use app::model::PlanView;
 use axum::Json;
 use axum::extract::{Path, State};
 
-use super::error::parse_id;
+use app::views::Action;
+
 use super::{ApiResult, ApiState};
 use crate::auth::Operator;
-use crate::store::Ts;
 
 pub async fn retry(
     State(state): State<ApiState>,
     Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
-    let plan_id = state
-        .store
-        .task_retry(parse_id(&id, "task")?, &who.name, Ts::now())
-        .await?;
-    Ok(Json(state.store.plan_get(plan_id).await?))
+    super::act(&state, &who, Action::TaskRetry, &id).await
 }
 
 pub async fn cancel(
@@ -27,11 +23,7 @@ pub async fn cancel(
     Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
-    let plan_id = state
-        .store
-        .task_cancel(parse_id(&id, "task")?, &who.name, Ts::now())
-        .await?;
-    Ok(Json(state.store.plan_get(plan_id).await?))
+    super::act(&state, &who, Action::TaskCancel, &id).await
 }
 
 pub async fn skip(
@@ -39,9 +31,5 @@ pub async fn skip(
     Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
-    let plan_id = state
-        .store
-        .task_skip(parse_id(&id, "task")?, &who.name, Ts::now())
-        .await?;
-    Ok(Json(state.store.plan_get(plan_id).await?))
+    super::act(&state, &who, Action::TaskSkip, &id).await
 }

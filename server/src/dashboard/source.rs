@@ -156,16 +156,10 @@ impl DashboardSource for StoreSource {
 
     async fn act(&self, who: &Identity, action: Action, id: i64) -> Result<(), DashboardError> {
         may_act(who)?;
-        let (store, now, actor) = (&self.store, Ts::now(), who.name.as_str());
-        let done = match action {
-            Action::PlanRun => store.plan_start(id, actor, now).await,
-            Action::PlanRetry => store.plan_retry(id, actor, now).await,
-            Action::PlanCancel => store.plan_cancel(id, actor, now).await,
-            Action::TaskRetry => store.task_retry(id, actor, now).await.map(drop),
-            Action::TaskCancel => store.task_cancel(id, actor, now).await.map(drop),
-            Action::TaskSkip => store.task_skip(id, actor, now).await.map(drop),
-        };
-        done.map_err(failed)
+        crate::actions::act(&*self.store, action, id, &who.name, Ts::now())
+            .await
+            .map(drop)
+            .map_err(failed)
     }
 }
 
@@ -186,11 +180,6 @@ fn failed(e: StoreError) -> DashboardError {
     match e {
         StoreError::NotFound { .. } => DashboardError::NotFound(e.to_string()),
         StoreError::Conflict(message) => DashboardError::Conflict(message),
-        StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-            DashboardError::Conflict(
-                "another action changed this task at the same moment; look again and retry".into(),
-            )
-        }
         other => {
             tracing::error!(error = %other, "dashboard request failed");
             DashboardError::Unavailable(

@@ -6,6 +6,7 @@
 //! recording it sends again (at-least-once delivery of an exactly-once
 //! claim).
 
+use crate::secret::Secret;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -25,22 +26,13 @@ const BATCH: i64 = 16;
 pub const DELIVERY_ROUND_BOUND: Duration = SEND_TIMEOUT;
 
 /// Webhook settings every replica shares.
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct DeliveryConfig {
     /// `BATON_WEBHOOK_SECRET`: signs deliveries to `BATON_WEBHOOK_URL` and
     /// to plan webhooks without their own secret.
-    pub secret: Option<String>,
+    pub secret: Option<Secret>,
     /// `BATON_WEBHOOK_MAX_ATTEMPTS`: attempts before a delivery is FAILED.
     pub max_attempts: u32,
-}
-
-impl std::fmt::Debug for DeliveryConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeliveryConfig")
-            .field("secret", &self.secret.as_ref().map(|_| "***"))
-            .field("max_attempts", &self.max_attempts)
-            .finish()
-    }
 }
 
 pub struct Deliverer {
@@ -118,7 +110,10 @@ impl Deliverer {
             .header("X-Baton-Event", &d.event)
             .body(d.payload.clone());
         if let Some(secret) = d.secret.as_ref().or(self.config.secret.as_ref()) {
-            request = request.header(SIGNATURE_HEADER, sign(secret, d.payload.as_bytes()));
+            request = request.header(
+                SIGNATURE_HEADER,
+                sign(secret.expose(), d.payload.as_bytes()),
+            );
         }
         let (status_code, error) = match request.send().await {
             Ok(response) if response.status().is_success() => {

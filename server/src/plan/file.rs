@@ -28,7 +28,7 @@ pub(super) struct PlanFile {
 pub(super) struct WebhookFile {
     pub url: String,
     #[serde(default)]
-    pub secret: Option<String>,
+    pub secret: Option<crate::secret::Secret>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -56,7 +56,7 @@ pub struct Webhook {
     pub url: String,
     /// Signs this destination's deliveries instead of `BATON_WEBHOOK_SECRET`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
+    pub secret: Option<crate::secret::Secret>,
 }
 
 /// One validated task of a [`NewPlan`].

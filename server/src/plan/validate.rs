@@ -1,6 +1,7 @@
 //! Turns a submitted document into a [`NewPlan`], or says precisely what is
 //! wrong with it.
 
+use crate::secret::Secret;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -174,7 +175,8 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
             let url = http_url(&hook.url, &format!("webhooks[{i}].url"))?;
             let secret = hook
                 .secret
-                .map(|s| required_text(s, &format!("webhooks[{i}].secret")))
+                .map(|s| required_text(s.expose().to_owned(), &format!("webhooks[{i}].secret")))
+                .map(|s| s.map(Secret::new))
                 .transpose()?;
             Ok(Webhook { url, secret })
         })

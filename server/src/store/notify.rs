@@ -9,6 +9,7 @@
 //! replica's deliverer sends what is in the outbox. Retry deletes the claim
 //! in the transaction that creates the new attempts, starting a new phase.
 
+use crate::secret::Secret;
 use std::collections::BTreeMap;
 
 use app::model::{DeliveryAttemptView, DeliveryView, PlanView, TaskStatus};
@@ -174,7 +175,7 @@ pub struct DueDelivery {
     pub event: String,
     pub url: String,
     /// `None`: sign with `BATON_WEBHOOK_SECRET`.
-    pub secret: Option<String>,
+    pub secret: Option<Secret>,
     pub payload: String,
     /// Attempts made before this one.
     pub attempts: i64,
@@ -264,7 +265,7 @@ pub fn delivery_views(rows: Vec<DeliveryRow>, attempts: Vec<AttemptRow>) -> Vec<
 /// One destination of a notification.
 pub struct Destination {
     pub url: String,
-    pub secret: Option<String>,
+    pub secret: Option<Secret>,
 }
 
 /// The global webhook first, then the plan's own.
@@ -382,11 +383,17 @@ mod tests {
         let to = destinations(&targets, own);
         assert_eq!(to.len(), 2);
         assert_eq!(
-            (to[0].url.as_str(), to[0].secret.as_deref()),
+            (
+                to[0].url.as_str(),
+                to[0].secret.as_ref().map(Secret::expose)
+            ),
             ("http://ops/hook", None)
         );
         assert_eq!(
-            (to[1].url.as_str(), to[1].secret.as_deref()),
+            (
+                to[1].url.as_str(),
+                to[1].secret.as_ref().map(Secret::expose)
+            ),
             ("http://team/hook", Some("s3"))
         );
         assert!(destinations(&NotifyTargets::default(), "[]").is_empty());

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use app::model::{PlanStatus, PlanView};
-use baton::config::{Cli, Settings};
+use baton::cli::Cli;
+use baton::config::Settings;
 use baton::executor::Registry;
 use baton::scheduler::{Replica, new_replica_id};
 use baton::store::{ReplicaInfo, Store, Ts};

@@ -230,3 +230,17 @@ where
         }
     }
 }
+
+/// Two actions racing on one task both try to create its next attempt; the
+/// unique (task, attempt) key fails the second, whose actor is told to
+/// look again rather than shown a database error.
+pub fn raced<T>(result: Result<T>) -> Result<T> {
+    match result {
+        Err(StoreError::Database(sqlx::Error::Database(db))) if db.is_unique_violation() => {
+            Err(StoreError::Conflict(
+                "another action changed this task at the same moment; reload and try again".into(),
+            ))
+        }
+        other => other,
+    }
+}

@@ -10,6 +10,7 @@
 //! type that crosses it, so arguments cross as [`Arg`] and rows as any
 //! type both drivers can decode ([`StoreRow`]).
 
+use crate::secret::Secret;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,6 +113,12 @@ impl<'a> From<Option<&'a str>> for Arg<'a> {
 impl<'a> From<&'a Option<String>> for Arg<'a> {
     fn from(v: &'a Option<String>) -> Self {
         Arg::Text(v.as_deref())
+    }
+}
+
+impl<'a> From<&'a Option<Secret>> for Arg<'a> {
+    fn from(v: &'a Option<Secret>) -> Self {
+        Arg::Text(v.as_ref().map(Secret::expose))
     }
 }
 

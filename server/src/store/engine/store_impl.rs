@@ -89,27 +89,27 @@ impl<D: Dialect> Store for D {
     }
 
     async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        actions::plan_start(self, id, actor, now).await
+        actions::raced(actions::plan_start(self, id, actor, now).await)
     }
 
     async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        actions::plan_retry(self, id, actor, now).await
+        actions::raced(actions::plan_retry(self, id, actor, now).await)
     }
 
     async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        actions::plan_cancel(self, id, actor, now).await
+        actions::raced(actions::plan_cancel(self, id, actor, now).await)
     }
 
     async fn task_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        actions::task_retry(self, id, actor, now).await
+        actions::raced(actions::task_retry(self, id, actor, now).await)
     }
 
     async fn task_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        actions::task_cancel(self, id, actor, now).await
+        actions::raced(actions::task_cancel(self, id, actor, now).await)
     }
 
     async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        actions::task_skip(self, id, actor, now).await
+        actions::raced(actions::task_skip(self, id, actor, now).await)
     }
 
     async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport> {

@@ -22,6 +22,10 @@
 //! id) on scratch databases, or the load goes to a running server
 //! (`--server URL`), whose own replicas do the work (phases 1 and 2).
 
+mod cpu_meter;
+mod failover;
+mod render;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,9 +34,9 @@ use app::model::{PlanStatus, PlanView};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use self::cpu_meter::CpuMeter;
 use crate::client::{ApiClient, PlanFormat};
 use crate::config::Settings;
-use crate::cpu_meter::CpuMeter;
 use crate::executor::Registry;
 use crate::scheduler::{Replica, SchedulerConfig, new_replica_id};
 use crate::store::scratch::Scratch;
@@ -170,13 +174,13 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
             big_plan_tasks: args.seed_big_plan,
         };
         return if args.seed {
-            crate::render_bench::seed_configured(&settings, spec).await
+            render::seed_configured(&settings, spec).await
         } else {
-            crate::render_bench::run(&settings, spec, args.requests).await
+            render::run(&settings, spec, args.requests).await
         };
     }
     if args.failover {
-        return crate::failover_bench::run(
+        return failover::run(
             &settings,
             args.failover_replicas,
             args.rounds,

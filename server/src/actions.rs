@@ -1,0 +1,27 @@
+//! Operator actions on plans and tasks, as the API and the dashboard both
+//! take them: one dispatch, so a button and its endpoint cannot drift.
+
+use app::views::Action;
+
+use crate::store::{Result, Store, Ts};
+
+/// Which kind of thing an action's id names, for messages.
+pub fn subject(action: Action) -> &'static str {
+    match action {
+        Action::PlanRun | Action::PlanRetry | Action::PlanCancel => "plan",
+        Action::TaskRetry | Action::TaskCancel | Action::TaskSkip => "task",
+    }
+}
+
+/// Carries out `action` on plan or task `id` for `actor`; the id of the
+/// plan it touched.
+pub async fn act(store: &dyn Store, action: Action, id: i64, actor: &str, now: Ts) -> Result<i64> {
+    match action {
+        Action::PlanRun => store.plan_start(id, actor, now).await.map(|()| id),
+        Action::PlanRetry => store.plan_retry(id, actor, now).await.map(|()| id),
+        Action::PlanCancel => store.plan_cancel(id, actor, now).await.map(|()| id),
+        Action::TaskRetry => store.task_retry(id, actor, now).await,
+        Action::TaskCancel => store.task_cancel(id, actor, now).await,
+        Action::TaskSkip => store.task_skip(id, actor, now).await,
+    }
+}
