@@ -4,17 +4,26 @@
 //! and serves the REST API and the Leptos dashboard; replicas coordinate
 //! only through the database.
 //!
-//! Layout:
-//! - [`plan`]: plan files (JSON/YAML) and their validation.
-//! - [`store`]: the store seam, its PostgreSQL and SQLite backends, the
-//!   promotion gates.
-//! - [`scheduler`]: promoter, claimer and worker loops.
-//! - [`executor`]: `command`, `http`, `sleep`, and the trait for more.
-//! - [`liveness`]: replica heartbeat.
+//! Layout (the walk of one run is in `docs/architecture.md`):
+//! - [`plan`]: plan files (JSON/YAML), their validation and limits.
+//! - [`store`]: the [`store::Store`] seam; its rules written once in
+//!   `store/engine/` over a PostgreSQL and a SQLite dialect; the promotion
+//!   gates ([`store::gates`]).
+//! - [`scheduler`]: promoter, claimer and worker loops, the ownership
+//!   watchdog and loop health.
+//! - [`liveness`]: replica heartbeat, leader lease, sweeper.
+//! - [`executor`]: `command` (under its supervisor), `http`, `sleep`.
+//! - [`notifications`]: the webhook deliverer and signatures.
+//! - [`actions`]: operator actions, one dispatch for the API and the
+//!   dashboard.
 //! - [`api`]: the REST API; [`dashboard`]: the Leptos routes; [`auth`]:
 //!   users, roles, sessions and the guard in front of both.
 //! - [`client`]: `baton submit` and `baton status`, clients of the API.
-//! - [`serve`], [`bench`], [`config`], [`telemetry`]: the binary's edges.
+//! - [`cli`], [`config`]: the command line and the settings it shares.
+//! - [`serve`]: starting a replica; [`telemetry`]: logs.
+//! - [`bench`]: `baton bench` (throughput, latency, render, failover).
+//! - [`secret`]: values that never print; [`faults`]: fault injection the
+//!   tests switch on.
 
 pub mod actions;
 pub mod api;

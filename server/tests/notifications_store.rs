@@ -122,7 +122,10 @@ mod cases {
         assert_eq!(body["failed_tasks"][0]["target"], "a");
         assert_eq!(body["failed_tasks"][0]["error"], "exited with code 3");
         assert!(body["occurred_at"].is_string() && body["plan_created_at"].is_string());
-        let secrets: Vec<_> = due.iter().map(|d| d.secret.as_ref().map(|s| s.expose())).collect();
+        let secrets: Vec<_> = due
+            .iter()
+            .map(|d| d.secret.as_ref().map(|s| s.expose()))
+            .collect();
         assert_eq!(secrets, [None, Some("team")]);
         // A plan-level Retry opens a new phase too; the history stays.
         s.plan_retry(id, "dave", Ts::now()).await.unwrap();

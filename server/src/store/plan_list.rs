@@ -12,9 +12,12 @@
 //! Placeholders: `$1` a lower-case `LIKE` pattern for the name or NULL,
 //! `$2` the limit, `$3` the offset.
 
-use app::model::PlanStatus;
+use std::collections::BTreeMap;
+
+use app::model::{PlanList, PlanStatus, PlanSummary, TaskStatus};
 
 use super::rows::task_status_sql;
+use super::{Result, StoreError, Ts};
 
 /// Plans with a PENDING, AVAILABLE or RUNNING run (a live run is always
 /// its task's latest), one partial index each.
@@ -111,4 +114,54 @@ pub fn name_pattern(text: &str) -> String {
     }
     pattern.push('%');
     pattern
+}
+
+/// One plan of a page, with its tasks counted by status.
+#[derive(sqlx::FromRow)]
+pub struct PlanListRow {
+    pub id: i64,
+    pub name: String,
+    pub created_at: Ts,
+    pub status: String,
+    pub not_started: i64,
+    pub pending: i64,
+    pub available: i64,
+    pub running: i64,
+    pub done: i64,
+    pub failed: i64,
+    pub canceled: i64,
+    pub skipped: i64,
+}
+
+/// The page as the API and the dashboard show it.
+pub fn page(rows: Vec<PlanListRow>, total: i64) -> Result<PlanList> {
+    let plans = rows
+        .into_iter()
+        .map(|r| {
+            let counts: BTreeMap<TaskStatus, i64> = [
+                (TaskStatus::NotStarted, r.not_started),
+                (TaskStatus::Pending, r.pending),
+                (TaskStatus::Available, r.available),
+                (TaskStatus::Running, r.running),
+                (TaskStatus::Done, r.done),
+                (TaskStatus::Failed, r.failed),
+                (TaskStatus::Canceled, r.canceled),
+                (TaskStatus::Skipped, r.skipped),
+            ]
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .collect();
+            let status = PlanStatus::parse(&r.status).ok_or_else(|| {
+                StoreError::Corrupt(format!("unknown plan status {:?}", r.status))
+            })?;
+            Ok(PlanSummary {
+                id: r.id,
+                name: r.name,
+                status,
+                counts,
+                created_at: r.created_at.0,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(PlanList { plans, total })
 }

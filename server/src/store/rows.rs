@@ -4,10 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use app::model::{
-    EventView, PlanList, PlanStatus, PlanSummary, PlanView, RunStatus, RunView, TaskStatus,
-    TaskView,
-};
+use app::model::{EventView, PlanStatus, PlanView, RunStatus, RunView, TaskStatus, TaskView};
 
 use super::time::Ts;
 use super::{ReplicaInfo, ReplicaRecord, Result, StoreError};
@@ -78,22 +75,6 @@ pub const REPLICA_LIST: &str = "SELECT p.replica_id, p.hostname, p.labels, p.ver
         (SELECT COUNT(*) FROM task_run r WHERE r.status = 'RUNNING' AND r.replica_id = p.replica_id)
             AS running
     FROM replica p ORDER BY p.started_at, p.replica_id";
-
-#[derive(sqlx::FromRow)]
-pub struct PlanListRow {
-    pub id: i64,
-    pub name: String,
-    pub created_at: Ts,
-    pub status: String,
-    pub not_started: i64,
-    pub pending: i64,
-    pub available: i64,
-    pub running: i64,
-    pub done: i64,
-    pub failed: i64,
-    pub canceled: i64,
-    pub skipped: i64,
-}
 
 #[derive(sqlx::FromRow)]
 pub struct NotificationRow {
@@ -192,38 +173,6 @@ fn task_status(text: &str) -> Result<TaskStatus> {
 
 fn time(ts: Option<Ts>) -> Option<chrono::DateTime<chrono::Utc>> {
     ts.map(|t| t.0)
-}
-
-pub fn plan_list(rows: Vec<PlanListRow>, total: i64) -> Result<PlanList> {
-    let plans = rows
-        .into_iter()
-        .map(|r| {
-            let counts: BTreeMap<TaskStatus, i64> = [
-                (TaskStatus::NotStarted, r.not_started),
-                (TaskStatus::Pending, r.pending),
-                (TaskStatus::Available, r.available),
-                (TaskStatus::Running, r.running),
-                (TaskStatus::Done, r.done),
-                (TaskStatus::Failed, r.failed),
-                (TaskStatus::Canceled, r.canceled),
-                (TaskStatus::Skipped, r.skipped),
-            ]
-            .into_iter()
-            .filter(|(_, n)| *n > 0)
-            .collect();
-            let status = PlanStatus::parse(&r.status).ok_or_else(|| {
-                StoreError::Corrupt(format!("unknown plan status {:?}", r.status))
-            })?;
-            Ok(PlanSummary {
-                id: r.id,
-                name: r.name,
-                status,
-                counts,
-                created_at: r.created_at.0,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(PlanList { plans, total })
 }
 
 pub fn plan_view(
@@ -396,45 +345,6 @@ pub struct FinishedRow {
     pub task_id: i64,
     pub attempt: i64,
     pub max_attempts: i64,
-}
-
-impl FinishedRow {
-    /// Which asked-for runs finished and which were fenced out.
-    pub fn report(done: &[FinishedRow], asked: &[super::Finish]) -> super::FinishReport {
-        let finished: Vec<i64> = done.iter().map(|d| d.id).collect();
-        let moved: std::collections::HashSet<i64> = finished.iter().copied().collect();
-        let fenced = asked
-            .iter()
-            .map(|f| f.run_id)
-            .filter(|id| !moved.contains(id))
-            .collect();
-        super::FinishReport {
-            finished,
-            fenced,
-            ..Default::default()
-        }
-    }
-
-    /// Plans these runs may have failed (no retry left) or completed.
-    pub fn outcomes(done: &[FinishedRow]) -> super::notify::PlanOutcomes {
-        let mut outcomes = super::notify::PlanOutcomes::default();
-        for d in done {
-            if d.status == RunStatus::Done.as_str() {
-                outcomes.progressed.push(d.plan_id);
-            } else if d.status == RunStatus::Failed.as_str() && d.attempt >= d.max_attempts {
-                outcomes.failed.push(d.plan_id);
-            }
-        }
-        outcomes
-    }
-
-    /// Failed runs with attempts left, and when their retry may start.
-    pub fn retries(done: &[FinishedRow], now: Ts) -> (Vec<i64>, Vec<Option<Ts>>) {
-        done.iter()
-            .filter(|d| d.status == RunStatus::Failed.as_str() && d.attempt < d.max_attempts)
-            .map(|d| (d.task_id, Some(now.plus(super::retry_backoff(d.attempt)))))
-            .unzip()
-    }
 }
 
 /// A stored millisecond count as a duration (negative reads as zero).

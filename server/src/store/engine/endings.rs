@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use super::{Dialect, RowLock, Sql, outcomes};
 use crate::store::liveness::{self, SweepCandidate, SweepReport};
-use crate::store::rows::FinishedRow;
 use crate::store::signals::Signal;
 use crate::store::{Finish, FinishReport, Result, Ts};
 
@@ -23,7 +22,7 @@ pub async fn run_finish_many<D: Dialect>(
         return Ok(FinishReport::default());
     }
     let (mut tx, done) = d.runs_finish(replica_id, finishes, now).await?;
-    let report = FinishedRow::report(&done, finishes);
+    let report = outcomes::finish_report(&done, finishes);
     let targets = d.notify_targets();
     let (retried, notified) = outcomes::runs_ended::<D>(&mut tx, &targets, &done, now).await?;
     D::announce(&mut tx, Signal::Changed).await?;

@@ -9,12 +9,16 @@
 //! waits for runs or tasks, so these locks cannot close a cycle.
 
 use super::{Dialect, actions, one};
+use std::collections::HashSet;
+
+use app::model::RunStatus;
+
 use crate::store::notify::{
     self, Notified, NotifyTargets, PIPELINE_COMPLETED, PIPELINE_FAILED, PlanOutcomes,
 };
 use crate::store::rows::{self, FinishedRow};
 use crate::store::signals::Signal;
-use crate::store::{Result, SCHEDULER, Ts};
+use crate::store::{Finish, FinishReport, Result, SCHEDULER, Ts, retry_backoff};
 
 /// The next attempt of each failure with attempts left, then the
 /// notifications the outcomes call for. Returns both.
@@ -24,7 +28,7 @@ pub async fn runs_ended<D: Dialect>(
     done: &[FinishedRow],
     now: Ts,
 ) -> Result<(Vec<i64>, Vec<Notified>)> {
-    let (retry_tasks, retry_at) = FinishedRow::retries(done, now);
+    let (retry_tasks, retry_at) = retries(done, now);
     let retried = actions::create_runs::<D>(
         tx,
         &retry_tasks,
@@ -34,9 +38,49 @@ pub async fn runs_ended<D: Dialect>(
         now,
     )
     .await?;
-    let outcomes = FinishedRow::outcomes(done);
+    let outcomes = plan_outcomes(done);
     let notified = notify_plans::<D>(tx, targets, outcomes, now).await?;
     Ok((retried, notified))
+}
+
+/// Which asked-for runs finished and which were fenced out (this replica
+/// no longer owned them: nothing was written for those).
+pub fn finish_report(done: &[FinishedRow], asked: &[Finish]) -> FinishReport {
+    let finished: Vec<i64> = done.iter().map(|d| d.id).collect();
+    let moved: HashSet<i64> = finished.iter().copied().collect();
+    let fenced = asked
+        .iter()
+        .map(|f| f.run_id)
+        .filter(|id| !moved.contains(id))
+        .collect();
+    FinishReport {
+        finished,
+        fenced,
+        ..Default::default()
+    }
+}
+
+/// Failed runs with attempts left, and when their retry may start: after
+/// [`retry_backoff`] of the attempt that failed.
+fn retries(done: &[FinishedRow], now: Ts) -> (Vec<i64>, Vec<Option<Ts>>) {
+    done.iter()
+        .filter(|d| d.status == RunStatus::Failed.as_str() && d.attempt < d.max_attempts)
+        .map(|d| (d.task_id, Some(now.plus(retry_backoff(d.attempt)))))
+        .unzip()
+}
+
+/// The plans these runs completed a task of (DONE), or failed for good (a
+/// FAILED run with no attempt left).
+fn plan_outcomes(done: &[FinishedRow]) -> PlanOutcomes {
+    let mut outcomes = PlanOutcomes::default();
+    for d in done {
+        if d.status == RunStatus::Done.as_str() {
+            outcomes.progressed.push(d.plan_id);
+        } else if d.status == RunStatus::Failed.as_str() && d.attempt >= d.max_attempts {
+            outcomes.failed.push(d.plan_id);
+        }
+    }
+    outcomes
 }
 
 /// Keeps each plan's open-task count and claims and queues the

@@ -43,7 +43,7 @@ pub async fn plan_list<D: Dialect>(
             sql.unprepared()
         }
     };
-    let page: Vec<rows::PlanListRow> = d
+    let page: Vec<plan_list::PlanListRow> = d
         .read(
             keep(Sql::built(plan_list::page_sql(status))),
             &[pattern.as_deref().into(), limit.into(), offset.into()],
@@ -55,7 +55,7 @@ pub async fn plan_list<D: Dialect>(
         &[pattern.as_deref().into()],
     )
     .await?;
-    rows::plan_list(page, total)
+    plan_list::page(page, total)
 }
 
 pub async fn run_get<D: Dialect>(d: &D, id: i64) -> Result<RunView> {
