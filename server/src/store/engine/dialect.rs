@@ -21,6 +21,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Arguments, Database, Encode, FromRow, Type};
 
+use super::Shared;
 use crate::plan::NewPlan;
 use crate::store::gates::Decisions;
 use crate::store::liveness::SweepCandidate;
@@ -188,13 +189,18 @@ pub trait Dialect: Send + Sync + Sized + 'static {
 
     const BACKEND: Backend;
 
+    /// The state every store keeps beside its connections.
+    fn shared(&self) -> &Shared;
+
     /// Wake-ups raised by this store's commits.
-    fn signals(&self) -> &Arc<Signals>;
+    fn signals(&self) -> &Arc<Signals> {
+        self.shared().signals()
+    }
 
     /// Where notifications go, as last set.
-    fn notify_targets(&self) -> NotifyTargets;
-
-    fn set_notify_targets(&self, targets: NotifyTargets);
+    fn notify_targets(&self) -> NotifyTargets {
+        self.shared().targets()
+    }
 
     /// Forwards other processes' announcements to [`Dialect::signals`]
     /// until the connection fails; never returns where there are none.

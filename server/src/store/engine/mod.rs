@@ -16,10 +16,12 @@ pub mod outcomes;
 pub mod promote;
 pub mod reads;
 pub mod sessions;
+mod shared;
 mod store_impl;
 pub mod submit;
 
 pub use dialect::{Arg, Dialect, RowLock, Sql, StoreRow};
+pub use shared::Shared;
 
 use super::Result;
 

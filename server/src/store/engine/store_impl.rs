@@ -33,7 +33,7 @@ impl<D: Dialect> Store for D {
     }
 
     fn notify_targets_set(&self, targets: NotifyTargets) {
-        self.set_notify_targets(targets);
+        self.shared().set_targets(targets);
     }
 
     async fn signals_forward(&self) -> Result<()> {

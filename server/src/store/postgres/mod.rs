@@ -6,7 +6,6 @@
 //! status changes write their events in the same statement through
 //! data-modifying CTEs, so a batch costs one round trip.
 
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
@@ -16,12 +15,11 @@ use sqlx::{Postgres, Transaction};
 use crate::plan::NewPlan;
 use crate::store::dashboard::{self};
 use crate::store::engine::dialect::arguments;
-use crate::store::engine::{Arg, Dialect, RowLock, Sql, StoreRow};
+use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
 use crate::store::gates::{self, Decisions};
 use crate::store::liveness::SweepCandidate;
-use crate::store::notify::NotifyTargets;
 use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
-use crate::store::signals::{CHANNEL, Signal, Signals};
+use crate::store::signals::{CHANNEL, Signal};
 use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
@@ -236,8 +234,7 @@ fn is_lock_timeout(e: &sqlx::Error) -> bool {
 
 pub struct PgStore {
     pool: PgPool,
-    signals: Arc<Signals>,
-    targets: RwLock<NotifyTargets>,
+    shared: Shared,
 }
 
 impl PgStore {
@@ -249,13 +246,8 @@ impl PgStore {
             .await?;
         Ok(PgStore {
             pool,
-            signals: Arc::default(),
-            targets: RwLock::default(),
+            shared: Shared::default(),
         })
-    }
-
-    fn targets(&self) -> NotifyTargets {
-        self.targets.read().expect("poisoned").clone()
     }
 
     /// Keeps the rest of `tx` on its indexes.
@@ -345,12 +337,8 @@ impl Dialect for PgStore {
     const FINISHED_PER_MINUTE: &'static str =
         dashboard::finished_per_minute_sql!("FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT");
 
-    fn signals(&self) -> &Arc<Signals> {
-        &self.signals
-    }
-
-    fn notify_targets(&self) -> NotifyTargets {
-        self.targets()
+    fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     async fn begin(&self) -> Result<Self::Tx> {
@@ -491,17 +479,13 @@ impl Dialect for PgStore {
         Ok(moved)
     }
 
-    fn set_notify_targets(&self, targets: NotifyTargets) {
-        *self.targets.write().expect("poisoned") = targets;
-    }
-
     async fn listen(&self) -> Result<()> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(CHANNEL).await?;
         loop {
             let note = listener.recv().await?;
             if let Some(signal) = Signal::from_payload(note.payload()) {
-                self.signals.raise(signal);
+                self.shared.signals().raise(signal);
             }
         }
     }

@@ -9,7 +9,7 @@
 
 use std::ops::DerefMut;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -23,12 +23,11 @@ use self::checkpoint::{BACKSTOP_PAGES, Checkpointer};
 use crate::plan::NewPlan;
 use crate::store::dashboard::{self};
 use crate::store::engine::dialect::arguments;
-use crate::store::engine::{Arg, Dialect, RowLock, Sql, StoreRow};
+use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
 use crate::store::gates::{self, Decisions};
 use crate::store::liveness::SweepCandidate;
-use crate::store::notify::NotifyTargets;
 use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
-use crate::store::signals::{Signal, Signals};
+use crate::store::signals::Signal;
 use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
 
 mod checkpoint;
@@ -49,13 +48,12 @@ const ROW_BUFFER: usize = 4096;
 
 pub struct SqliteStore {
     pool: SqlitePool,
-    signals: Arc<Signals>,
+    shared: Shared,
     /// Queues this process's writers in order. SQLite's own busy handler
     /// would make them poll the lock with sleeps of up to 100 ms; waiting
     /// here instead hands the lock over at once. Other processes (or other
     /// stores on the same file) still meet at SQLite's lock.
     writer: Arc<tokio::sync::Mutex<()>>,
-    targets: RwLock<NotifyTargets>,
     /// Keeps checkpoints out of the commits; see [`Checkpointer`].
     _checkpointer: Checkpointer,
 }
@@ -114,14 +112,9 @@ impl SqliteStore {
         Ok(SqliteStore {
             _checkpointer: Checkpointer::start(pool.clone()),
             pool,
-            signals: Arc::default(),
+            shared: Shared::default(),
             writer: Arc::default(),
-            targets: RwLock::default(),
         })
-    }
-
-    fn targets(&self) -> NotifyTargets {
-        self.targets.read().expect("poisoned").clone()
     }
 
     async fn begin_write(&self) -> Result<WriteTx> {
@@ -168,12 +161,8 @@ impl Dialect for SqliteStore {
     const FINISHED_PER_MINUTE: &'static str =
         dashboard::finished_per_minute_sql!("finished_at / 60000000");
 
-    fn signals(&self) -> &Arc<Signals> {
-        &self.signals
-    }
-
-    fn notify_targets(&self) -> NotifyTargets {
-        self.targets()
+    fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     async fn begin(&self) -> Result<Self::Tx> {
@@ -343,10 +332,6 @@ impl Dialect for SqliteStore {
         .execute(&mut **tx)
         .await?;
         Ok(old.len() as u64)
-    }
-
-    fn set_notify_targets(&self, targets: NotifyTargets) {
-        *self.targets.write().expect("poisoned") = targets;
     }
 
     /// One process owns the file: there is nobody else to hear.
