@@ -39,3 +39,26 @@ pub enum Command {
     /// `token_hashes`.
     NewToken,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+    use crate::scheduler::SchedulerConfig;
+
+    /// The flags' defaults are the scheduler's constants, not a second copy.
+    #[test]
+    fn flag_defaults_are_the_schedulers() {
+        let parsed = Cli::try_parse_from(["baton"]).unwrap().settings.scheduler();
+        let defaults = SchedulerConfig::default();
+        assert_eq!(parsed.workers, defaults.workers);
+        assert_eq!(parsed.poll_interval, defaults.poll_interval);
+        assert_eq!(parsed.heartbeat_interval, defaults.heartbeat_interval);
+        assert_eq!(parsed.stale_after, defaults.stale_after);
+        assert_eq!(parsed.shutdown_grace, defaults.shutdown_grace);
+        assert_eq!(parsed.sweep_interval, defaults.sweep_interval);
+        assert_eq!(parsed.leader_lease, defaults.leader_lease);
+        assert_eq!(parsed.delivery.max_attempts, defaults.delivery.max_attempts);
+    }
+}
