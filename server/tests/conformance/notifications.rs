@@ -3,18 +3,20 @@
 //! it; Retry opens a new phase; deliveries are taken by one sender at a time
 //! and keep every attempt.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use app::model::TaskStatus;
 use baton::store::notify::{PIPELINE_COMPLETED, PIPELINE_FAILED};
 use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Signals, Store, Ts};
-use common::store::{claim, done, failed, noop_tasks, promote, promote_and_claim, task_named};
-use common::{Kind, TestDb, plan};
 use serde_json::json;
 use tokio::sync::Notify;
+
+use crate::common::store::{
+    claim, done, failed, noop_tasks, promote, promote_and_claim, task_named,
+};
+use crate::common::{Kind, TestDb, plan};
+use crate::per_backend;
 
 per_backend!(cases:
     the_first_failure_of_a_phase_notifies_once,

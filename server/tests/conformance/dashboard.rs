@@ -2,16 +2,16 @@
 //! the overview's counts and per-minute history, a run's log tail — on
 //! SQLite and PostgreSQL alike.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use app::model::{PlanStatus, RunStatus};
 use baton::store::{CHART_MINUTES, LogLine, Store, Ts};
-use common::store::{done, failed, promote, promote_and_claim};
-use common::{Kind, TestDb, plan};
 use serde_json::json;
+
+use crate::common::store::{done, failed, promote, promote_and_claim};
+use crate::common::{Kind, TestDb, plan};
+use crate::per_backend;
 
 per_backend!(cases:
     every_status_filter_matches_the_derived_status,

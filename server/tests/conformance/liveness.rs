@@ -1,18 +1,18 @@
 //! Liveness store operations (SPEC §5), on SQLite and PostgreSQL: the leader
-//! lease, the sweeper, graceful hand-back, pinned work losing its pin and
-//! heartbeat-row pruning. Time is passed in, so expiry is tested without
-//! waiting for it.
-
-mod common;
+//! lease, the sweeper, graceful hand-back, run heartbeats, the replica list
+//! with its running counts and heartbeat-row pruning. Time is passed in, so
+//! expiry is tested without waiting for it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use app::model::RunStatus;
-use baton::store::{LEADER_LEASE, NodeLabels, Store, Ts};
-use common::store::{claim, done, promote, replica, task_named};
-use common::{Kind, TestDb, plan};
+use baton::store::{LEADER_LEASE, Store, Ts};
 use serde_json::json;
+
+use crate::common::store::{claim, done, promote, promote_and_claim, replica, task_named};
+use crate::common::{Kind, TestDb, plan};
+use crate::{SECOND, per_backend, submit};
 
 per_backend!(cases:
     the_lease_has_one_holder_until_it_expires,
@@ -21,16 +21,9 @@ per_backend!(cases:
     the_sweeper_fails_runs_past_their_deadlines,
     run_heartbeats_use_each_runs_own_timeout,
     hand_back_returns_runs_to_available_with_their_attempt,
-    pinned_runs_lose_their_pin_after_reassign_after,
+    replicas_are_listed_with_their_running_count,
     old_heartbeat_rows_are_pruned,
 );
-
-const SECOND: Duration = Duration::from_secs(1);
-
-/// Submits one plan and returns its id.
-async fn submit(s: &dyn Store, json: serde_json::Value) -> i64 {
-    s.plan_insert(&plan(json), "t", Ts::now()).await.unwrap()
-}
 
 mod cases {
     use super::*;
@@ -329,62 +322,28 @@ mod cases {
         assert_eq!(finish.finished, vec![run]);
     }
 
-    pub async fn pinned_runs_lose_their_pin_after_reassign_after(kind: Kind) {
+    pub async fn replicas_are_listed_with_their_running_count(kind: Kind) {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
-        let id = submit(
-            s.as_ref(),
-            json!({"name": "p", "tasks": [
-                {"name": "gpu", "target": "a", "sleep": "0s", "node": "gpu", "reassign_after": "1m"},
-                {"name": "forever", "target": "b", "sleep": "0s", "node": "gpu", "reassign_after": "never"},
-            ]}),
-        )
-        .await;
-        let nodes = NodeLabels::default();
         let t0 = Ts::now();
-        let round = s.run_promote_round(&nodes, t0).await.unwrap();
-        assert_eq!(round.promoted, 0);
-        let view = s.plan_get(id).await.unwrap();
-        let gpu = task_named(&view, "gpu");
-        assert_eq!(
-            gpu.waiting_cause.as_deref(),
-            Some("no live replica labelled gpu (never seen); runs on any replica in 59 s")
-        );
-        assert_eq!(
-            task_named(&view, "forever").waiting_cause.as_deref(),
-            Some(
-                "no live replica labelled gpu (never seen); pinned for good (reassign_after: never)"
-            )
-        );
-        let later = t0.plus(61 * SECOND);
-        let round = s.run_promote_round(&nodes, later).await.unwrap();
-        assert_eq!(round.promoted, 1);
-        let run = s.run_get(gpu.run_id.unwrap()).await.unwrap();
-        assert_eq!(run.status, RunStatus::Available);
-        let unpinned = run
-            .events
-            .iter()
-            .find(|e| e.from == Some(RunStatus::Pending) && e.to == RunStatus::Pending)
-            .expect("an event records the lost pin");
-        assert!(
-            unpinned
-                .detail
-                .as_deref()
-                .unwrap()
-                .starts_with("pin to node gpu dropped: no live replica carried it for 1m"),
-            "{unpinned:?}"
-        );
-        // A replica without the label may now run it; "forever" still waits.
-        let got = s
-            .run_claim_many(&claim("r-plain", &[], 5), later)
+        s.replica_upsert(&replica("r-test", &["gpu", "eu"]), t0)
             .await
             .unwrap();
-        assert_eq!(got.iter().map(|r| r.id).collect::<Vec<_>>(), vec![run.id]);
-        let view = s.plan_get(id).await.unwrap();
-        assert_eq!(
-            task_named(&view, "forever").status,
-            app::model::TaskStatus::Pending
-        );
+        s.replica_upsert(&replica("r-idle", &[]), t0).await.unwrap();
+        let later = t0.plus(Duration::from_secs(5));
+        s.replica_upsert(&replica("r-test", &["gpu", "eu"]), later)
+            .await
+            .unwrap();
+        s.plan_insert(&plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "sleep": "0s"}, {"name": "b", "target": "y", "sleep": "0s"}]})), "t", Ts::now()).await.unwrap();
+        promote_and_claim(s.as_ref()).await;
+        let list = s.replica_list().await.unwrap();
+        assert_eq!(list.len(), 2);
+        let me = list.iter().find(|r| r.info.replica_id == "r-test").unwrap();
+        assert_eq!(me.info.labels, vec!["gpu", "eu"]);
+        assert_eq!(me.last_heartbeat, later);
+        assert_eq!(me.running, 2);
+        s.replica_delete("r-idle").await.unwrap();
+        assert_eq!(s.replica_list().await.unwrap().len(), 1);
     }
 
     pub async fn old_heartbeat_rows_are_pruned(kind: Kind) {

@@ -1,0 +1,385 @@
+//! The store under real concurrency, on both backends: eight claimers
+//! never share a run, eight promoters keep every gate, racing retries make
+//! exactly one new attempt each. And SPEC §10 invariants 1–3 end to end:
+//! eight replicas (each its own pool and id, all loops running) work
+//! through 600 short runs over 24 targets with versions, exclusive and
+//! shared tasks and plan limits; the event history must show no overlap on
+//! an exclusive target, no plan above its limit, versions in order, and
+//! every run executed exactly once.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{PlanStatus, PlanView, TaskStatus};
+use baton::executor::Registry;
+use baton::scheduler::{Replica, SchedulerConfig};
+use baton::store::{NodeLabels, ReplicaInfo, Store, StoreError, Ts};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::store::{claim, failed, noop_tasks, promote, promote_and_claim};
+use crate::common::{self, Kind, TestDb, eventually, invariants, plan};
+use crate::per_backend;
+
+per_backend!(cases:
+    concurrent_claimers_never_share_a_run,
+    concurrent_promoters_respect_the_gates,
+    racing_retries_create_one_attempt_each,
+    eight_replicas_keep_every_invariant,
+);
+
+const PLANS: usize = 12;
+const TASKS_PER_PLAN: usize = 50;
+const TARGETS: usize = 24;
+
+mod cases {
+    use super::*;
+
+    pub async fn concurrent_claimers_never_share_a_run(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let setup = db.store().await;
+        let tasks = noop_tasks(400);
+        setup
+            .plan_insert(&plan(json!({"name": "p", "tasks": tasks})), "t", Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(promote(setup.as_ref()).await.promoted, 400);
+        let mut claimers = Vec::new();
+        for i in 0..8 {
+            let store: Arc<dyn Store> = db.store().await;
+            claimers.push(tokio::spawn(async move {
+                let me = format!("r-{i}");
+                let mut mine = Vec::new();
+                loop {
+                    let got = store
+                        .run_claim_many(&claim(&me, &[], 7), Ts::now())
+                        .await
+                        .expect("claim");
+                    if got.is_empty() {
+                        return mine;
+                    }
+                    mine.extend(got.into_iter().map(|c| c.id));
+                }
+            }));
+        }
+        let mut seen = HashSet::new();
+        let mut busy = 0;
+        for c in claimers {
+            let mine = c.await.unwrap();
+            busy += usize::from(!mine.is_empty());
+            for id in mine {
+                assert!(seen.insert(id), "run {id} claimed twice");
+            }
+        }
+        assert_eq!(seen.len(), 400, "every run claimed once");
+        assert!(busy >= 2, "claims were spread over several claimers");
+    }
+
+    pub async fn concurrent_promoters_respect_the_gates(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let setup = db.store().await;
+        // 10 targets x 10 exclusive runs, in plans limited to 3 at a time.
+        for p in 0..10 {
+            let tasks = noop_tasks(10);
+            setup
+                .plan_insert(
+                    &plan(json!({"name": format!("p{p}"), "parallel_limit": 3, "tasks": tasks})),
+                    "t",
+                    Ts::now(),
+                )
+                .await
+                .unwrap();
+        }
+        let mut promoters = Vec::new();
+        for _ in 0..8 {
+            let store = db.store().await;
+            promoters.push(tokio::spawn(async move {
+                for _ in 0..5 {
+                    store
+                        .run_promote_round(&NodeLabels::default(), Ts::now())
+                        .await
+                        .expect("round");
+                }
+            }));
+        }
+        for p in promoters {
+            p.await.unwrap();
+        }
+        let list = setup.plan_list(None, None, 100, 0).await.unwrap();
+        let mut per_target = std::collections::HashMap::new();
+        for summary in &list.plans {
+            let view = setup.plan_get(summary.id).await.unwrap();
+            let active: Vec<_> = view
+                .tasks
+                .iter()
+                .filter(|t| t.status == TaskStatus::Available)
+                .collect();
+            assert!(
+                active.len() <= 3,
+                "plan {} has {} AVAILABLE",
+                view.name,
+                active.len()
+            );
+            for t in active {
+                *per_target.entry(t.target.clone()).or_insert(0) += 1;
+            }
+        }
+        assert_eq!(per_target.len(), 10, "every target got a run");
+        assert!(
+            per_target.values().all(|n| *n == 1),
+            "one exclusive run per target: {per_target:?}"
+        );
+    }
+
+    /// Retries that race each other (task and plan retries from eight
+    /// replicas at once) or race an automatic retry still make exactly one
+    /// new attempt per task each time: no two runs share a task and attempt
+    /// number, and the numbers have no gaps.
+    pub async fn racing_retries_create_one_attempt_each(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let setup = db.store().await;
+        let tasks = noop_tasks(6);
+        let id = setup
+            .plan_insert(&plan(json!({"name": "p", "tasks": tasks})), "t", Ts::now())
+            .await
+            .unwrap();
+        let task_ids: Vec<i64> = setup
+            .plan_get(id)
+            .await
+            .unwrap()
+            .tasks
+            .iter()
+            .map(|t| t.id)
+            .collect();
+        let mut stores = Vec::new();
+        for _ in 0..8 {
+            stores.push(db.store().await);
+        }
+        const ROUNDS: i64 = 3;
+        for round in 1..=ROUNDS {
+            let runs = promote_and_claim(setup.as_ref()).await;
+            assert_eq!(runs.len(), task_ids.len());
+            let finishes: Vec<_> = runs.iter().map(|r| failed(*r)).collect();
+            setup
+                .run_finish_many("r-test", &finishes, Ts::now())
+                .await
+                .unwrap();
+            assert_eq!(setup.plan_get(id).await.unwrap().status, PlanStatus::Failed);
+            let racers: Vec<_> = stores
+                .iter()
+                .enumerate()
+                .map(|(i, store)| {
+                    let (store, task_ids) = (store.clone(), task_ids.clone());
+                    tokio::spawn(async move {
+                        let mut made = 0;
+                        if i % 2 == 0 {
+                            for task in task_ids {
+                                made += match store.task_retry(task, "racer", Ts::now()).await {
+                                    Ok(_) => 1,
+                                    Err(StoreError::Conflict(_)) => 0,
+                                    Err(e) => panic!("task retry: {e}"),
+                                };
+                            }
+                        } else {
+                            made += match store.plan_retry(id, "racer", Ts::now()).await {
+                                Ok(()) => 1,
+                                Err(StoreError::Conflict(_)) => 0,
+                                Err(e) => panic!("plan retry: {e}"),
+                            };
+                        }
+                        made
+                    })
+                })
+                .collect();
+            let mut made = 0;
+            for racer in racers {
+                made += racer.await.unwrap();
+            }
+            assert!(made >= 1, "some retry went through");
+            let view = setup.plan_get(id).await.unwrap();
+            for task in &view.tasks {
+                assert_eq!(
+                    task.status,
+                    TaskStatus::Pending,
+                    "{} after round {round}",
+                    task.name
+                );
+                assert_eq!(
+                    task.attempt,
+                    Some(round + 1),
+                    "{} after round {round}",
+                    task.name
+                );
+            }
+        }
+
+        // An operator's retries racing the automatic retry of a failing
+        // attempt: the task is RUNNING or PENDING whenever they look.
+        let auto = setup
+            .plan_insert(
+                &plan(json!({"name": "auto", "tasks": [{"name": "a", "target": "y", "max_attempts": 2, "sleep": "0s"}]})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let auto_task = setup.plan_get(auto).await.unwrap().tasks[0].id;
+        promote(setup.as_ref()).await;
+        let run = setup
+            .run_claim_many(&claim("r-auto", &[], 100), Ts::now())
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|r| r.task_id == auto_task)
+            .expect("the auto task's run is claimed")
+            .id;
+        let operators: Vec<_> = stores
+            .iter()
+            .map(|store| {
+                let store = store.clone();
+                tokio::spawn(async move { store.task_retry(auto_task, "racer", Ts::now()).await })
+            })
+            .collect();
+        let report = setup
+            .run_finish_many("r-auto", &[failed(run)], Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(
+            report.retried.len(),
+            1,
+            "the failed attempt is retried automatically"
+        );
+        for operator in operators {
+            assert!(
+                matches!(operator.await.unwrap(), Err(StoreError::Conflict(_))),
+                "a RUNNING or PENDING task cannot be retried by hand"
+            );
+        }
+
+        // Every run ever created, by task: attempts 1, 2, ... with no
+        // number twice.
+        let mut attempts: std::collections::HashMap<i64, Vec<i64>> = Default::default();
+        for event in common::invariants::all_events(setup.as_ref()).await {
+            if event.from.is_none() {
+                let run = setup.run_get(event.run_id).await.unwrap();
+                attempts.entry(run.task_id).or_default().push(run.attempt);
+            }
+        }
+        for (task, mut numbers) in attempts {
+            numbers.sort();
+            let expected: Vec<i64> = if task == auto_task {
+                vec![1, 2]
+            } else {
+                (1..=ROUNDS + 1).collect()
+            };
+            assert_eq!(numbers, expected, "attempts of task {task}");
+        }
+        db.assert_open_task_counts().await;
+    }
+
+    pub async fn eight_replicas_keep_every_invariant(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let shutdown = CancellationToken::new();
+        let config = SchedulerConfig {
+            workers: 6,
+            poll_interval: Duration::from_millis(20),
+            heartbeat_interval: Duration::from_millis(500),
+            stale_after: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(5),
+            ..SchedulerConfig::default()
+        };
+        let mut replicas = Vec::new();
+        for i in 0..8 {
+            let info = ReplicaInfo {
+                replica_id: format!("r-conc-{i}"),
+                hostname: "test".into(),
+                labels: Vec::new(),
+                version: "test".into(),
+                started_at: Ts::now(),
+            };
+            let store = db.store().await;
+            replicas.push(
+                Replica::start(
+                    store,
+                    info,
+                    config.clone(),
+                    Registry::builtin(),
+                    shutdown.clone(),
+                )
+                .await
+                .unwrap(),
+            );
+        }
+        let submitter = db.store().await;
+        let mut ids = Vec::new();
+        for p in 0..PLANS {
+            let tasks: Vec<_> = (0..TASKS_PER_PLAN)
+                .map(|t| {
+                    let n = p * TASKS_PER_PLAN + t;
+                    let mut task = json!({
+                        "name": format!("t{t}"),
+                        "target": format!("db/{}", n % TARGETS),
+                        // Two in three exclusive, the rest shared.
+                        "exclusive": !n.is_multiple_of(3),
+                        "sleep": if n.is_multiple_of(5) { "3ms" } else { "0s" },
+                    });
+                    // Every fourth task carries a version, deliberately out
+                    // of submission order across plans.
+                    if n.is_multiple_of(4) {
+                        task["version"] = json!(format!("{}.{}", (PLANS - p) % 4, t));
+                    }
+                    task
+                })
+                .collect();
+            let limit = if p % 2 == 0 {
+                json!(2 + p % 3)
+            } else {
+                json!(null)
+            };
+            let mut file = json!({"name": format!("plan-{p}"), "tasks": tasks});
+            if !limit.is_null() {
+                file["parallel_limit"] = limit;
+            }
+            ids.push(
+                submitter
+                    .plan_insert(&plan(file), "test", Ts::now())
+                    .await
+                    .unwrap(),
+            );
+        }
+        let views: Vec<PlanView> = eventually(Duration::from_secs(120), "every plan DONE", || {
+            let submitter = submitter.clone();
+            let ids = ids.clone();
+            async move {
+                let mut views = Vec::new();
+                for id in ids {
+                    let view = submitter.plan_get(id).await.ok()?;
+                    if view.status != PlanStatus::Done {
+                        return None;
+                    }
+                    views.push(view);
+                }
+                Some(views)
+            }
+        })
+        .await;
+        shutdown.cancel();
+        for r in replicas {
+            r.join().await.expect("no loop panicked");
+        }
+        let events = invariants::all_events(submitter.as_ref()).await;
+        invariants::check(&views, &events);
+        db.assert_open_task_counts().await;
+        let runs = views.iter().map(|v| v.tasks.len()).sum::<usize>();
+        assert_eq!(runs, PLANS * TASKS_PER_PLAN);
+        let replicas_used: std::collections::HashSet<_> = views
+            .iter()
+            .flat_map(|v| v.tasks.iter().filter_map(|t| t.replica_id.clone()))
+            .collect();
+        assert!(
+            replicas_used.len() >= 4,
+            "work spread over replicas: {replicas_used:?}"
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! The store conformance suite: every store operation, run once against
+//! SQLite and once against PostgreSQL (`<concern>::sqlite::*`,
+//! `<concern>::postgres::*`). This is what proves the two backends behave
+//! the same. One test binary, one module per concern:
+//!
+//! - `plans`: submit, the plan list and a plan's view, the operator's
+//!   actions (start, cancel, retry, skip), not-found answers;
+//! - `gates`: exclusive and shared targets, versions, plan limits, `run_at`,
+//!   node pins and losing them, as promotion rounds apply them;
+//! - `claim_finish`: claims and labels, fenced finishes, automatic retries
+//!   with backoff, logs;
+//! - `liveness`: the leader lease, the sweeper, hand-back, replicas, run
+//!   heartbeats;
+//! - `notifications`: notification claims, the outbox, deliveries;
+//! - `dashboard`: the reads behind the dashboard;
+//! - `sessions`: sign-in sessions;
+//! - `concurrency`: many claimers, promoters and retries at once, and eight
+//!   in-process replicas keeping SPEC §10 invariants 1–3.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod claim_finish;
+mod concurrency;
+mod dashboard;
+mod gates;
+mod liveness;
+mod notifications;
+mod plans;
+mod sessions;
+
+use std::time::Duration;
+
+use baton::store::{Store, Ts};
+use common::plan;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// Submits one plan and returns its id.
+async fn submit(s: &dyn Store, json: serde_json::Value) -> i64 {
+    s.plan_insert(&plan(json), "t", Ts::now()).await.unwrap()
+}
