@@ -1,13 +1,15 @@
-//! Liveness (SPEC §5): the replica heartbeat every replica writes, the
-//! leader lease that picks one replica for the singleton loops, and the
-//! sweeper the leader runs.
+//! Liveness (SPEC §5): the replica heartbeat every replica writes, each
+//! executing run's own heartbeat, the leader lease that picks one replica
+//! for the singleton loops, and the sweeper the leader runs.
 
 mod leader;
 mod replica_heartbeat;
 mod replica_views;
+mod run_heartbeat;
 mod sweeper;
 
 pub use self::leader::{LeaderLease, Leadership};
 pub use self::replica_heartbeat::ReplicaHeartbeat;
 pub use self::replica_views::replica_views;
+pub use self::run_heartbeat::{RunHandle, RunHeartbeat, RunTable};
 pub use self::sweeper::{PRUNE_AFTER, Sweeper};

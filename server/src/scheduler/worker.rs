@@ -11,10 +11,10 @@
 //! (`run_finish_many`), so a busy replica spends one transaction on many
 //! runs; a worker slot frees only once its finish is stored.
 //!
-//! The run heartbeat beats each run on its own interval (the task's
-//! `heartbeat_interval`, else the replica's), every due run in one UPDATE.
+//! Each run's own heartbeat is [`RunHeartbeat`]'s, which this worker runs
+//! beside its finish writer.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +27,7 @@ use super::SchedulerConfig;
 use super::counters::RunCounters;
 use super::ownership::Ownership;
 use crate::executor::{LogSink, Outcome, Registry, RunContext, output};
+use crate::liveness::{RunHandle, RunHeartbeat, RunTable};
 use crate::store::{ClaimedRun, Finish, LogLine, Store, Ts};
 
 /// Finishes written per transaction, at most.
@@ -37,40 +38,6 @@ const LOG_BATCH: usize = 512;
 /// the replica hands back whatever is left and exits anyway.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
-struct RunHandle {
-    cancel: CancellationToken,
-    /// The replica no longer owns the run: write nothing more.
-    lost: AtomicBool,
-    /// Stopped by shutdown: hand the run back instead of failing it.
-    handing_back: AtomicBool,
-    /// Stopped because this replica could no longer prove it owns its
-    /// runs (no heartbeat recorded for 3/4 of `stale_after`).
-    cut_off: AtomicBool,
-    /// The execution ended and its finish is on its way: nothing runs to
-    /// beat for, and the finish transaction holds the run's row, which a
-    /// heartbeat of all runs would wait on (with every other run's beat).
-    finishing: AtomicBool,
-    beat_every: Duration,
-    beat_timeout: Duration,
-    next_beat: Mutex<Instant>,
-    /// When the last run heartbeat that was recorded was sent (at first,
-    /// the claim): the sweeper may fail the run `beat_timeout` after it.
-    proven_at: Mutex<Instant>,
-}
-
-impl RunHandle {
-    /// Still this replica's to run: not lost, and not over.
-    fn executing(&self) -> bool {
-        !self.lost.load(Ordering::SeqCst) && !self.finishing.load(Ordering::SeqCst)
-    }
-
-    /// After this the run's heartbeat may have lapsed in the database: the
-    /// execution stops before, with a quarter of the timeout to spare.
-    fn proven_until(&self) -> Instant {
-        *self.proven_at.lock().expect("poisoned") + self.beat_timeout * 3 / 4
-    }
-}
-
 pub struct Worker {
     store: Arc<dyn Store>,
     replica_id: String,
@@ -78,7 +45,7 @@ pub struct Worker {
     workers: usize,
     heartbeat_interval: Duration,
     shutdown_grace: Duration,
-    running: Mutex<HashMap<i64, Arc<RunHandle>>>,
+    running: RunTable,
     /// Runs stopped by shutdown, to hand back once their executions ended.
     handed: Mutex<Vec<i64>>,
     finishes: mpsc::UnboundedSender<Finish>,
@@ -105,7 +72,7 @@ impl Worker {
             workers: config.workers,
             heartbeat_interval: config.heartbeat_interval,
             shutdown_grace: config.shutdown_grace,
-            running: Mutex::new(HashMap::new()),
+            running: RunTable::default(),
             handed: Mutex::new(Vec::new()),
             finishes,
             finish_queue: Mutex::new(Some(queue)),
@@ -176,6 +143,16 @@ impl Worker {
                  another replica may retry them"
             );
         }
+    }
+
+    /// The run heartbeat over this worker's runs.
+    fn run_heartbeat(&self) -> RunHeartbeat {
+        RunHeartbeat::new(
+            self.store.clone(),
+            self.replica_id.clone(),
+            self.heartbeat_interval,
+            self.running.clone(),
+        )
     }
 
     pub fn replica_id(&self) -> &str {
@@ -339,7 +316,7 @@ impl Worker {
                 .await
             {
                 Ok(true) => return,
-                Ok(false) => self.lose(run_id, handle),
+                Ok(false) => handle.lose(run_id),
                 Err(e) => {
                     tracing::warn!(run_id, error = %e, lines = batch.len(), "could not store log lines; retrying");
                     tokio::time::sleep(delay).await;
@@ -349,13 +326,6 @@ impl Worker {
         }
     }
 
-    fn lose(&self, run_id: i64, handle: &RunHandle) {
-        if !handle.lost.swap(true, Ordering::SeqCst) {
-            tracing::info!(run_id, "run no longer owned by this replica; stopping it");
-        }
-        handle.cancel.cancel();
-    }
-
     fn release(&self, run_ids: &[i64]) {
         let mut running = self.running.lock().expect("poisoned");
         for id in run_ids {
@@ -363,64 +333,6 @@ impl Worker {
         }
         drop(running);
         self.slot_freed.notify_one();
-    }
-
-    /// Extends the heartbeat deadline of the runs due for a beat (every run
-    /// when `all`) and stops those this replica no longer owns. Returns how
-    /// many were lost.
-    pub async fn heartbeat_once(&self, all: bool) -> anyhow::Result<usize> {
-        let now = Instant::now();
-        let handles: Vec<(i64, Arc<RunHandle>)> = self
-            .running
-            .lock()
-            .expect("poisoned")
-            .iter()
-            .filter(|(_, h)| h.executing())
-            .filter(|(_, h)| all || *h.next_beat.lock().expect("poisoned") <= now)
-            .map(|(id, h)| (*id, h.clone()))
-            .collect();
-        if handles.is_empty() {
-            return Ok(0);
-        }
-        // Counted from before the write, as the database stamps it.
-        let sent = Instant::now();
-        let beats: Vec<(i64, Duration)> = handles
-            .iter()
-            .map(|(id, h)| (*id, h.beat_timeout))
-            .collect();
-        let owned: HashSet<i64> = self
-            .store
-            .run_heartbeat_many(&self.replica_id, &beats, Ts::now())
-            .await?
-            .into_iter()
-            .collect();
-        let mut lost = 0;
-        for (id, handle) in handles {
-            *handle.next_beat.lock().expect("poisoned") = now + handle.beat_every;
-            if owned.contains(&id) {
-                *handle.proven_at.lock().expect("poisoned") = sent;
-            }
-            // A run whose finish was stored meanwhile is not RUNNING either;
-            // it is already released or about to be, and losing it is moot.
-            if !owned.contains(&id) && self.running.lock().expect("poisoned").contains_key(&id) {
-                self.lose(id, &handle);
-                lost += 1;
-            }
-        }
-        Ok(lost)
-    }
-
-    /// When the next run is due for a beat (at most one replica interval
-    /// away, so new runs are picked up).
-    fn next_beat(&self) -> Instant {
-        let cap = Instant::now() + self.heartbeat_interval;
-        self.running
-            .lock()
-            .expect("poisoned")
-            .values()
-            .map(|h| *h.next_beat.lock().expect("poisoned"))
-            .min()
-            .map_or(cap, |due| due.min(cap))
     }
 
     /// Stores finishes in batches and runs the run heartbeat, until
@@ -434,7 +346,7 @@ impl Worker {
         // database, or on a lock a frozen replica holds) must not hold them
         // up, or the sweeper would fail the runs still executing here.
         let stop_beats = CancellationToken::new();
-        let beats = tokio::spawn(self.clone().beat_loop(stop_beats.clone()));
+        let beats = tokio::spawn(self.run_heartbeat().run(stop_beats.clone()));
         let mut batch = Vec::new();
         let grace = async {
             shutdown.cancelled().await;
@@ -476,20 +388,6 @@ impl Worker {
         self.hand_back().await;
     }
 
-    /// Beats each run on its interval, and every run at once when a cancel
-    /// may have taken one of them.
-    async fn beat_loop(self: Arc<Self>, stop: CancellationToken) {
-        let canceled = self.store.signals().clone();
-        loop {
-            let beat_at = tokio::time::Instant::from_std(self.next_beat());
-            tokio::select! {
-                _ = tokio::time::sleep_until(beat_at) => self.beat(false).await,
-                _ = canceled.canceled.notified() => self.beat(true).await,
-                _ = stop.cancelled() => return,
-            }
-        }
-    }
-
     /// Returns the runs stopped by shutdown to AVAILABLE (same attempt).
     async fn hand_back(&self) {
         let ids = std::mem::take(&mut *self.handed.lock().expect("poisoned"));
@@ -509,14 +407,6 @@ impl Worker {
             Ok(back) => tracing::info!(runs = ?back, "handed runs back for another replica"),
             Err(e) => tracing::error!(error = %e, runs = ?ids,
                 "could not hand runs back; the sweeper will fail them once this replica is stale"),
-        }
-    }
-
-    async fn beat(&self, all: bool) {
-        match self.heartbeat_once(all).await {
-            Ok(0) => {}
-            Ok(lost) => tracing::info!(lost, "stopped runs this replica no longer owns"),
-            Err(e) => tracing::warn!(error = %e, "run heartbeat failed; will retry"),
         }
     }
 

@@ -1,0 +1,169 @@
+//! Each executing run's own heartbeat (SPEC §5): every run is beaten on its
+//! own interval (the task's `heartbeat_interval`, else the replica's), all
+//! runs due in one fenced UPDATE; a run the database no longer has RUNNING
+//! on this replica is lost and its execution stopped. It beats in a loop
+//! of its own, so a finish that waits (on the database, or on a lock a
+//! frozen replica holds) cannot hold the beats up until the sweeper fails
+//! runs still executing here.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{Store, Ts};
+
+/// The runs this replica executes, by id: shared by the worker (which
+/// adds and releases them) and the run heartbeat.
+pub type RunTable = Arc<Mutex<HashMap<i64, Arc<RunHandle>>>>;
+
+/// A run this replica executes: how to stop it, why it stopped, and what
+/// proves this replica still owns it.
+pub struct RunHandle {
+    pub cancel: CancellationToken,
+    /// The replica no longer owns the run: write nothing more.
+    pub lost: AtomicBool,
+    /// Stopped by shutdown: hand the run back instead of failing it.
+    pub handing_back: AtomicBool,
+    /// Stopped because this replica could no longer prove it owns its
+    /// runs (no heartbeat recorded for 3/4 of `stale_after`).
+    pub cut_off: AtomicBool,
+    /// The execution ended and its finish is on its way: nothing runs to
+    /// beat for, and the finish transaction holds the run's row, which a
+    /// heartbeat of all runs would wait on (with every other run's beat).
+    pub finishing: AtomicBool,
+    pub beat_every: Duration,
+    pub beat_timeout: Duration,
+    pub next_beat: Mutex<Instant>,
+    /// When the last run heartbeat that was recorded was sent (at first,
+    /// the claim): the sweeper may fail the run `beat_timeout` after it.
+    pub proven_at: Mutex<Instant>,
+}
+
+impl RunHandle {
+    /// Still this replica's to run: not lost, and not over.
+    pub fn executing(&self) -> bool {
+        !self.lost.load(Ordering::SeqCst) && !self.finishing.load(Ordering::SeqCst)
+    }
+
+    /// After this the run's heartbeat may have lapsed in the database: the
+    /// execution stops before, with a quarter of the timeout to spare.
+    pub fn proven_until(&self) -> Instant {
+        *self.proven_at.lock().expect("poisoned") + self.beat_timeout * 3 / 4
+    }
+
+    /// Marks the run lost to another actor (a cancel, a sweep, a takeover)
+    /// and stops its execution; nothing more is written to it.
+    pub fn lose(&self, run_id: i64) {
+        if !self.lost.swap(true, Ordering::SeqCst) {
+            tracing::info!(run_id, "run no longer owned by this replica; stopping it");
+        }
+        self.cancel.cancel();
+    }
+}
+
+/// Beats the runs of one replica's [`RunTable`].
+pub struct RunHeartbeat {
+    store: Arc<dyn Store>,
+    replica_id: String,
+    heartbeat_interval: Duration,
+    running: RunTable,
+}
+
+impl RunHeartbeat {
+    pub fn new(
+        store: Arc<dyn Store>,
+        replica_id: String,
+        heartbeat_interval: Duration,
+        running: RunTable,
+    ) -> Self {
+        RunHeartbeat {
+            store,
+            replica_id,
+            heartbeat_interval,
+            running,
+        }
+    }
+
+    /// Beats each run on its interval, and every run at once when a cancel
+    /// may have taken one of them.
+    pub async fn run(self, stop: CancellationToken) {
+        let canceled = self.store.signals().clone();
+        loop {
+            let beat_at = tokio::time::Instant::from_std(self.next_beat());
+            tokio::select! {
+                _ = tokio::time::sleep_until(beat_at) => self.beat(false).await,
+                _ = canceled.canceled.notified() => self.beat(true).await,
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Extends the heartbeat deadline of the runs due for a beat (every run
+    /// when `all`) and stops those this replica no longer owns. Returns how
+    /// many were lost.
+    pub async fn beat_once(&self, all: bool) -> anyhow::Result<usize> {
+        let now = Instant::now();
+        let handles: Vec<(i64, Arc<RunHandle>)> = self
+            .running
+            .lock()
+            .expect("poisoned")
+            .iter()
+            .filter(|(_, h)| h.executing())
+            .filter(|(_, h)| all || *h.next_beat.lock().expect("poisoned") <= now)
+            .map(|(id, h)| (*id, h.clone()))
+            .collect();
+        if handles.is_empty() {
+            return Ok(0);
+        }
+        // Counted from before the write, as the database stamps it.
+        let sent = Instant::now();
+        let beats: Vec<(i64, Duration)> = handles
+            .iter()
+            .map(|(id, h)| (*id, h.beat_timeout))
+            .collect();
+        let owned: HashSet<i64> = self
+            .store
+            .run_heartbeat_many(&self.replica_id, &beats, Ts::now())
+            .await?
+            .into_iter()
+            .collect();
+        let mut lost = 0;
+        for (id, handle) in handles {
+            *handle.next_beat.lock().expect("poisoned") = now + handle.beat_every;
+            if owned.contains(&id) {
+                *handle.proven_at.lock().expect("poisoned") = sent;
+            }
+            // A run whose finish was stored meanwhile is not RUNNING either;
+            // it is already released or about to be, and losing it is moot.
+            if !owned.contains(&id) && self.running.lock().expect("poisoned").contains_key(&id) {
+                handle.lose(id);
+                lost += 1;
+            }
+        }
+        Ok(lost)
+    }
+
+    /// When the next run is due for a beat (at most one replica interval
+    /// away, so new runs are picked up).
+    fn next_beat(&self) -> Instant {
+        let cap = Instant::now() + self.heartbeat_interval;
+        self.running
+            .lock()
+            .expect("poisoned")
+            .values()
+            .map(|h| *h.next_beat.lock().expect("poisoned"))
+            .min()
+            .map_or(cap, |due| due.min(cap))
+    }
+
+    async fn beat(&self, all: bool) {
+        match self.beat_once(all).await {
+            Ok(0) => {}
+            Ok(lost) => tracing::info!(lost, "stopped runs this replica no longer owns"),
+            Err(e) => tracing::warn!(error = %e, "run heartbeat failed; will retry"),
+        }
+    }
+}
