@@ -2,7 +2,6 @@
 //! every flag has a `BATON_*` variable; flags win over variables, variables
 //! over defaults.
 
-use crate::secret::Secret;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,6 +11,7 @@ use clap::Args;
 
 use crate::notifications::DeliveryConfig;
 use crate::scheduler::{self, SchedulerConfig};
+use crate::secret::Secret;
 use crate::store::NotifyTargets;
 
 #[derive(Args, Debug, Clone)]

@@ -6,7 +6,6 @@
 //! recording it sends again (at-least-once delivery of an exactly-once
 //! claim).
 
-use crate::secret::Secret;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::signature::{SIGNATURE_HEADER, sign};
 use crate::scheduler::Probe;
+use crate::secret::Secret;
 use crate::store::{DeliveryOutcome, DueDelivery, Store, Ts, retry_backoff};
 
 /// How long a taken delivery stays with its sender.

@@ -1,7 +1,6 @@
 //! Turns a submitted document into a [`NewPlan`], or says precisely what is
 //! wrong with it.
 
-use crate::secret::Secret;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -10,6 +9,7 @@ use chrono::Datelike;
 use super::file::{PlanFile, TaskFile};
 use super::limits::{self, DurationBounds};
 use super::{CommandSpec, ExecutorSpec, HttpSpec, InvalidPlan, NewPlan, NewTask, Webhook};
+use crate::secret::Secret;
 
 /// A task's hard deadline when the file names none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);

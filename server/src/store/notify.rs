@@ -9,7 +9,6 @@
 //! replica's deliverer sends what is in the outbox. Retry deletes the claim
 //! in the transaction that creates the new attempts, starting a new phase.
 
-use crate::secret::Secret;
 use std::collections::BTreeMap;
 
 use app::model::{DeliveryAttemptView, DeliveryView, PlanView, TaskStatus};
@@ -17,6 +16,7 @@ use serde::Serialize;
 
 use super::time::Ts;
 use crate::plan::Webhook;
+use crate::secret::Secret;
 
 pub const PIPELINE_FAILED: &str = "PIPELINE_FAILED";
 pub const PIPELINE_COMPLETED: &str = "PIPELINE_COMPLETED";

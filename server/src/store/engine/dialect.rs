@@ -10,7 +10,6 @@
 //! type that crosses it, so arguments cross as [`Arg`] and rows as any
 //! type both drivers can decode ([`StoreRow`]).
 
-use crate::secret::Secret;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +22,7 @@ use sqlx::{Arguments, Database, Encode, FromRow, Type};
 
 use super::Shared;
 use crate::plan::NewPlan;
+use crate::secret::Secret;
 use crate::store::gates::Decisions;
 use crate::store::liveness::SweepCandidate;
 use crate::store::notify::NotifyTargets;

@@ -3,8 +3,9 @@
 //! notification claim, outbox), leases, replicas, sessions and the reads
 //! the API and the dashboard make.
 //!
-//! Each rule is a generic function taking the dialect; the backends'
-//! `Store` impls call them.
+//! Each rule is a generic function over the dialect; one blanket `Store`
+//! impl (`store_impl.rs`) calls them for every dialect. The layers, the
+//! walk of a run and where to add a gate: `docs/architecture.md`.
 
 pub mod actions;
 pub mod deliveries;
