@@ -1,6 +1,7 @@
-//! What a replica does with the runs it executes: claim them, beat their
-//! heartbeats and append their output. The statements are the dialect's
-//! own (the hottest of the store); the rules around them live here.
+//! What a replica does with the runs it executes: claim them and beat their
+//! heartbeats (log lines go straight to the dialect's `log_append`). The
+//! statements are the dialect's own, the hottest of the store; the rules
+//! around them live here.
 
 use std::time::Duration;
 
