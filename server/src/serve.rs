@@ -25,7 +25,8 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     // listen address stops start-up with nothing changed.
     let users = settings.users()?;
     settings.check_listen_is_safe(users.as_ref())?;
-    let store = store::connect(&settings.database_url.0).await?;
+    let store =
+        store::connect_replica(&settings.database_url.0, Some(settings.stale_after)).await?;
     store.migrate().await.context("applying migrations")?;
     store.notify_targets_set(settings.notify_targets()?);
     let shutdown = CancellationToken::new();

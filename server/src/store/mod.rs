@@ -343,9 +343,19 @@ pub trait Store: Send + Sync + 'static {
 
 /// Opens the database a URL names: `postgres://…` or `sqlite://…`.
 pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    connect_replica(url, None).await
+}
+
+/// [`connect`] for a replica serving and scheduling: on PostgreSQL a
+/// transaction it leaves idle for `stale_after` is aborted by the server
+/// ([`PgStore::connect_with`]).
+pub async fn connect_replica(
+    url: &str,
+    stale_after: Option<Duration>,
+) -> anyhow::Result<Arc<dyn Store>> {
     use anyhow::Context;
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = PgStore::connect(url)
+        let store = PgStore::connect_with(url, stale_after)
             .await
             .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(url)))?;
         Ok(Arc::new(store))

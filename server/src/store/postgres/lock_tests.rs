@@ -227,3 +227,47 @@ async fn a_claim_goes_around_a_frozen_claimer() {
     drop(store);
     scratch.drop_database().await.expect("drop");
 }
+
+/// A replica's transaction left idle (its COMMIT lost to a partition) is
+/// aborted by the server after the replica's `stale_after`, so the
+/// promotion lock it held is free again for the other replicas; without
+/// the limit it is held for as long as the connection lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_transaction_of_a_cut_off_replica_lets_go_of_its_locks() {
+    let (scratch, other) = store().await;
+    let limit = Duration::from_millis(300);
+    let cut = PgStore::connect_with(&scratch.url, Some(limit))
+        .await
+        .expect("connect");
+    let unlimited = PgStore::connect(&scratch.url).await.expect("connect");
+    let mut idle = Vec::new();
+    for holder in [&cut, &unlimited] {
+        let mut tx = holder.pool.begin().await.expect("begin");
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(PROMOTER_LOCK + if idle.is_empty() { 0 } else { 1 })
+            .execute(&mut *tx)
+            .await
+            .expect("lock");
+        idle.push(tx);
+    }
+    let free = |key: i64| {
+        let other = &other;
+        async move {
+            let mut tx = other.pool.begin().await.expect("begin");
+            let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+                .bind(key)
+                .fetch_one(&mut *tx)
+                .await
+                .expect("try lock");
+            got
+        }
+    };
+    assert!(
+        !free(PROMOTER_LOCK).await,
+        "held while the transaction is young"
+    );
+    tokio::time::sleep(limit * 3).await;
+    assert!(free(PROMOTER_LOCK).await, "let go once idle past the limit");
+    assert!(!free(PROMOTER_LOCK + 1).await, "held with no limit");
+    drop(idle);
+}

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use crate::plan::NewPlan;
@@ -239,10 +239,32 @@ pub struct PgStore {
 
 impl PgStore {
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, None).await
+    }
+
+    /// [`PgStore::connect`] for a replica: PostgreSQL aborts any of its
+    /// transactions left idle for `idle_in_transaction` (the replica's
+    /// `stale_after`).
+    ///
+    /// A replica cut off by the network between a statement and its
+    /// COMMIT leaves its transaction open on the server, holding its row
+    /// and advisory locks until the TCP connection dies, which can take
+    /// many minutes. Until then the sweeper skips the runs it locked, so
+    /// they are never failed and retried, and a promotion lock it held
+    /// stops every other replica's rounds. A transaction idle for
+    /// `stale_after` belongs to a replica the others already treat as
+    /// dead, so nothing live is lost by ending it then; its locks go
+    /// when its runs become sweepable.
+    pub async fn connect_with(url: &str, idle_in_transaction: Option<Duration>) -> Result<Self> {
+        let mut options: PgConnectOptions = url.parse()?;
+        if let Some(limit) = idle_in_transaction {
+            // In milliseconds, PostgreSQL's unit for this setting.
+            options = options.options([("idle_in_transaction_session_timeout", millis(limit))]);
+        }
         let pool = PgPoolOptions::new()
             .max_connections(DEFAULT_POOL_SIZE)
             .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
+            .connect_with(options)
             .await?;
         Ok(PgStore {
             pool,
