@@ -4,16 +4,15 @@
 //! A violation panics with the rule, the runs or plan that broke it and
 //! the faults around it.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
 use app::model::{EventView, PlanStatus, RunStatus, TaskStatus};
-use baton::store::{Store, version};
+use baton::store::Store;
 
 use crate::STALE_AFTER;
-use crate::common::invariants;
+use crate::common::invariants::{self, RunFacts};
 use crate::common::receiver::Receiver;
 use crate::faults::Faults;
 use crate::stream::{Expect, Submitted};
@@ -28,15 +27,6 @@ pub struct Summary {
     pub repeats: usize,
     /// The longest a killed replica's RUNNING run took to be resolved.
     pub slowest_sweep: Duration,
-}
-
-struct Facts {
-    plan_id: i64,
-    task_id: i64,
-    target: String,
-    exclusive: bool,
-    version: Option<String>,
-    limit: Option<i64>,
 }
 
 pub async fn check(
@@ -80,7 +70,7 @@ pub async fn check(
         }
     }
     let run_ids: HashSet<i64> = events.iter().map(|e| e.run_id).collect();
-    let mut facts: HashMap<i64, Facts> = HashMap::new();
+    let mut facts: HashMap<i64, RunFacts> = HashMap::new();
     for run_id in &run_ids {
         let run = store.run_get(*run_id).await.unwrap();
         assert_ne!(run.status, RunStatus::Running, "run {run_id} left RUNNING");
@@ -92,7 +82,7 @@ pub async fn check(
         };
         facts.insert(
             *run_id,
-            Facts {
+            RunFacts {
                 plan_id: *plan_id,
                 task_id: task.id,
                 target: task.target.clone(),
@@ -102,7 +92,7 @@ pub async fn check(
             },
         );
     }
-    if let Err((why, run)) = replay(&events, &facts) {
+    if let Err((why, run)) = invariants::replay(&events, &facts) {
         panic!(
             "{why}\nfaults:\n  {}\n{}",
             faults.log.join("\n  "),
@@ -164,80 +154,6 @@ async fn run_history(store: &dyn Store, run: i64) -> String {
         ));
     }
     report
-}
-
-/// SPEC §10 invariants 1–3 over every run, retries included: the rule
-/// broken and the run that broke it.
-fn replay(events: &[EventView], facts: &HashMap<i64, Facts>) -> Result<(), (String, i64)> {
-    let mut live: HashSet<i64> = HashSet::new();
-    let mut active: HashSet<i64> = HashSet::new();
-    for e in events {
-        let Some(me) = facts.get(&e.run_id) else {
-            continue;
-        };
-        match (e.from, e.to) {
-            (None, RunStatus::Pending) => {
-                live.insert(e.run_id);
-            }
-            (Some(RunStatus::Pending), RunStatus::Available) => {
-                for other_id in &active {
-                    let other = &facts[other_id];
-                    if other.target == me.target && (me.exclusive || other.exclusive) {
-                        return Err((
-                            format!(
-                                "invariant 1: run {} became AVAILABLE on {} beside active run {other_id} (event {})",
-                                e.run_id, me.target, e.id
-                            ),
-                            e.run_id,
-                        ));
-                    }
-                }
-                if let Some(limit) = me.limit {
-                    let in_plan = active
-                        .iter()
-                        .filter(|id| facts[*id].plan_id == me.plan_id)
-                        .count() as i64;
-                    if in_plan >= limit {
-                        return Err((
-                            format!(
-                                "invariant 2: plan {} had {in_plan} active runs (limit {limit}) at event {}",
-                                me.plan_id, e.id
-                            ),
-                            e.run_id,
-                        ));
-                    }
-                }
-                if let Some(v) = &me.version {
-                    for other_id in &live {
-                        let other = &facts[other_id];
-                        if other.target == me.target
-                            && other.task_id != me.task_id
-                            && let Some(ov) = &other.version
-                            && version::compare(ov, v) == Ordering::Less
-                        {
-                            return Err((
-                                format!(
-                                    "invariant 3: run {} (version {v}) promoted on {} while run {other_id} (version {ov}) was unfinished (event {})",
-                                    e.run_id, me.target, e.id
-                                ),
-                                e.run_id,
-                            ));
-                        }
-                    }
-                }
-                active.insert(e.run_id);
-            }
-            (_, to) if to.is_terminal() => {
-                active.remove(&e.run_id);
-                live.remove(&e.run_id);
-            }
-            (Some(RunStatus::Available | RunStatus::Running), RunStatus::Pending) => {
-                active.remove(&e.run_id);
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 /// Invariant 6: a run RUNNING on a replica when it was killed leaves

@@ -8,13 +8,15 @@ use std::collections::{HashMap, HashSet};
 use app::model::{EventView, PlanView, RunStatus};
 use baton::store::{Store, version};
 
+/// What the replay needs to know of a run: its task, plan and gates.
 #[derive(Debug, Clone)]
-struct RunFacts {
-    plan_id: i64,
-    target: String,
-    exclusive: bool,
-    version: Option<String>,
-    limit: Option<i64>,
+pub struct RunFacts {
+    pub plan_id: i64,
+    pub task_id: i64,
+    pub target: String,
+    pub exclusive: bool,
+    pub version: Option<String>,
+    pub limit: Option<i64>,
 }
 
 /// Reads every event, page by page.
@@ -41,6 +43,7 @@ pub fn check(plans: &[PlanView], events: &[EventView]) {
                 run,
                 RunFacts {
                     plan_id: plan.id,
+                    task_id: task.id,
                     target: task.target.clone(),
                     exclusive: task.exclusive,
                     version: task.version.clone(),
@@ -49,77 +52,17 @@ pub fn check(plans: &[PlanView], events: &[EventView]) {
             );
         }
     }
-    let mut live: HashSet<i64> = HashSet::new(); // created, not terminal
-    let mut active: HashSet<i64> = HashSet::new(); // AVAILABLE or RUNNING
+    if let Err((why, _)) = replay(events, &facts) {
+        panic!("{why}");
+    }
     let mut running_events: HashMap<i64, usize> = HashMap::new();
     let mut done_events: HashMap<i64, usize> = HashMap::new();
-    for e in events {
-        let Some(me) = facts.get(&e.run_id) else {
-            continue;
-        };
+    for e in events.iter().filter(|e| facts.contains_key(&e.run_id)) {
         match (e.from, e.to) {
-            (None, RunStatus::Pending) => {
-                live.insert(e.run_id);
-            }
-            (Some(RunStatus::Pending), RunStatus::Available) => {
-                for other in active
-                    .iter()
-                    .filter_map(|id| facts.get(id).map(|f| (id, f)))
-                {
-                    let (other_id, other) = other;
-                    if other.target == me.target {
-                        assert!(
-                            !me.exclusive && !other.exclusive,
-                            "invariant 1: run {} ({}) became AVAILABLE on {} while run {other_id} ({}) was active (event {})",
-                            e.run_id,
-                            kind(me.exclusive),
-                            me.target,
-                            kind(other.exclusive),
-                            e.id
-                        );
-                    }
-                }
-                if let Some(limit) = me.limit {
-                    let in_plan = active
-                        .iter()
-                        .filter(|id| facts[id].plan_id == me.plan_id)
-                        .count() as i64;
-                    assert!(
-                        in_plan < limit,
-                        "invariant 2: plan {} had {in_plan} active runs (limit {limit}) when run {} was promoted (event {})",
-                        me.plan_id,
-                        e.run_id,
-                        e.id
-                    );
-                }
-                if let Some(v) = &me.version {
-                    for other_id in &live {
-                        let other = &facts[other_id];
-                        if other.target == me.target
-                            && let Some(ov) = &other.version
-                        {
-                            assert!(
-                                version::compare(ov, v) != Ordering::Less,
-                                "invariant 3: run {} (version {v}) started on {} while run {other_id} (version {ov}) was not finished (event {})",
-                                e.run_id,
-                                me.target,
-                                e.id
-                            );
-                        }
-                    }
-                }
-                active.insert(e.run_id);
-            }
             (Some(RunStatus::Available), RunStatus::Running) => {
                 *running_events.entry(e.run_id).or_default() += 1;
             }
-            (_, to) if to.is_terminal() => {
-                active.remove(&e.run_id);
-                live.remove(&e.run_id);
-                if to == RunStatus::Done {
-                    *done_events.entry(e.run_id).or_default() += 1;
-                }
-            }
+            (_, RunStatus::Done) => *done_events.entry(e.run_id).or_default() += 1,
             _ => {}
         }
     }
@@ -137,6 +80,76 @@ pub fn check(plans: &[PlanView], events: &[EventView]) {
     }
 }
 
-fn kind(exclusive: bool) -> &'static str {
-    if exclusive { "exclusive" } else { "shared" }
+/// SPEC §10 invariants 1–3 over every run, retries included: the rule
+/// broken and the run that broke it.
+pub fn replay(events: &[EventView], facts: &HashMap<i64, RunFacts>) -> Result<(), (String, i64)> {
+    let mut live: HashSet<i64> = HashSet::new();
+    let mut active: HashSet<i64> = HashSet::new();
+    for e in events {
+        let Some(me) = facts.get(&e.run_id) else {
+            continue;
+        };
+        match (e.from, e.to) {
+            (None, RunStatus::Pending) => {
+                live.insert(e.run_id);
+            }
+            (Some(RunStatus::Pending), RunStatus::Available) => {
+                for other_id in &active {
+                    let other = &facts[other_id];
+                    if other.target == me.target && (me.exclusive || other.exclusive) {
+                        return Err((
+                            format!(
+                                "invariant 1: run {} became AVAILABLE on {} beside active run {other_id} (event {})",
+                                e.run_id, me.target, e.id
+                            ),
+                            e.run_id,
+                        ));
+                    }
+                }
+                if let Some(limit) = me.limit {
+                    let in_plan = active
+                        .iter()
+                        .filter(|id| facts[*id].plan_id == me.plan_id)
+                        .count() as i64;
+                    if in_plan >= limit {
+                        return Err((
+                            format!(
+                                "invariant 2: plan {} had {in_plan} active runs (limit {limit}) at event {}",
+                                me.plan_id, e.id
+                            ),
+                            e.run_id,
+                        ));
+                    }
+                }
+                if let Some(v) = &me.version {
+                    for other_id in &live {
+                        let other = &facts[other_id];
+                        if other.target == me.target
+                            && other.task_id != me.task_id
+                            && let Some(ov) = &other.version
+                            && version::compare(ov, v) == Ordering::Less
+                        {
+                            return Err((
+                                format!(
+                                    "invariant 3: run {} (version {v}) promoted on {} while run {other_id} (version {ov}) was unfinished (event {})",
+                                    e.run_id, me.target, e.id
+                                ),
+                                e.run_id,
+                            ));
+                        }
+                    }
+                }
+                active.insert(e.run_id);
+            }
+            (_, to) if to.is_terminal() => {
+                active.remove(&e.run_id);
+                live.remove(&e.run_id);
+            }
+            (Some(RunStatus::Available | RunStatus::Running), RunStatus::Pending) => {
+                active.remove(&e.run_id);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
