@@ -259,7 +259,42 @@ pub struct PlanView {
     pub created_by: String,
     /// The notification this phase has claimed, if any (a Retry clears it).
     pub notification: Option<NotificationView>,
+    /// Who paused the plan, and when; no run of a paused plan is promoted.
+    #[serde(default)]
+    pub paused_by: Option<String>,
+    #[serde(default)]
+    pub paused_at: Option<DateTime<Utc>>,
+    /// The plan's stages in order (empty when it has none).
+    #[serde(default)]
+    pub stages: Vec<StageView>,
     pub tasks: Vec<TaskView>,
+}
+
+/// One stage of a plan: its tasks depend on every task of the stage
+/// before it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageView {
+    pub name: String,
+    /// `required` or `two-person` when the stage needs approval.
+    #[serde(default)]
+    pub approval: Option<String>,
+}
+
+/// `GET /api/v1/targets`: a target with live runs or operator settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetView {
+    pub target: String,
+    /// At most this many runs hold it at once; null = no limit.
+    pub capacity: Option<i64>,
+    pub paused_by: Option<String>,
+    pub paused_at: Option<DateTime<Utc>>,
+    /// Runs AVAILABLE or RUNNING on it, and the first of them.
+    pub holding: i64,
+    pub first_holder: Option<i64>,
+    /// Whether an exclusive run holds it.
+    pub held_exclusively: bool,
+    /// Runs PENDING on it.
+    pub waiting: i64,
 }
 
 /// A plan's notification claim: which event was sent for this phase.
@@ -318,6 +353,22 @@ pub struct TaskView {
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
+    /// Names of the tasks this one waits for, and of those waiting for it.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    #[serde(default)]
+    pub dependents: Vec<String>,
+    #[serde(default)]
+    pub stage: Option<String>,
+    /// `required` or `two-person` when the task needs approval.
+    #[serde(default)]
+    pub approval: Option<String>,
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    #[serde(default)]
+    pub approved_by: Option<String>,
+    #[serde(default)]
+    pub approved_at: Option<DateTime<Utc>>,
 }
 
 /// `GET /api/v1/runs/{id}`: one attempt with its event history.

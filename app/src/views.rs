@@ -133,16 +133,24 @@ pub enum Action {
     TaskRetry,
     TaskCancel,
     TaskSkip,
+    TaskApprove,
+    PlanApprove,
+    PlanPause,
+    PlanResume,
 }
 
 impl Action {
-    pub const ALL: [Action; 6] = [
+    pub const ALL: [Action; 10] = [
         Action::PlanRun,
         Action::PlanRetry,
         Action::PlanCancel,
         Action::TaskRetry,
         Action::TaskCancel,
         Action::TaskSkip,
+        Action::TaskApprove,
+        Action::PlanApprove,
+        Action::PlanPause,
+        Action::PlanResume,
     ];
 
     /// The spelling on the wire (serde's) and in forms: `task_retry`.
@@ -154,6 +162,10 @@ impl Action {
             Action::TaskRetry => "task_retry",
             Action::TaskCancel => "task_cancel",
             Action::TaskSkip => "task_skip",
+            Action::TaskApprove => "task_approve",
+            Action::PlanApprove => "plan_approve",
+            Action::PlanPause => "plan_pause",
+            Action::PlanResume => "plan_resume",
         }
     }
 
@@ -166,6 +178,12 @@ impl Action {
             Action::TaskRetry => format!("Task {id} retried: a new attempt is pending."),
             Action::TaskCancel => format!("Task {id} canceled."),
             Action::TaskSkip => format!("Task {id} skipped."),
+            Action::TaskApprove => format!("Task {id} approved."),
+            Action::PlanApprove => {
+                format!("Every task of plan {id} waiting for approval approved.")
+            }
+            Action::PlanPause => format!("Plan {id} paused: no new run of it starts."),
+            Action::PlanResume => format!("Plan {id} resumed."),
         }
     }
 }

@@ -8,8 +8,13 @@ use crate::store::{Result, Store, Ts};
 /// Which kind of thing an action's id names, for messages.
 pub fn subject(action: Action) -> &'static str {
     match action {
-        Action::PlanRun | Action::PlanRetry | Action::PlanCancel => "plan",
-        Action::TaskRetry | Action::TaskCancel | Action::TaskSkip => "task",
+        Action::PlanRun
+        | Action::PlanRetry
+        | Action::PlanCancel
+        | Action::PlanApprove
+        | Action::PlanPause
+        | Action::PlanResume => "plan",
+        Action::TaskRetry | Action::TaskCancel | Action::TaskSkip | Action::TaskApprove => "task",
     }
 }
 
@@ -23,5 +28,12 @@ pub async fn act(store: &dyn Store, action: Action, id: i64, actor: &str, now: T
         Action::TaskRetry => store.task_retry(id, actor, now).await,
         Action::TaskCancel => store.task_cancel(id, actor, now).await,
         Action::TaskSkip => store.task_skip(id, actor, now).await,
+        Action::TaskApprove => store
+            .task_approve(id, actor, now)
+            .await
+            .map(|(plan, _)| plan),
+        Action::PlanApprove => store.plan_approve(id, actor, now).await.map(|_| id),
+        Action::PlanPause => store.plan_pause(id, actor, now).await.map(|()| id),
+        Action::PlanResume => store.plan_resume(id).await.map(|()| id),
     }
 }

@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::bench::BenchArgs;
-use crate::client::{StatusArgs, SubmitArgs};
+use crate::client::{ApproveArgs, PlanArg, StatusArgs, SubmitArgs, TargetArgs};
 use crate::config::Settings;
 
 #[derive(Parser, Debug)]
@@ -30,6 +30,15 @@ pub enum Command {
     Submit(SubmitArgs),
     /// Show the newest plans, or one plan's tasks, from a running server.
     Status(StatusArgs),
+    /// Approve a task waiting for approval, or every such task of a plan.
+    Approve(ApproveArgs),
+    /// Pause a plan: none of its runs is promoted until it is resumed.
+    Pause(PlanArg),
+    /// Resume a paused plan.
+    Resume(PlanArg),
+    /// List targets, pause or resume one across every plan, set its
+    /// capacity.
+    Target(TargetArgs),
     /// Measure end-to-end throughput and latency with no-op runs.
     Bench(BenchArgs),
     /// Read a password from standard input and print its hash for the

@@ -24,6 +24,10 @@ async fn run() -> anyhow::Result<()> {
         }
         Command::Submit(args) => baton::client::submit(args, cli.settings.listen).await,
         Command::Status(args) => baton::client::status(args, cli.settings.listen).await,
+        Command::Approve(args) => baton::client::approve(args, cli.settings.listen).await,
+        Command::Pause(args) => baton::client::pause(args, cli.settings.listen, false).await,
+        Command::Resume(args) => baton::client::pause(args, cli.settings.listen, true).await,
+        Command::Target(args) => baton::client::target(args, cli.settings.listen).await,
         Command::Bench(args) => baton::bench::run(cli.settings, args).await,
         Command::HashPassword => baton::auth::hash_password_command(),
         Command::NewToken => baton::auth::new_token_command(),

@@ -45,6 +45,7 @@ async fn readme_example_runs_to_done_and_says_why_tasks_wait() {
             "is busy with run #",
             "plan limit",
             "scheduled for",
+            "waits for migrate-orders",
         ];
         wanted
             .iter()
@@ -114,7 +115,52 @@ async fn bad_plans_are_refused_with_the_field_and_change_nothing() {
             json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s", "http": {"url": "http://x"}}]}),
             "tasks[0].command",
         ),
+        // Dependencies: unknown, itself, a cycle (named), a stage nobody
+        // declared, an empty stage, an approval nobody can read.
+        (
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s", "depends_on": ["ghost"]}]}),
+            "tasks[0].depends_on[0]",
+        ),
+        (
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s", "depends_on": ["a"]}]}),
+            "tasks[0].depends_on[0]",
+        ),
+        (
+            json!({"name": "p", "tasks": [
+                {"name": "x", "target": "t", "sleep": "1s"},
+                {"name": "a", "target": "t", "sleep": "1s", "depends_on": ["c"]},
+                {"name": "b", "target": "t", "sleep": "1s", "depends_on": ["a"]},
+                {"name": "c", "target": "t", "sleep": "1s", "depends_on": ["b", "x"]}]}),
+            "tasks[1].depends_on",
+        ),
+        (
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s", "stage": "later"}]}),
+            "tasks[0].stage",
+        ),
+        (
+            json!({"name": "p", "stages": [{"name": "s1"}, {"name": "s2"}],
+                "tasks": [{"name": "a", "target": "t", "sleep": "1s", "stage": "s1"}]}),
+            "stages[1]",
+        ),
+        (
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s", "approval": "maybe"}]}),
+            "tasks[0].approval",
+        ),
+        (
+            json!({"name": "p", "tasks": [{"name": "a", "target": "t", "sleep": "1s", "approvers": ["bob"]}]}),
+            "tasks[0].approvers",
+        ),
     ];
+    let (_, cycle) = s
+        .post(
+            "/api/v1/plans",
+            json!({"name": "p", "tasks": [
+                {"name": "a", "target": "t", "sleep": "1s", "depends_on": ["c"]},
+                {"name": "b", "target": "t", "sleep": "1s", "depends_on": ["a"]},
+                {"name": "c", "target": "t", "sleep": "1s", "depends_on": ["b"]}]}),
+        )
+        .await;
+    assert_eq!(cycle["error"], "cycle a → c → b → a");
     for (body, field) in cases {
         let (status, answer) = s.post("/api/v1/plans", body.clone()).await;
         assert_eq!(status, 422, "{body}");
@@ -479,6 +525,15 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
     let list: Value = s.get("/api/v1/plans").await;
     let run: Value = s.get(&format!("/api/v1/runs/{run_id}")).await;
     let replicas: Value = s.get("/api/v1/replicas").await;
+    let capped = s
+        .http
+        .post(format!("{}/api/v1/targets/capacity", s.base))
+        .json(&serde_json::json!({"target": "db/x", "capacity": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(capped.status(), 200);
+    let targets: Value = s.get("/api/v1/targets").await;
     let views = [
         ("PlanView", &plan_json),
         ("NotificationView", &plan_json["notification"]),
@@ -488,6 +543,7 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         ("RunView", &run),
         ("EventView", &run["events"][0]),
         ("ReplicaView", &replicas[0]),
+        ("TargetView", &targets[0]),
     ];
     for (schema, answer) in views {
         assert_eq!(answered(answer), documented(&doc, schema), "{schema}");

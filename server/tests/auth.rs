@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 per_backend!(cases:
     the_api_wants_credentials_and_only_operators_change_things,
+    only_operators_approve_and_brake_and_two_person_needs_another,
     dashboard_sessions_sign_in_and_out,
     path_tricks_never_reach_a_page_or_the_api,
 );
@@ -161,6 +162,48 @@ async fn raw_get(base: &str, path: &str) -> (u16, String) {
     (status, answer)
 }
 
+/// Sends a POST's headers announcing a `content_length` body, and none of
+/// the body; the status and the whole answer.
+async fn raw_post_headers(
+    base: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    content_length: usize,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request =
+        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {content_length}\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 8192];
+    // Read until the server closes, or stop once a whole answer is in.
+    let read = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+            if String::from_utf8_lossy(&answer).contains("}") {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {answer}"));
+    (status, answer)
+}
+
 fn plan_body() -> Value {
     json!({"name": "guarded", "tasks": [
         {"name": "wait", "target": "t", "run_at": "2999-01-01T00:00:00Z", "sleep": "0s"}
@@ -169,6 +212,64 @@ fn plan_body() -> Value {
 
 mod cases {
     use super::*;
+
+    pub async fn only_operators_approve_and_brake_and_two_person_needs_another(kind: Kind) {
+        let w = WithUsers::start(kind).await;
+        let http = &w.server.http;
+        let (status, body) = answer(
+            http.post(w.url("/api/v1/plans"))
+                .bearer_auth(&w.alice_token)
+                .json(&json!({"name": "gated", "tasks": [
+                    {"name": "drop-column", "target": "db/orders", "sleep": "0s",
+                        "approval": "two-person"}]})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let plan: PlanView = serde_json::from_value(body).unwrap();
+        let task = plan.tasks[0].id;
+        let approve = w.url(&format!("/api/v1/tasks/{task}/approve"));
+        let before = w.server.store.plan_get(plan.id).await.unwrap();
+        // A viewer may not approve, pause or set a capacity.
+        for (url, body) in [
+            (approve.clone(), None),
+            (w.url(&format!("/api/v1/plans/{}/approve", plan.id)), None),
+            (w.url(&format!("/api/v1/plans/{}/pause", plan.id)), None),
+            (
+                w.url("/api/v1/targets/pause"),
+                Some(json!({"target": "db/orders"})),
+            ),
+            (
+                w.url("/api/v1/targets/capacity"),
+                Some(json!({"target": "db/orders", "capacity": 1})),
+            ),
+        ] {
+            let mut request = http.post(&url).bearer_auth(&w.victor_token);
+            if let Some(body) = body {
+                request = request.json(&body);
+            }
+            let (status, body) = answer(request).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{url}: {body}");
+            says(&body, "victor is a viewer");
+        }
+        // The submitter may not be the second person.
+        let (status, body) = answer(http.post(&approve).bearer_auth(&w.alice_token)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        says(&body, "alice submitted the plan");
+        assert_eq!(w.server.store.plan_get(plan.id).await.unwrap(), before);
+        assert!(
+            w.server.store.target_list().await.unwrap()[0]
+                .paused_by
+                .is_none()
+        );
+        // The operator may pause and resume.
+        let pause = w.url(&format!("/api/v1/plans/{}/pause", plan.id));
+        let (status, body) = answer(http.post(&pause).bearer_auth(&w.alice_token)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["paused_by"], "alice");
+        let (status, body) = answer(http.post(&pause).bearer_auth(&w.alice_token)).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        says(&body, "already paused by alice");
+    }
 
     pub async fn the_api_wants_credentials_and_only_operators_change_things(kind: Kind) {
         let w = WithUsers::start(kind).await;
@@ -350,17 +451,23 @@ mod cases {
             .await;
         assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert!(r.text().await.unwrap().contains("at least one task"));
-        let huge = "x".repeat(baton::plan::limits::MAX_PLAN_BODY_BYTES + 1);
-        let r = w
-            .form(
-                "/_fn/submit_plan",
-                Some(&operator),
-                &own,
-                &[("plan", &huge)],
-            )
-            .await;
-        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        assert!(r.text().await.unwrap().contains("MiB"));
+        // Only the headers are sent: the server answers and closes without
+        // reading the body, so a client still writing 8 MiB would fail
+        // with a broken pipe before it saw the answer.
+        let (status, answer) = raw_post_headers(
+            &w.server.base,
+            "/_fn/submit_plan",
+            &[
+                ("Cookie", operator.as_str()),
+                ("Origin", own.as_str()),
+                ("Accept", "application/json"),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            baton::plan::limits::MAX_PLAN_BODY_BYTES + 1,
+        )
+        .await;
+        assert_eq!(status, 413, "{answer}");
+        assert!(answer.contains("MiB"), "{answer}");
         assert_eq!(w.plan_count().await, 1, "nothing refused was stored");
         // Nor can a page on another site act with the operator's cookie.
         let r = w.form("/_fn/act", Some(&operator), EVIL, &cancel).await;

@@ -57,6 +57,11 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound { .. } => ApiError::NotFound(e.to_string()),
             StoreError::Conflict(message) => ApiError::Conflict(message),
+            StoreError::Forbidden(message) => ApiError::Forbidden(message),
+            StoreError::Invalid(message) => ApiError::Invalid {
+                message,
+                field: None,
+            },
             other => ApiError::Internal(other.into()),
         }
     }

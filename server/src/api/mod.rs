@@ -13,6 +13,7 @@ mod openapi;
 mod plans;
 mod replicas;
 mod runs;
+mod targets;
 mod tasks;
 
 use std::sync::Arc;
@@ -65,9 +66,17 @@ pub fn router(state: ApiState) -> Router {
         .route("/plans/{id}/run", post(plans::run))
         .route("/plans/{id}/retry", post(plans::retry))
         .route("/plans/{id}/cancel", post(plans::cancel))
+        .route("/plans/{id}/approve", post(plans::approve))
+        .route("/plans/{id}/pause", post(plans::pause))
+        .route("/plans/{id}/resume", post(plans::resume))
         .route("/tasks/{id}/retry", post(tasks::retry))
         .route("/tasks/{id}/cancel", post(tasks::cancel))
         .route("/tasks/{id}/skip", post(tasks::skip))
+        .route("/tasks/{id}/approve", post(tasks::approve))
+        .route("/targets", get(targets::list))
+        .route("/targets/pause", post(targets::pause))
+        .route("/targets/resume", post(targets::resume))
+        .route("/targets/capacity", post(targets::capacity))
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/log", get(runs::log))
         .route("/replicas", get(replicas::list))

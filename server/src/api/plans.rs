@@ -190,3 +190,31 @@ pub async fn cancel(
 ) -> ApiResult<Json<PlanView>> {
     super::act(&state, &who, Action::PlanCancel, &id).await
 }
+
+/// `POST /api/v1/plans/{id}/approve`: approve every task of the plan that
+/// waits for approval.
+pub async fn approve(
+    State(state): State<ApiState>,
+    Operator(who): Operator,
+    Path(id): Path<String>,
+) -> ApiResult<Json<PlanView>> {
+    super::act(&state, &who, Action::PlanApprove, &id).await
+}
+
+/// `POST /api/v1/plans/{id}/pause`: promote no new run of the plan.
+pub async fn pause(
+    State(state): State<ApiState>,
+    Operator(who): Operator,
+    Path(id): Path<String>,
+) -> ApiResult<Json<PlanView>> {
+    super::act(&state, &who, Action::PlanPause, &id).await
+}
+
+/// `POST /api/v1/plans/{id}/resume`.
+pub async fn resume(
+    State(state): State<ApiState>,
+    Operator(who): Operator,
+    Path(id): Path<String>,
+) -> ApiResult<Json<PlanView>> {
+    super::act(&state, &who, Action::PlanResume, &id).await
+}

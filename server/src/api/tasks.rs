@@ -33,3 +33,11 @@ pub async fn skip(
 ) -> ApiResult<Json<PlanView>> {
     super::act(&state, &who, Action::TaskSkip, &id).await
 }
+
+pub async fn approve(
+    State(state): State<ApiState>,
+    Operator(who): Operator,
+    Path(id): Path<String>,
+) -> ApiResult<Json<PlanView>> {
+    super::act(&state, &who, Action::TaskApprove, &id).await
+}

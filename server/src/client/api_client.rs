@@ -125,6 +125,25 @@ impl ApiClient {
         self.send(request).await
     }
 
+    /// `POST /api/v1/{path}` with an optional JSON body.
+    pub async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> anyhow::Result<T> {
+        let mut request = self.http.post(format!("{}/api/v1/{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        self.send(request).await
+    }
+
+    /// `GET /api/v1/targets`.
+    pub async fn targets(&self) -> anyhow::Result<Vec<app::model::TargetView>> {
+        self.send(self.http.get(format!("{}/api/v1/targets", self.base)))
+            .await
+    }
+
     /// Sends a request and reads a JSON answer, or turns the server's
     /// `{"error", "field"}` into an error that names both.
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> anyhow::Result<T> {

@@ -1,4 +1,5 @@
-//! `baton submit` and `baton status`: the operator's command line, a client
+//! `baton submit`, `status`, `approve`, `pause`, `resume` and `target`: the
+//! operator's command line, a client
 //! of a running server's REST API.
 //!
 //! They talk HTTP rather than open the database themselves so a plan passes
@@ -9,12 +10,14 @@ mod api_client;
 mod render;
 mod status;
 mod submit;
+mod workflow;
 
 use clap::Args;
 
 pub use self::api_client::{ApiClient, PlanFormat};
 pub use self::status::{StatusArgs, status};
 pub use self::submit::{SubmitArgs, submit};
+pub use self::workflow::{ApproveArgs, PlanArg, TargetArgs, approve, pause, target};
 
 /// Which server the client commands talk to.
 #[derive(Args, Debug, Clone)]

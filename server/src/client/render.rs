@@ -1,7 +1,7 @@
 //! Plain-text tables for the terminal: what the dashboard shows, in
 //! columns an operator can read and `grep`.
 
-use app::model::{PlanList, PlanView, TaskStatus, TaskView};
+use app::model::{PlanList, PlanView, TargetView, TaskStatus, TaskView};
 
 /// A plan's header and one line per task.
 pub fn plan(view: &PlanView, base: &str) -> String {
@@ -12,6 +12,13 @@ pub fn plan(view: &PlanView, base: &str) -> String {
     if !view.description.is_empty() {
         out.push_str(&view.description);
         out.push('\n');
+    }
+    if let Some(by) = &view.paused_by {
+        let at = view
+            .paused_at
+            .map(|at| format!(" at {}", at.format("%Y-%m-%d %H:%M:%SZ")))
+            .unwrap_or_default();
+        out.push_str(&format!("paused by {by}{at}: no new run of it starts\n"));
     }
     let mut rows = vec![header(&["TASK", "TARGET", "STATUS", "ATTEMPT", "DETAIL"])];
     rows.extend(view.tasks.iter().map(|t| {
@@ -52,6 +59,32 @@ pub fn plan_list(list: &PlanList) -> String {
         ));
     }
     out
+}
+
+/// One line per target: capacity, pause, what holds it, what waits.
+pub fn targets(targets: &[TargetView]) -> String {
+    let mut rows = vec![header(&[
+        "TARGET", "CAPACITY", "HOLDING", "WAITING", "PAUSED",
+    ])];
+    rows.extend(targets.iter().map(|t| {
+        let holding = match (t.holding, t.first_holder) {
+            (0, _) => "0".to_owned(),
+            (n, Some(first)) if t.held_exclusively => format!("{n} (exclusive, run #{first})"),
+            (n, Some(first)) => format!("{n} (first run #{first})"),
+            (n, None) => n.to_string(),
+        };
+        vec![
+            t.target.clone(),
+            t.capacity.map_or("-".to_owned(), |c| c.to_string()),
+            holding,
+            t.waiting.to_string(),
+            t.paused_by
+                .as_ref()
+                .map(|by| format!("by {by}"))
+                .unwrap_or_default(),
+        ]
+    }));
+    table(&rows)
 }
 
 /// What an operator wants to know beside a task's status.

@@ -20,7 +20,22 @@ pub(super) struct PlanFile {
     pub start: Option<bool>,
     #[serde(default)]
     pub webhooks: Vec<WebhookFile>,
+    /// Ordered groups: every task of a stage depends on every task of the
+    /// stage before it.
+    #[serde(default)]
+    pub stages: Vec<StageFile>,
     pub tasks: Vec<TaskFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StageFile {
+    pub name: String,
+    /// `required` or `two-person`: one approval releases the whole stage.
+    #[serde(default)]
+    pub approval: Option<String>,
+    #[serde(default)]
+    pub approvers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,6 +76,17 @@ pub(super) struct TaskFile {
     pub http: Option<HttpFile>,
     #[serde(default)]
     pub sleep: Option<String>,
+    /// Names of tasks of this plan that must be DONE or SKIPPED first.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    /// The name of one of the plan's `stages`.
+    #[serde(default)]
+    pub stage: Option<String>,
+    /// `required` or `two-person`.
+    #[serde(default)]
+    pub approval: Option<String>,
+    #[serde(default)]
+    pub approvers: Option<Vec<String>>,
 }
 
 /// YAML reads `version: 42` as a number and `version: "0042"` as text; both

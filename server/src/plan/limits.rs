@@ -50,6 +50,12 @@ pub const MAX_PARALLEL_LIMIT: i64 = 1_000_000;
 /// and one page to render; past this, split the work into several plans.
 pub const MAX_TASKS: usize = 10_000;
 pub const MAX_WEBHOOKS: usize = 10;
+/// Dependencies in one plan, counting those a stage implies (every task
+/// of a stage on every task of the stage before). Each is a row written at
+/// submit and updated once when its task completes.
+pub const MAX_DEPENDENCIES: usize = 100_000;
+/// Names in one `approvers` list.
+pub const MAX_APPROVERS: usize = 100;
 /// Characters in a plan, task, target, version or node name.
 pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_DESCRIPTION_BYTES: usize = 10_000;

@@ -7,6 +7,7 @@
 //! a [`NewPlan`] that can no longer be wrong.
 
 mod file;
+mod graph;
 pub mod limits;
 mod validate;
 
@@ -39,6 +40,8 @@ pub struct NewPlan {
     pub start: bool,
     /// Where this plan's notifications go, besides `BATON_WEBHOOK_URL`.
     pub webhooks: Vec<Webhook>,
+    /// The plan's stages in order, as the dashboard groups its tasks.
+    pub stages: Vec<Stage>,
     pub tasks: Vec<NewTask>,
 }
 
@@ -47,6 +50,52 @@ impl NewPlan {
     /// can close on another run).
     pub fn has_versions(&self) -> bool {
         self.tasks.iter().any(|t| t.version.is_some())
+    }
+
+    /// Whether any task uses a workflow gate that the store writes after
+    /// the plan itself: dependencies (or stages) or an approval.
+    pub fn has_workflow(&self) -> bool {
+        self.tasks
+            .iter()
+            .any(|t| !t.depends_on.is_empty() || t.approval.is_some())
+    }
+
+    /// Every dependency as (task index, index of the task it waits for).
+    pub fn dependency_edges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.tasks
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| t.depends_on.iter().map(move |&d| (i, d)))
+    }
+}
+
+/// A named, ordered group of tasks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stage {
+    pub name: String,
+    /// One approval of any task of the stage approves all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+}
+
+/// Who must approve a task before it may start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// The approver must be someone other than the plan's submitter.
+    pub two_person: bool,
+    /// Only these users may approve; empty = any operator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+}
+
+impl Approval {
+    /// How the `task.approval` column stores the kind.
+    pub fn kind(&self) -> &'static str {
+        if self.two_person {
+            "two-person"
+        } else {
+            "required"
+        }
     }
 }
 
@@ -77,6 +126,12 @@ pub struct NewTask {
     /// before any replica may run it; `None` = never.
     pub reassign_after: Option<Duration>,
     pub executor: ExecutorSpec,
+    /// Indexes into the plan's `tasks` of what must be DONE or SKIPPED
+    /// first: the task's own `depends_on` and its stage's predecessors.
+    pub depends_on: Vec<usize>,
+    pub stage: Option<String>,
+    /// The task's own approval, or its stage's.
+    pub approval: Option<Approval>,
 }
 
 /// What a task runs, for the three built-in executors. Stored as JSON

@@ -7,8 +7,11 @@ use std::time::Duration;
 use chrono::Datelike;
 
 use super::file::{PlanFile, TaskFile};
+use super::graph::{self, StageDecl, TaskLinks};
 use super::limits::{self, DurationBounds};
-use super::{CommandSpec, ExecutorSpec, HttpSpec, InvalidPlan, NewPlan, NewTask, Webhook};
+use super::{
+    Approval, CommandSpec, ExecutorSpec, HttpSpec, InvalidPlan, NewPlan, NewTask, Webhook,
+};
 use crate::secret::Secret;
 
 /// A task's hard deadline when the file names none.
@@ -181,10 +184,35 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
             Ok(Webhook { url, secret })
         })
         .collect::<Result<Vec<_>, InvalidPlan>>()?;
+    let stages = file
+        .stages
+        .into_iter()
+        .enumerate()
+        .map(|(s, stage)| {
+            let at = |field: &str| format!("stages[{s}].{field}");
+            Ok(StageDecl {
+                name: name_text(stage.name, &at("name"))?,
+                approval: approval_of(stage.approval, stage.approvers, &at)?,
+            })
+        })
+        .collect::<Result<Vec<_>, InvalidPlan>>()?;
     let mut seen = HashSet::new();
     let mut tasks = Vec::with_capacity(file.tasks.len());
-    for (i, task) in file.tasks.into_iter().enumerate() {
+    let mut links = Vec::with_capacity(file.tasks.len());
+    for (i, mut task) in file.tasks.into_iter().enumerate() {
         let at = |field: &str| format!("tasks[{i}].{field}");
+        let depends_on = std::mem::take(&mut task.depends_on);
+        if depends_on.len() > limits::MAX_TASKS {
+            return Err(invalid(
+                Some(at("depends_on")),
+                format!("a task depends on at most {} others", limits::MAX_TASKS),
+            ));
+        }
+        let stage = task
+            .stage
+            .take()
+            .map(|s| name_text(s, &at("stage")))
+            .transpose()?;
         let task = validate_task(task, &at)?;
         if !seen.insert(task.name.clone()) {
             return Err(invalid(
@@ -193,6 +221,33 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
             ));
         }
         tasks.push(task);
+        links.push((depends_on, stage));
+    }
+    let resolved = {
+        let links: Vec<TaskLinks> = tasks
+            .iter()
+            .zip(&links)
+            .map(|(task, (depends_on, stage))| TaskLinks {
+                name: &task.name,
+                depends_on,
+                stage: stage.as_deref(),
+            })
+            .collect();
+        graph::resolve(&links, stages)?
+    };
+    for (i, ((task, deps), (_, stage))) in tasks
+        .iter_mut()
+        .zip(resolved.depends_on)
+        .zip(links)
+        .enumerate()
+    {
+        task.depends_on = deps;
+        if let Some(s) = resolved.stage_of[i] {
+            task.stage = stage;
+            if task.approval.is_none() {
+                task.approval = resolved.stages[s].approval.clone();
+            }
+        }
     }
     Ok(NewPlan {
         name,
@@ -200,8 +255,52 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
         parallel_limit: file.parallel_limit,
         start: file.start.unwrap_or(true),
         webhooks,
+        stages: resolved.stages,
         tasks,
     })
+}
+
+/// `approval: required | two-person` with optional `approvers`.
+fn approval_of(
+    kind: Option<String>,
+    approvers: Option<Vec<String>>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<Approval>, InvalidPlan> {
+    let two_person = match kind.as_deref().map(str::trim) {
+        None => {
+            if approvers.is_some() {
+                return Err(invalid(
+                    Some(at("approvers")),
+                    "approvers only apply with `approval: required` or `approval: two-person`",
+                ));
+            }
+            return Ok(None);
+        }
+        Some("required") => false,
+        Some("two-person") => true,
+        Some(other) => {
+            return Err(invalid(
+                Some(at("approval")),
+                format!("approval must be `required` or `two-person` (got `{other}`)"),
+            ));
+        }
+    };
+    let approvers = approvers.unwrap_or_default();
+    if approvers.len() > limits::MAX_APPROVERS {
+        return Err(invalid(
+            Some(at("approvers")),
+            format!("at most {} approvers", limits::MAX_APPROVERS),
+        ));
+    }
+    let approvers = approvers
+        .into_iter()
+        .enumerate()
+        .map(|(k, name)| name_text(name, &format!("{}[{k}]", at("approvers"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(Approval {
+        two_person,
+        approvers,
+    }))
 }
 
 fn validate_task(task: TaskFile, at: &dyn Fn(&str) -> String) -> Result<NewTask, InvalidPlan> {
@@ -290,6 +389,9 @@ fn validate_task(task: TaskFile, at: &dyn Fn(&str) -> String) -> Result<NewTask,
         // Only pinned runs ever lose a pin.
         reassign_after: reassign_after.filter(|_| pinned),
         executor,
+        depends_on: Vec::new(),
+        stage: None,
+        approval: approval_of(task.approval, task.approvers, at)?,
     })
 }
 

@@ -1,6 +1,11 @@
-//! The five promotion gates (SPEC §3), evaluated in memory for one round.
+//! The promotion gates (SPEC §3), evaluated in memory for one round.
 //!
-//! A backend loads every PENDING run and every run that holds a slot
+//! Dependencies (gate 6) are not judged here: a run whose task waits for
+//! another task is `held` and the round does not read it at all
+//! (`engine::dependencies` releases it when its last dependency
+//! completes). Every other gate is.
+//!
+//! A backend loads every PENDING run that is not held and every run that holds a slot
 //! (AVAILABLE or RUNNING) inside one serialised transaction, asks
 //! [`evaluate`] which runs to promote and which waiting causes changed, and
 //! writes both back. Runs promoted earlier in the same round count against
@@ -18,6 +23,7 @@ use super::version;
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct PendingRun {
     pub id: i64,
+    pub task_id: i64,
     pub plan_id: i64,
     pub target: String,
     pub exclusive: bool,
@@ -30,6 +36,14 @@ pub struct PendingRun {
     /// Pinned runs only: how long to wait for the node before running
     /// anywhere; `None` = never.
     pub reassign_after_ms: Option<i64>,
+    /// Some task of the plan waits for this run's task.
+    pub dependents: bool,
+    pub approval_pending: bool,
+    pub plan_paused_by: Option<String>,
+    pub plan_paused_at: Option<Ts>,
+    /// The target's operator settings (`target_setting`), when it has any.
+    pub target_paused_by: Option<String>,
+    pub target_capacity: Option<i64>,
 }
 
 /// Runs holding a target, grouped by target and kind.
@@ -37,8 +51,9 @@ pub struct PendingRun {
 pub struct TargetHold {
     pub target: String,
     pub exclusive: bool,
-    /// One of the holders, named in waiting causes.
+    /// The first and last holders, named in waiting causes.
     pub holder: i64,
+    pub last: i64,
     pub n: i64,
 }
 
@@ -57,6 +72,15 @@ pub struct VersionHold {
     pub version: String,
 }
 
+/// A versioned task whose latest run ended FAILED or CANCELED and that
+/// nobody skipped: it halts every larger version on its target.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Halt {
+    pub target: String,
+    pub version: String,
+    pub status: String,
+}
+
 /// Everything AVAILABLE or RUNNING, summarised: a busy system holds many
 /// such runs, and the gates only need counts and one name per group.
 #[derive(Debug, Clone, Default)]
@@ -64,6 +88,8 @@ pub struct Holders {
     pub targets: Vec<TargetHold>,
     pub plans: Vec<PlanHold>,
     pub versions: Vec<VersionHold>,
+    /// Read with the versions: what halts each target's version line.
+    pub halts: Vec<Halt>,
 }
 
 /// The holder summaries a round reads besides the targets: each reads every
@@ -73,7 +99,8 @@ pub struct Holders {
 pub struct Summaries {
     /// Plan slots: only a run whose plan has a limit checks them (gate 4).
     pub plans: bool,
-    /// Holders' versions: only a versioned run compares them (gate 2).
+    /// Holders' versions and halted versions: only a versioned run
+    /// compares them (gate 2).
     pub versions: bool,
 }
 
@@ -134,6 +161,7 @@ pub fn evaluate(
         })
         .collect();
     let lines = version_lines(pending, &holders.versions);
+    let halts = halt_lines(&holders.halts);
     let mut targets: HashMap<&str, TargetState> = HashMap::new();
     for h in &holders.targets {
         let state = targets.entry(&h.target).or_default();
@@ -141,6 +169,7 @@ pub fn evaluate(
             state.exclusive = Some(h.holder);
         } else {
             state.shared = Some(h.holder);
+            state.shared_last = state.shared_last.max(Some(h.last));
             state.shared_count += usize::try_from(h.n).unwrap_or(0);
         }
     }
@@ -151,7 +180,12 @@ pub fn evaluate(
         let run: &PendingRun = run;
         let active = plan_active.get(&run.plan_id).copied().unwrap_or(0);
         let target = targets.entry(&run.target).or_default();
+        // Pause and approval come before the target: a run that may not
+        // start for those reasons must not reserve its target either.
         let blocked = scheduled_later(run, now)
+            .or_else(|| paused(run))
+            .or_else(|| awaiting_approval(run))
+            .or_else(|| halted(run, &halts))
             .or_else(|| older_version_first(run, &lines))
             .or_else(|| target.refuses(run))
             .or_else(|| limit_reached(run, active))
@@ -218,6 +252,57 @@ fn describe_time(at: Ts, now: Ts) -> String {
     } else {
         at.0.format("%Y-%m-%d %H:%M:%SZ").to_string()
     }
+}
+
+/// Gate 8: the operator's brake on the plan or the target.
+fn paused(run: &PendingRun) -> Option<Blocked> {
+    if let Some(by) = &run.plan_paused_by {
+        let at = run
+            .plan_paused_at
+            .map(|at| format!(" at {}", at.0.format("%Y-%m-%d %H:%M:%SZ")))
+            .unwrap_or_default();
+        return Some(Blocked::Other(format!("plan paused by {by}{at}")));
+    }
+    let by = run.target_paused_by.as_ref()?;
+    Some(Blocked::Other(format!(
+        "target {} paused by {by}",
+        run.target
+    )))
+}
+
+/// The cause of gate 7.
+pub const CAUSE_APPROVAL: &str = "waits for approval";
+
+/// Gate 7: an operator must approve the task first.
+fn awaiting_approval(run: &PendingRun) -> Option<Blocked> {
+    run.approval_pending
+        .then(|| Blocked::Other(CAUSE_APPROVAL.to_owned()))
+}
+
+/// Each target's halted versions, smallest first.
+fn halt_lines(halts: &[Halt]) -> HashMap<&str, Vec<&Halt>> {
+    let mut lines: HashMap<&str, Vec<&Halt>> = HashMap::new();
+    for h in halts {
+        lines.entry(h.target.as_str()).or_default().push(h);
+    }
+    for line in lines.values_mut() {
+        line.sort_by(|a, b| version::compare(&a.version, &b.version));
+    }
+    lines
+}
+
+/// Gate 2, halt on failure: a smaller version on the target ended FAILED
+/// or CANCELED and was neither retried nor skipped. The cause names the
+/// smallest, which is where the operator has to act.
+fn halted(run: &PendingRun, halts: &HashMap<&str, Vec<&Halt>>) -> Option<Blocked> {
+    let version = run.version.as_deref()?;
+    let first = halts.get(run.target.as_str())?.first()?;
+    (version::compare(&first.version, version) == Ordering::Less).then(|| {
+        Blocked::Other(format!(
+            "blocked: version {} on {} {} — retry or skip it",
+            first.version, run.target, first.status
+        ))
+    })
 }
 
 /// Every unfinished run's version on each target, in version order (ties
@@ -350,8 +435,10 @@ fn ago(at: Ts, now: Ts) -> String {
 struct TargetState {
     /// The exclusive run holding the target.
     exclusive: Option<i64>,
-    /// Some non-exclusive run holding the target, and how many do.
+    /// Some non-exclusive run holding the target (the first), the last,
+    /// and how many do.
     shared: Option<i64>,
+    shared_last: Option<i64>,
     shared_count: usize,
     /// An earlier exclusive run waiting only for the lock.
     reserved_for: Option<i64>,
@@ -364,7 +451,8 @@ impl TargetState {
         if exclusive {
             self.exclusive = Some(id);
         } else {
-            self.shared.get_or_insert(id);
+            self.shared = Some(self.shared.map_or(id, |first| first.min(id)));
+            self.shared_last = self.shared_last.max(Some(id));
             self.shared_count += 1;
         }
     }
@@ -390,6 +478,26 @@ impl TargetState {
                 false,
             ));
         }
+        // Gate 9: a shared run needs a free unit of the target's capacity
+        // (an exclusive run, checked above, needs all of it).
+        if let (Some(capacity), Some(first)) = (run.target_capacity, self.shared)
+            && !run.exclusive
+            && self.shared_count >= usize::try_from(capacity).unwrap_or(usize::MAX)
+        {
+            let last = self.shared_last.unwrap_or(first);
+            let runs = match self.shared_count {
+                1 => format!("run #{first}"),
+                2 => format!("runs #{first}, #{last}"),
+                n => format!("runs #{first}, #{last} and {} more", n - 2),
+            };
+            return Some(Blocked::Target(
+                format!(
+                    "{} is at capacity {}/{capacity} ({runs})",
+                    run.target, self.shared_count
+                ),
+                false,
+            ));
+        }
         self.reserved_for.map(|first| {
             Blocked::Target(
                 format!(
@@ -402,16 +510,29 @@ impl TargetState {
     }
 }
 
-/// Promoter round: every PENDING run with its plan's limit, oldest first.
+/// Promoter round: every PENDING run that no dependency holds, with its
+/// plan's limit and pause and its target's settings, oldest first.
 pub const PENDING_RUNS: &str =
-    "SELECT r.id, r.plan_id, r.target, r.exclusive, r.version, r.node, r.run_at,
-        r.waiting_cause, p.parallel_limit, r.created_at, r.reassign_after_ms
+    "SELECT r.id, r.task_id, r.plan_id, r.target, r.exclusive, r.version, r.node, r.run_at,
+        r.waiting_cause, p.parallel_limit, r.created_at, r.reassign_after_ms, r.dependents,
+        r.approval_pending, p.paused_by AS plan_paused_by, p.paused_at AS plan_paused_at,
+        ts.paused_by AS target_paused_by, ts.capacity AS target_capacity
     FROM task_run r JOIN plan p ON p.id = r.plan_id
-    WHERE r.status = 'PENDING' ORDER BY r.id";
+    LEFT JOIN target_setting ts ON ts.target = r.target
+    WHERE r.status = 'PENDING' AND NOT r.held ORDER BY r.id";
 
 /// Promoter round: runs holding each target, grouped.
-pub const TARGET_HOLDS: &str = "SELECT target, exclusive, MIN(id) AS holder, COUNT(*) AS n
+pub const TARGET_HOLDS: &str =
+    "SELECT target, exclusive, MIN(id) AS holder, MAX(id) AS last, COUNT(*) AS n
     FROM task_run WHERE status IN ('AVAILABLE', 'RUNNING') GROUP BY target, exclusive";
+
+/// Promoter round: versioned tasks whose latest run ended FAILED or
+/// CANCELED and that nobody skipped (gate 2's halt). Old attempts that a
+/// retry replaced stay in the index but fail the join.
+pub const HALTS: &str = "SELECT r.target, r.version, r.status
+    FROM task_run r JOIN task t ON t.latest_run_id = r.id
+    WHERE r.status IN ('FAILED', 'CANCELED') AND r.version IS NOT NULL
+        AND t.skipped_at IS NULL";
 
 /// Promoter round: slots taken in each plan.
 pub const PLAN_HOLDS: &str = "SELECT plan_id, COUNT(*) AS n FROM task_run
@@ -448,9 +569,11 @@ mod tests {
                         target: r.target.clone(),
                         exclusive: r.exclusive,
                         holder: r.id,
+                        last: r.id,
                         n: 0,
                     });
                 hold.holder = hold.holder.min(r.id);
+                hold.last = hold.last.max(r.id);
                 hold.n += 1;
                 *plans.entry(r.plan_id).or_default() += 1;
                 if let Some(v) = &r.version {
@@ -468,6 +591,7 @@ mod tests {
                     .map(|(plan_id, n)| PlanHold { plan_id, n })
                     .collect(),
                 versions,
+                halts: Vec::new(),
             }
         }
     }
@@ -475,6 +599,7 @@ mod tests {
     fn pending(id: i64, plan: i64, target: &str) -> PendingRun {
         PendingRun {
             id,
+            task_id: id,
             plan_id: plan,
             target: target.into(),
             exclusive: true,
@@ -485,6 +610,12 @@ mod tests {
             parallel_limit: None,
             created_at: Ts::now(),
             reassign_after_ms: None,
+            dependents: false,
+            approval_pending: false,
+            plan_paused_by: None,
+            plan_paused_at: None,
+            target_paused_by: None,
+            target_capacity: None,
         }
     }
 
@@ -741,6 +872,7 @@ mod tests {
         let skipped = Holders {
             plans: Vec::new(),
             versions: Vec::new(),
+            halts: Vec::new(),
             ..full.clone()
         };
         let now = Ts::now();
@@ -759,5 +891,104 @@ mod tests {
                 versions: true
             }
         );
+    }
+
+    #[test]
+    fn a_failed_version_halts_every_larger_one_on_its_target() {
+        let versioned = |id, v: &str, target: &str| {
+            let mut r = pending(id, 1, target);
+            r.version = Some(v.into());
+            r
+        };
+        let holders = Holders {
+            halts: vec![Halt {
+                target: "db/orders".into(),
+                version: "0041".into(),
+                status: "FAILED".into(),
+            }],
+            ..Holders::default()
+        };
+        let runs = [
+            versioned(1, "0040", "db/orders"),
+            versioned(2, "0042", "db/orders"),
+            versioned(3, "0043", "db/orders"),
+            versioned(4, "0042", "db/users"),
+        ];
+        let d = evaluate(&runs, &holders, &NodeLabels::default(), Ts::now());
+        assert_eq!(
+            d.promote,
+            vec![1, 4],
+            "a smaller version and another target run"
+        );
+        for id in [2, 3] {
+            assert_eq!(
+                cause_of(&d, id),
+                "blocked: version 0041 on db/orders FAILED — retry or skip it"
+            );
+        }
+    }
+
+    #[test]
+    fn paused_and_unapproved_runs_wait_without_reserving_their_target() {
+        let mut paused_plan = pending(1, 1, "db/a");
+        paused_plan.plan_paused_by = Some("alice".into());
+        let mut unapproved = pending(2, 2, "db/a");
+        unapproved.approval_pending = true;
+        let mut paused_target = pending(3, 3, "db/b");
+        paused_target.target_paused_by = Some("bob".into());
+        let mut shared = pending(4, 4, "db/a");
+        shared.exclusive = false;
+        let d = evaluate(
+            &[paused_plan, unapproved, paused_target, shared],
+            &Holders::from_runs(&[holder(9, 9, "db/a", false)]),
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert_eq!(
+            d.promote,
+            vec![4],
+            "no reservation by a paused or unapproved run"
+        );
+        assert_eq!(cause_of(&d, 1), "plan paused by alice");
+        assert_eq!(cause_of(&d, 2), CAUSE_APPROVAL);
+        assert_eq!(cause_of(&d, 3), "target db/b paused by bob");
+    }
+
+    #[test]
+    fn capacity_counts_shared_runs_and_runs_promoted_this_round() {
+        let shared = |id| {
+            let mut r = pending(id, 1, "db/a");
+            r.exclusive = false;
+            r.target_capacity = Some(3);
+            r
+        };
+        let d = evaluate(
+            &[shared(1), shared(2), shared(3)],
+            &Holders::from_runs(&[holder(8, 2, "db/a", false)]),
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert_eq!(d.promote, vec![1, 2]);
+        assert_eq!(
+            cause_of(&d, 3),
+            "db/a is at capacity 3/3 (runs #1, #8 and 1 more)"
+        );
+
+        let d = evaluate(
+            &[shared(1)],
+            &Holders::from_runs(&[holder(8, 2, "db/a", false), holder(9, 2, "db/a", false)]),
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert_eq!(d.promote, vec![1]);
+        let mut two = shared(1);
+        two.target_capacity = Some(2);
+        let d = evaluate(
+            &[two],
+            &Holders::from_runs(&[holder(8, 2, "db/a", false), holder(9, 2, "db/a", false)]),
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert_eq!(cause_of(&d, 1), "db/a is at capacity 2/2 (runs #8, #9)");
     }
 }

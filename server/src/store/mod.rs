@@ -53,6 +53,13 @@ pub enum StoreError {
     /// The action does not apply to the current status.
     #[error("{0}")]
     Conflict(String),
+    /// This actor may not take the action (an approver list, two-person
+    /// approval).
+    #[error("{0}")]
+    Forbidden(String),
+    /// An argument is out of range; nothing was changed.
+    #[error("{0}")]
+    Invalid(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("migration failed: {0}")]
@@ -233,6 +240,30 @@ pub trait Store: Send + Sync + 'static {
     async fn task_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
     /// Marks a NOT_STARTED, FAILED or CANCELED task SKIPPED; returns its plan id.
     async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    /// Approves a task waiting for approval (with its stage, for a stage's
+    /// approval); returns its plan id and how many tasks were approved.
+    async fn task_approve(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<(i64, usize)>;
+    /// Approves every task of the plan waiting for approval; how many.
+    async fn plan_approve(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<usize>;
+    /// Stops promoting the plan's runs until [`Store::plan_resume`].
+    async fn plan_pause(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
+    async fn plan_resume(&self, id: i64) -> Result<()>;
+
+    // ---- targets ----
+
+    /// Stops promoting runs on `target`, in every plan.
+    async fn target_pause(&self, target: &str, actor: Actor<'_>, now: Ts) -> Result<()>;
+    async fn target_resume(&self, target: &str, actor: Actor<'_>, now: Ts) -> Result<()>;
+    /// At most `capacity` runs hold `target` at once; `None` = no limit.
+    async fn target_capacity_set(
+        &self,
+        target: &str,
+        capacity: Option<i64>,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<()>;
+    /// Targets with live runs or settings, by name.
+    async fn target_list(&self) -> Result<Vec<app::model::TargetView>>;
 
     // ---- the scheduler ----
 

@@ -32,15 +32,16 @@ macro_rules! heartbeat_timeout_sql {
 pub(super) use heartbeat_timeout_sql;
 
 /// Plan page: the plan row.
-pub const PLAN_GET: &str =
-    "SELECT id, name, description, parallel_limit, created_at, created_by FROM plan WHERE id = $1";
+pub const PLAN_GET: &str = "SELECT id, name, description, parallel_limit, created_at, created_by,
+        paused_by, paused_at, stages
+    FROM plan WHERE id = $1";
 
 /// Plan page: every task with its latest run.
 pub const PLAN_TASKS: &str = concat!(
     "SELECT t.id, t.name, t.target, t.exclusive, t.version, t.node, ",
     task_status_sql!(),
     " AS status, r.attempt, r.id AS run_id, r.replica_id, r.waiting_cause, r.started_at,
-       r.finished_at, r.error
+       r.finished_at, r.error, t.stage, t.approval, t.approvers, t.approved_by, t.approved_at
      FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
      WHERE t.plan_id = $1 ORDER BY t.id"
 );
@@ -90,6 +91,10 @@ pub struct PlanRow {
     pub parallel_limit: Option<i64>,
     pub created_at: Ts,
     pub created_by: String,
+    pub paused_by: Option<String>,
+    pub paused_at: Option<Ts>,
+    /// JSON: `[{"name", "approval"}]`.
+    pub stages: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -108,6 +113,12 @@ pub struct TaskRow {
     pub started_at: Option<Ts>,
     pub finished_at: Option<Ts>,
     pub error: Option<String>,
+    pub stage: Option<String>,
+    pub approval: Option<String>,
+    /// JSON array of names.
+    pub approvers: Option<String>,
+    pub approved_by: Option<String>,
+    pub approved_at: Option<Ts>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -198,6 +209,17 @@ pub fn plan_view(
                 started_at: time(t.started_at),
                 finished_at: time(t.finished_at),
                 error: t.error,
+                depends_on: Vec::new(),
+                dependents: Vec::new(),
+                stage: t.stage,
+                approval: t.approval,
+                approvers: t
+                    .approvers
+                    .as_deref()
+                    .and_then(|a| serde_json::from_str(a).ok())
+                    .unwrap_or_default(),
+                approved_by: t.approved_by,
+                approved_at: time(t.approved_at),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -217,8 +239,45 @@ pub fn plan_view(
             event: n.event,
             claimed_at: n.claimed_at.0,
         }),
+        paused_by: plan.paused_by,
+        paused_at: time(plan.paused_at),
+        stages: stage_views(&plan.stages),
         tasks,
     })
+}
+
+/// The stored stages as the views show them.
+fn stage_views(json: &str) -> Vec<app::model::StageView> {
+    let stages: Vec<crate::plan::Stage> = serde_json::from_str(json).unwrap_or_default();
+    stages
+        .into_iter()
+        .map(|s| app::model::StageView {
+            name: s.name,
+            approval: s.approval.map(|a| a.kind().to_owned()),
+        })
+        .collect()
+}
+
+/// Plan page: the plan's dependencies, as task ids.
+pub const PLAN_DEPENDENCIES: &str = "SELECT e.task_id, e.depends_on FROM task_dependency e
+    JOIN task t ON t.id = e.task_id WHERE t.plan_id = $1 ORDER BY e.task_id, e.depends_on";
+
+/// Fills each task's `depends_on` and `dependents` with names.
+pub fn with_dependencies(view: &mut PlanView, edges: &[(i64, i64)]) {
+    let names: std::collections::HashMap<i64, String> =
+        view.tasks.iter().map(|t| (t.id, t.name.clone())).collect();
+    let index: std::collections::HashMap<i64, usize> = view
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id, i))
+        .collect();
+    for (task, dep) in edges {
+        if let (Some(&ti), Some(&di)) = (index.get(task), index.get(dep)) {
+            view.tasks[ti].depends_on.push(names[dep].clone());
+            view.tasks[di].dependents.push(names[task].clone());
+        }
+    }
 }
 
 pub fn event_view(e: EventRow) -> Result<EventView> {
@@ -313,6 +372,9 @@ pub struct ClaimRow {
     pub attempt: i64,
     pub started_at: Ts,
     pub deadline: Ts,
+    /// Some task waits for this run's task (its causes name this run's
+    /// status).
+    pub dependents: bool,
     pub executor: String,
     pub heartbeat_interval_ms: Option<i64>,
     pub heartbeat_timeout_ms: i64,
@@ -345,6 +407,8 @@ pub struct FinishedRow {
     pub task_id: i64,
     pub attempt: i64,
     pub max_attempts: i64,
+    /// Some task waits for this run's task.
+    pub dependents: bool,
 }
 
 /// A stored millisecond count as a duration (negative reads as zero).

@@ -14,6 +14,8 @@
 //! - `notifications`: notification claims, the outbox, deliveries;
 //! - `dashboard`: the reads behind the dashboard;
 //! - `sessions`: sign-in sessions;
+//! - `workflow`: halt on failure, dependencies and stages, approvals,
+//!   pausing plans and targets, target capacity;
 //! - `concurrency`: many claimers, promoters and retries at once, and eight
 //!   in-process replicas keeping SPEC §10 invariants 1–3.
 
@@ -28,6 +30,7 @@ mod liveness;
 mod notifications;
 mod plans;
 mod sessions;
+mod workflow;
 
 use std::time::Duration;
 

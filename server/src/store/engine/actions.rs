@@ -2,7 +2,7 @@
 //! skip, with the status each needs and the refusal when it does not
 //! apply.
 
-use super::{Dialect, RowLock, Sql, optional, outcomes};
+use super::{Dialect, RowLock, Sql, dependencies, optional, outcomes};
 use crate::store::notify::{self, PlanOutcomes};
 use crate::store::rows::{self, PlanTasks};
 use crate::store::signals::Signal;
@@ -97,6 +97,10 @@ pub async fn task_skip<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) ->
         &[id.into(), now.into(), actor.into()],
     )
     .await?;
+    // A skipped task releases what waits for it: its dependents, and the
+    // larger versions its failure halted.
+    dependencies::completed::<D>(&mut tx, &[id], now).await?;
+    D::announce(&mut tx, Signal::Changed).await?;
     let progressed = PlanOutcomes {
         progressed: vec![task.plan_id],
         ..Default::default()
@@ -105,6 +109,7 @@ pub async fn task_skip<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) ->
     let notified = outcomes::notify_plans::<D>(&mut tx, &targets, progressed, now).await?;
     let queued = outcomes::announce_deliveries::<D>(&mut tx, &notified).await?;
     D::commit(tx).await?;
+    d.signals().raise(Signal::Changed);
     if queued {
         d.signals().raise(Signal::Deliveries);
     }
@@ -153,6 +158,7 @@ pub async fn create_runs<D: Dialect>(
         return Ok(Vec::new());
     }
     let created = D::runs_create(tx, task_ids, run_at, actor, detail, now).await?;
+    dependencies::runs_created::<D>(tx, &created, now).await?;
     D::announce(tx, Signal::Changed).await?;
     Ok(created)
 }
@@ -166,6 +172,7 @@ async fn cancel_runs<D: Dialect>(
     now: Ts,
 ) -> Result<u64> {
     let moved = D::runs_cancel(tx, run_ids, actor, now).await?;
+    dependencies::runs_changed::<D>(tx, run_ids, now).await?;
     D::announce(tx, Signal::Canceled).await?;
     D::announce(tx, Signal::Changed).await?;
     Ok(moved)

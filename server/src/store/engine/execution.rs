@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::Dialect;
+use super::{Dialect, dependencies};
 use crate::store::rows::ClaimRow;
 use crate::store::{Claim, ClaimedRun, Result, Ts};
 
@@ -20,12 +20,32 @@ pub async fn run_claim_many<D: Dialect>(
         return Ok(Vec::new());
     }
     let rows = d.runs_claim(claim, now).await?;
+    let awaited: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.dependents)
+        .map(|r| r.task_id)
+        .collect();
+    if !awaited.is_empty() {
+        // After the claim's own commit: the runs are this replica's now
+        // whatever happens here, and a cause that stays one step behind
+        // must not stop them from executing.
+        if let Err(e) = dependents_told(d, &awaited, now).await {
+            tracing::warn!(error = %e, "could not update the causes of tasks waiting for claimed runs");
+        }
+    }
     let mut claimed = rows
         .into_iter()
         .map(ClaimRow::into_claimed)
         .collect::<Result<Vec<_>>>()?;
     claimed.sort_by_key(|c| c.id);
     Ok(claimed)
+}
+
+/// Claimed tasks that others wait for: their causes say RUNNING.
+async fn dependents_told<D: Dialect>(d: &D, tasks: &[i64], now: Ts) -> Result<()> {
+    let mut tx = d.begin().await?;
+    dependencies::changed::<D>(&mut tx, tasks, now).await?;
+    D::commit(tx).await
 }
 
 /// Extends the heartbeat deadline of the replica's runs, each by its own

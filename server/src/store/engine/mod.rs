@@ -8,7 +8,10 @@
 //! walk of a run and where to add a gate: `docs/architecture.md`.
 
 pub mod actions;
+pub mod approvals;
+pub mod brakes;
 pub mod deliveries;
+pub mod dependencies;
 pub mod dialect;
 pub mod endings;
 pub mod execution;
@@ -25,6 +28,23 @@ pub use dialect::{Arg, Dialect, RowLock, Sql, StoreRow};
 pub use shared::Shared;
 
 use super::Result;
+
+/// Ids per statement that lists them: far below both databases' limits
+/// on arguments.
+pub const BATCH: usize = 500;
+
+/// `$from, $from+1, …` for `n` arguments of an `IN (…)` list.
+pub fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Ids as statement arguments.
+pub fn id_args(ids: &[i64]) -> Vec<Arg<'static>> {
+    ids.iter().map(|&id| Arg::from(id)).collect()
+}
 
 /// The one row a statement returns in `tx` (an error when there is none).
 pub async fn one<D: Dialect, R: StoreRow>(

@@ -8,7 +8,7 @@
 //! its runs and tasks) and in id order, and no transaction that holds one
 //! waits for runs or tasks, so these locks cannot close a cycle.
 
-use super::{Dialect, actions, one};
+use super::{Dialect, actions, dependencies, one};
 use std::collections::HashSet;
 
 use app::model::RunStatus;
@@ -38,9 +38,38 @@ pub async fn runs_ended<D: Dialect>(
         now,
     )
     .await?;
+    // Before the plan rows below: dependents' task rows are locked here,
+    // and plan rows are always taken last.
+    dependencies_moved::<D>(tx, done, now).await?;
     let outcomes = plan_outcomes(done);
     let notified = notify_plans::<D>(tx, targets, outcomes, now).await?;
     Ok((retried, notified))
+}
+
+/// Tasks others wait for: a DONE one releases them; one that failed for
+/// good shows in their causes (one with attempts left has a new run, which
+/// `create_runs` announced).
+async fn dependencies_moved<D: Dialect>(
+    tx: &mut D::Tx,
+    done: &[FinishedRow],
+    now: Ts,
+) -> Result<()> {
+    let awaited = done.iter().filter(|d| d.dependents);
+    let (completed, failed): (Vec<&FinishedRow>, Vec<&FinishedRow>) =
+        awaited.partition(|d| d.status == RunStatus::Done.as_str());
+    let failed: Vec<i64> = failed
+        .into_iter()
+        .filter(|d| d.attempt >= d.max_attempts)
+        .map(|d| d.task_id)
+        .collect();
+    let completed: Vec<i64> = completed.into_iter().map(|d| d.task_id).collect();
+    if !completed.is_empty() {
+        dependencies::completed::<D>(tx, &completed, now).await?;
+    }
+    if !failed.is_empty() {
+        dependencies::changed::<D>(tx, &failed, now).await?;
+    }
+    Ok(())
 }
 
 /// Which asked-for runs finished and which were fenced out (this replica

@@ -3,7 +3,7 @@
 //! and waiting causes, all in one transaction that one replica at a time
 //! may run.
 
-use super::Dialect;
+use super::{Dialect, dependencies};
 use crate::store::gates::{self, NodeLabels};
 use crate::store::signals::Signal;
 use crate::store::{PromoteReport, Result, Ts};
@@ -37,9 +37,14 @@ pub async fn run_promote_round<D: Dialect>(
     }
     if needed.versions {
         holders.versions = D::fetch_all(&mut tx, gates::VERSION_HOLDS.into(), &[]).await?;
+        holders.halts = D::fetch_all(&mut tx, gates::HALTS.into(), &[]).await?;
     }
     let decided = gates::evaluate(&pending, &holders, nodes, now);
     let promoted = D::round_write(&mut tx, &decided, now).await?;
+    let awaited = promoted_awaited(&pending, &decided.promote);
+    if !awaited.is_empty() {
+        dependencies::changed::<D>(&mut tx, &awaited, now).await?;
+    }
     if !decided.promote.is_empty() {
         D::announce(&mut tx, Signal::Available).await?;
     }
@@ -52,4 +57,18 @@ pub async fn run_promote_round<D: Dialect>(
         promoted,
         waiting: pending.len() - promoted,
     })
+}
+
+/// Tasks of promoted runs that other tasks wait for (their causes name
+/// the new status).
+fn promoted_awaited(pending: &[gates::PendingRun], promoted: &[i64]) -> Vec<i64> {
+    if promoted.is_empty() || !pending.iter().any(|r| r.dependents) {
+        return Vec::new();
+    }
+    let promoted: std::collections::HashSet<i64> = promoted.iter().copied().collect();
+    pending
+        .iter()
+        .filter(|r| r.dependents && promoted.contains(&r.id))
+        .map(|r| r.task_id)
+        .collect()
 }

@@ -15,7 +15,10 @@ pub async fn plan_get<D: Dialect>(d: &D, id: i64) -> Result<PlanView> {
     let tasks: Vec<rows::TaskRow> = d.read(rows::PLAN_TASKS.into(), &[id.into()]).await?;
     let claim: Option<rows::NotificationRow> =
         read_optional(d, notify::CLAIM_GET, &[id.into()]).await?;
-    rows::plan_view(plan, tasks, claim)
+    let mut view = rows::plan_view(plan, tasks, claim)?;
+    let edges: Vec<(i64, i64)> = d.read(rows::PLAN_DEPENDENCIES.into(), &[id.into()]).await?;
+    rows::with_dependencies(&mut view, &edges);
+    Ok(view)
 }
 
 /// Plans newest first: those in `status` whose name contains `name` (any

@@ -6,8 +6,8 @@ use std::time::Duration;
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 
 use super::{
-    Dialect, actions, deliveries, endings, execution, liveness, promote, read_one, reads, sessions,
-    submit,
+    Dialect, actions, approvals, brakes, deliveries, endings, execution, liveness, promote,
+    read_one, reads, sessions, submit,
 };
 use crate::plan::NewPlan;
 use crate::store::dashboard::OverviewStats;
@@ -110,6 +110,44 @@ impl<D: Dialect> Store for D {
 
     async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
         actions::raced(actions::task_skip(self, id, actor, now).await)
+    }
+
+    async fn task_approve(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<(i64, usize)> {
+        approvals::task_approve(self, id, actor, now).await
+    }
+
+    async fn plan_approve(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<usize> {
+        approvals::plan_approve(self, id, actor, now).await
+    }
+
+    async fn plan_pause(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        brakes::plan_pause(self, id, actor, now).await
+    }
+
+    async fn plan_resume(&self, id: i64) -> Result<()> {
+        brakes::plan_resume(self, id).await
+    }
+
+    async fn target_pause(&self, target: &str, actor: Actor<'_>, now: Ts) -> Result<()> {
+        brakes::target_pause(self, target, actor, now).await
+    }
+
+    async fn target_resume(&self, target: &str, actor: Actor<'_>, now: Ts) -> Result<()> {
+        brakes::target_resume(self, target, actor, now).await
+    }
+
+    async fn target_capacity_set(
+        &self,
+        target: &str,
+        capacity: Option<i64>,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<()> {
+        brakes::target_capacity_set(self, target, capacity, actor, now).await
+    }
+
+    async fn target_list(&self) -> Result<Vec<app::model::TargetView>> {
+        brakes::target_list(self).await
     }
 
     async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport> {

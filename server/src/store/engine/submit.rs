@@ -1,7 +1,7 @@
 //! Plan submission: a plan, its tasks and (when it starts now) their first
 //! runs in one transaction; once per idempotency key when one is given.
 
-use super::{Dialect, optional};
+use super::{Dialect, dependencies, optional};
 use crate::plan::NewPlan;
 use crate::store::signals::Signal;
 use crate::store::submission::{self, IdempotencyKey, Submitted};
@@ -16,6 +16,7 @@ pub async fn plan_insert<D: Dialect>(
 ) -> Result<i64> {
     let mut tx = d.begin().await?;
     let plan_id = D::plan_write(&mut tx, plan, actor, now).await?;
+    dependencies::plan_written::<D>(&mut tx, plan_id, plan, now).await?;
     D::commit(tx).await?;
     if plan.start {
         d.signals().raise(Signal::Changed);
@@ -65,6 +66,7 @@ pub async fn plan_insert_keyed<D: Dialect>(
         }
     }
     let plan_id = D::plan_write(&mut tx, plan, actor, now).await?;
+    dependencies::plan_written::<D>(&mut tx, plan_id, plan, now).await?;
     D::execute(
         &mut tx,
         "UPDATE plan_submission SET plan_id = $2, body_sha256 = $3 WHERE idempotency_key = $1"

@@ -65,7 +65,7 @@ macro_rules! claim_sql {
             "))
             AND r.status = 'AVAILABLE' AND t.id = r.task_id
         RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
-            t.executor, t.heartbeat_interval_ms, ",
+            r.dependents, t.executor, t.heartbeat_interval_ms, ",
             rows::heartbeat_timeout_sql!(),
             " AS heartbeat_timeout_ms),
     logged AS (
@@ -173,11 +173,12 @@ const FINISH: Planned = Planned {
             error = f.error
         FROM f WHERE r.id = f.id AND r.id = ANY($2) AND r.status = 'RUNNING'
             AND r.replica_id = $1
-        RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.error),
+        RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.dependents,
+            r.error),
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
         SELECT id, 'RUNNING', status, $1, $1, $6, error FROM done)
-    SELECT id, plan_id, status, task_id, attempt, max_attempts FROM done",
+    SELECT id, plan_id, status, task_id, attempt, max_attempts, dependents FROM done",
 };
 
 /// Who: each replica's run heartbeat, one statement for all its runs.
@@ -446,10 +447,12 @@ impl Dialect for PgStore {
             "WITH made AS (
                 INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive,
                     version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
-                    reassign_after_ms)
+                    reassign_after_ms, held, dependents, approval_pending)
                 SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
                     t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
-                    COALESCE(x.run_at, t.run_at), $3, $4, t.reassign_after_ms
+                    COALESCE(x.run_at, t.run_at), $3, $4, t.reassign_after_ms,
+                    t.deps_open > 0, t.has_dependents,
+                    t.approval IS NOT NULL AND t.approved_at IS NULL
                 FROM UNNEST($1::bigint[], $2::timestamptz[]) AS x(task_id, run_at)
                 JOIN task t ON t.id = x.task_id
                 LEFT JOIN task_run prev ON prev.id = t.latest_run_id
@@ -698,11 +701,11 @@ impl Dialect for PgStore {
                 FROM f WHERE r.id = f.id AND r.status = 'RUNNING'
                     AND r.replica_id IS NOT DISTINCT FROM f.replica
                 RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts,
-                    r.replica_id, r.error),
+                    r.dependents, r.replica_id, r.error),
             logged AS (
                 INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
                 SELECT id, 'RUNNING', 'FAILED', replica_id, $5, $4, error FROM done)
-            SELECT id, plan_id, status, task_id, attempt, max_attempts FROM done",
+            SELECT id, plan_id, status, task_id, attempt, max_attempts, dependents FROM done",
         )
         .bind(found.iter().map(|c| c.id).collect::<Vec<_>>())
         .bind(found.iter().map(|c| c.replica_id.clone()).collect::<Vec<_>>())

@@ -249,10 +249,12 @@ impl Dialect for SqliteStore {
         let made: Vec<(i64, i64)> = sqlx::query_as(
             "INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive, version,
                 node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
-                reassign_after_ms)
+                reassign_after_ms, held, dependents, approval_pending)
              SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
                 t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
-                COALESCE(x.value ->> 1, t.run_at), $2, $3, t.reassign_after_ms
+                COALESCE(x.value ->> 1, t.run_at), $2, $3, t.reassign_after_ms,
+                t.deps_open > 0, t.has_dependents,
+                t.approval IS NOT NULL AND t.approved_at IS NULL
              FROM json_each($1) AS x
              JOIN task t ON t.id = x.value ->> 0
              LEFT JOIN task_run prev ON prev.id = t.latest_run_id
@@ -436,7 +438,7 @@ impl Dialect for SqliteStore {
                   AND (node IS NULL OR node IN (SELECT value FROM json_each($2)))
                 ORDER BY id LIMIT $3)
                AND status = 'AVAILABLE'
-             RETURNING id, task_id, plan_id, attempt, started_at, deadline,
+             RETURNING id, task_id, plan_id, attempt, started_at, deadline, dependents,
                 (SELECT executor FROM task WHERE id = task_run.task_id) AS executor,
                 (SELECT heartbeat_interval_ms FROM task WHERE id = task_run.task_id)
                     AS heartbeat_interval_ms,
@@ -486,7 +488,7 @@ impl Dialect for SqliteStore {
                AND task_run.replica_id = $1
              RETURNING task_run.id, task_run.plan_id, task_run.status, task_run.task_id,
                 task_run.attempt,
-                task_run.max_attempts",
+                task_run.max_attempts, task_run.dependents",
         )
         .bind(replica_id)
         .bind(serde_json::Value::Array(asked).to_string())
@@ -580,7 +582,7 @@ impl Dialect for SqliteStore {
                AND task_run.replica_id IS x.value ->> 1
              RETURNING task_run.id, task_run.plan_id, task_run.status, task_run.task_id,
                 task_run.attempt,
-                task_run.max_attempts",
+                task_run.max_attempts, task_run.dependents",
         )
         .bind(serde_json::Value::Array(failing).to_string())
         .bind(now)

@@ -1,0 +1,136 @@
+//! `baton approve`, `baton pause`, `baton resume` and `baton target …`:
+//! the workflow gates from the command line, through the API.
+
+use app::model::{PlanView, TargetView};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::{ServerArg, render};
+
+#[derive(Args, Debug, Clone)]
+pub struct ApproveArgs {
+    /// The plan id.
+    pub plan: i64,
+    /// A task name (or id) of the plan; without it, every task of the plan
+    /// that waits for approval.
+    pub task: Option<String>,
+    #[command(flatten)]
+    pub server: ServerArg,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PlanArg {
+    /// The plan id.
+    pub plan: i64,
+    #[command(flatten)]
+    pub server: ServerArg,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TargetArgs {
+    #[command(subcommand)]
+    pub command: TargetCommand,
+    #[command(flatten)]
+    pub server: ServerArg,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TargetCommand {
+    /// Targets with live runs or settings: what holds each, what waits,
+    /// capacity, paused or not.
+    List {
+        /// Print what the API returns (JSON) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Promote no run on TARGET, in any plan, until it is resumed.
+    Pause {
+        target: String,
+    },
+    Resume {
+        target: String,
+    },
+    /// At most N runs hold TARGET at once (an exclusive run takes all of
+    /// it); `none` removes the limit.
+    Capacity {
+        target: String,
+        capacity: String,
+    },
+}
+
+pub async fn approve(args: ApproveArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    let client = args.server.client(listen)?;
+    let view: PlanView = match &args.task {
+        None => {
+            client
+                .post(&format!("plans/{}/approve", args.plan), None)
+                .await?
+        }
+        Some(task) => {
+            let plan = client.plan(args.plan).await?;
+            let id = plan
+                .tasks
+                .iter()
+                .find(|t| &t.name == task || t.id.to_string() == *task)
+                .map(|t| t.id)
+                .ok_or_else(|| anyhow::anyhow!("plan {} has no task named {task}", args.plan))?;
+            client.post(&format!("tasks/{id}/approve"), None).await?
+        }
+    };
+    print!("{}", render::plan(&view, client.base()));
+    Ok(())
+}
+
+pub async fn pause(
+    args: PlanArg,
+    listen: std::net::SocketAddr,
+    resume: bool,
+) -> anyhow::Result<()> {
+    let client = args.server.client(listen)?;
+    let verb = if resume { "resume" } else { "pause" };
+    let view: PlanView = client
+        .post(&format!("plans/{}/{verb}", args.plan), None)
+        .await?;
+    print!("{}", render::plan(&view, client.base()));
+    Ok(())
+}
+
+pub async fn target(args: TargetArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    let client = args.server.client(listen)?;
+    let changed: TargetView = match args.command {
+        TargetCommand::List { json } => {
+            let targets = client.targets().await?;
+            match json {
+                true => println!("{}", serde_json::to_string_pretty(&targets)?),
+                false => print!("{}", render::targets(&targets)),
+            }
+            return Ok(());
+        }
+        TargetCommand::Pause { target } => {
+            client
+                .post("targets/pause", Some(json!({ "target": target })))
+                .await?
+        }
+        TargetCommand::Resume { target } => {
+            client
+                .post("targets/resume", Some(json!({ "target": target })))
+                .await?
+        }
+        TargetCommand::Capacity { target, capacity } => {
+            let capacity: Option<i64> = match capacity.trim() {
+                "none" | "null" => None,
+                n => Some(n.parse().map_err(|_| {
+                    anyhow::anyhow!("capacity must be a whole number or `none` (got {n})")
+                })?),
+            };
+            client
+                .post(
+                    "targets/capacity",
+                    Some(json!({ "target": target, "capacity": capacity })),
+                )
+                .await?
+        }
+    };
+    print!("{}", render::targets(&[changed]));
+    Ok(())
+}

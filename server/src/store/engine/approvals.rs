@@ -1,0 +1,204 @@
+//! Gate 7 (SPEC §3): a task that requires approval waits until an
+//! operator approves it. `approvers` restricts who may; `two-person`
+//! needs someone other than the plan's submitter. A stage's approval
+//! approves every task of the stage at once.
+
+use super::{Arg, BATCH, Dialect, RowLock, Sql, id_args, optional, placeholders};
+use crate::plan::Stage;
+use crate::store::signals::Signal;
+use crate::store::{Actor, Result, StoreError, Ts};
+
+/// A task as an approval needs it, locked.
+#[derive(sqlx::FromRow)]
+struct Approvable {
+    id: i64,
+    plan_id: i64,
+    approval: Option<String>,
+    approvers: Option<String>,
+    approved_by: Option<String>,
+    approved_at: Option<Ts>,
+    stage: Option<String>,
+    run_id: Option<i64>,
+    run_status: Option<String>,
+    approval_pending: Option<bool>,
+    submitted_by: String,
+    stages: String,
+}
+
+const APPROVABLE: &str = "SELECT t.id, t.plan_id, t.approval, t.approvers, t.approved_by,
+        t.approved_at, t.stage, r.id AS run_id, r.status AS run_status, r.approval_pending,
+        p.created_by AS submitted_by, p.stages
+    FROM task t JOIN plan p ON p.id = t.plan_id LEFT JOIN task_run r ON r.id = t.latest_run_id";
+
+/// Approves task `id` (and, for a stage's approval, its whole stage);
+/// returns the plan id and how many tasks were approved.
+pub async fn task_approve<D: Dialect>(
+    d: &D,
+    id: i64,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<(i64, usize)> {
+    let mut tx = d.begin().await?;
+    let sql = format!(
+        "{APPROVABLE} WHERE t.id = $1 {}",
+        D::row_lock(RowLock::Tasks)
+    );
+    let task: Approvable = optional::<D, _>(&mut tx, Sql::built(sql), &[id.into()])
+        .await?
+        .ok_or(StoreError::NotFound { what: "task", id })?;
+    may_approve(&task, actor)?;
+    let mut ids = vec![task.id];
+    let stages: Vec<Stage> = serde_json::from_str(&task.stages).unwrap_or_default();
+    let stage_wide = task.stage.as_deref().is_some_and(|s| {
+        stages
+            .iter()
+            .any(|st| st.name == s && st.approval.is_some())
+    });
+    if stage_wide {
+        let sql = format!(
+            "{APPROVABLE} WHERE t.plan_id = $1 AND t.stage = $2 AND t.id <> $3
+                AND t.approval IS NOT NULL AND t.approved_by IS NULL ORDER BY t.id {}",
+            D::row_lock(RowLock::Tasks)
+        );
+        let others: Vec<Approvable> = D::fetch_all(
+            &mut tx,
+            Sql::built(sql),
+            &[task.plan_id.into(), task.stage.as_deref().into(), id.into()],
+        )
+        .await?;
+        ids.extend(others.iter().map(|t| t.id));
+    }
+    let approved = approve_write::<D>(&mut tx, &ids, actor, now).await?;
+    D::commit(tx).await?;
+    d.signals().raise(Signal::Changed);
+    Ok((task.plan_id, approved))
+}
+
+/// Approves every task of plan `id` whose run waits for approval now;
+/// how many. Refused whole when the actor may not approve one of them.
+pub async fn plan_approve<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<usize> {
+    let mut tx = d.begin().await?;
+    let sql = format!(
+        "{APPROVABLE} WHERE t.plan_id = $1 AND t.approval IS NOT NULL AND t.approved_by IS NULL
+            AND r.status = 'PENDING' AND r.approval_pending ORDER BY t.id {}",
+        D::row_lock(RowLock::Tasks)
+    );
+    let waiting: Vec<Approvable> = D::fetch_all(&mut tx, Sql::built(sql), &[id.into()]).await?;
+    if waiting.is_empty() {
+        let found: Option<(i64,)> =
+            optional::<D, _>(&mut tx, "SELECT id FROM plan WHERE id = $1", &[id.into()]).await?;
+        found.ok_or(StoreError::NotFound { what: "plan", id })?;
+        return Err(StoreError::Conflict(format!(
+            "plan {id} has no task waiting for approval"
+        )));
+    }
+    for task in &waiting {
+        may_approve(task, actor)?;
+    }
+    let ids: Vec<i64> = waiting.iter().map(|t| t.id).collect();
+    let approved = approve_write::<D>(&mut tx, &ids, actor, now).await?;
+    D::commit(tx).await?;
+    d.signals().raise(Signal::Changed);
+    Ok(approved)
+}
+
+/// The refusals: nothing to approve (409), or not this actor (403).
+fn may_approve(task: &Approvable, actor: Actor<'_>) -> Result<()> {
+    let id = task.id;
+    let Some(kind) = task.approval.as_deref() else {
+        return Err(StoreError::Conflict(format!(
+            "task {id} does not require approval"
+        )));
+    };
+    if let Some(by) = &task.approved_by {
+        let at = task
+            .approved_at
+            .map(|at| format!(" at {}", at.0.format("%Y-%m-%d %H:%M:%SZ")));
+        return Err(StoreError::Conflict(format!(
+            "task {id} was already approved by {by}{}",
+            at.unwrap_or_default()
+        )));
+    }
+    let waiting =
+        task.run_status.as_deref() == Some("PENDING") && task.approval_pending == Some(true);
+    if !waiting {
+        let status = match (&task.run_id, task.run_status.as_deref()) {
+            (None, _) => "NOT_STARTED",
+            (_, Some(status)) => status,
+            _ => "unknown",
+        };
+        return Err(StoreError::Conflict(format!(
+            "task {id} is {status}, not waiting for approval; only a PENDING task can be approved"
+        )));
+    }
+    let approvers: Vec<String> = task
+        .approvers
+        .as_deref()
+        .and_then(|a| serde_json::from_str(a).ok())
+        .unwrap_or_default();
+    if !approvers.is_empty() && !approvers.iter().any(|a| a == actor) {
+        return Err(StoreError::Forbidden(format!(
+            "only {} may approve task {id}",
+            approvers.join(", ")
+        )));
+    }
+    if kind == "two-person" && task.submitted_by == actor {
+        return Err(StoreError::Forbidden(format!(
+            "task {id} needs two people: {actor} submitted the plan, so someone else must approve"
+        )));
+    }
+    Ok(())
+}
+
+/// Marks the tasks approved, releases their PENDING runs from the gate and
+/// records an event on each run with who approved.
+async fn approve_write<D: Dialect>(
+    tx: &mut D::Tx,
+    tasks: &[i64],
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<usize> {
+    let mut approved = 0;
+    let detail = format!("approved by {actor}");
+    for chunk in tasks.chunks(BATCH) {
+        let mut args: Vec<Arg> = vec![actor.into(), now.into()];
+        args.extend(id_args(chunk));
+        approved += D::execute(
+            tx,
+            Sql::built(format!(
+                "UPDATE task SET approved_by = $1, approved_at = $2
+                 WHERE approved_by IS NULL AND id IN ({})",
+                placeholders(3, chunk.len())
+            )),
+            &args,
+        )
+        .await?;
+        let mut args: Vec<Arg> = vec![actor.into(), now.into(), detail.as_str().into()];
+        args.extend(id_args(chunk));
+        D::execute(
+            tx,
+            Sql::built(format!(
+                "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+                 SELECT r.id, 'PENDING', 'PENDING', $1, $2, $3
+                 FROM task t JOIN task_run r ON r.id = t.latest_run_id
+                 WHERE t.id IN ({}) AND r.status = 'PENDING' AND r.approval_pending",
+                placeholders(4, chunk.len())
+            )),
+            &args,
+        )
+        .await?;
+        D::execute(
+            tx,
+            Sql::built(format!(
+                "UPDATE task_run SET approval_pending = FALSE
+                 WHERE status = 'PENDING' AND approval_pending
+                    AND id IN (SELECT latest_run_id FROM task WHERE id IN ({}))",
+                placeholders(1, chunk.len())
+            )),
+            &id_args(chunk),
+        )
+        .await?;
+    }
+    D::announce(tx, Signal::Changed).await?;
+    Ok(approved as usize)
+}

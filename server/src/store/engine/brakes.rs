@@ -1,0 +1,375 @@
+//! Gates 8 and 9 (SPEC §3): an operator pauses a plan or a target (the
+//! brake during an incident) and sets a target's capacity.
+//!
+//! Each change takes the promotion lock first, so it falls between two
+//! promotion rounds: a round that started before a pause has committed
+//! when the pause commits, and every later round sees it. No run of a
+//! paused plan or target is promoted after its pause returns. Runs
+//! already AVAILABLE or RUNNING carry on.
+
+use std::time::Duration;
+
+use app::model::TargetView;
+
+use super::{Dialect, optional};
+use crate::store::signals::Signal;
+use crate::store::{Actor, Result, StoreError, Ts};
+
+/// How long a brake waits for a promotion round to end: rounds take
+/// milliseconds; a replica stuck inside one is cut off by
+/// `idle_in_transaction_session_timeout` well before this on PostgreSQL.
+const ROUND_WAIT: Duration = Duration::from_secs(30);
+
+/// Begins a transaction that holds the promotion lock.
+async fn between_rounds<D: Dialect>(d: &D) -> Result<D::Tx> {
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        let mut tx = d.begin().await?;
+        if D::promoter_lock(&mut tx).await? {
+            return Ok(tx);
+        }
+        drop(tx);
+        if started.elapsed() > ROUND_WAIT {
+            return Err(StoreError::Conflict(
+                "a promotion round has held its lock for 30 s; try again".into(),
+            ));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+fn when(at: Option<Ts>) -> String {
+    at.map(|at| format!(" at {}", at.0.format("%Y-%m-%d %H:%M:%SZ")))
+        .unwrap_or_default()
+}
+
+/// Pauses plan `id`: no run of it is promoted until it is resumed.
+pub async fn plan_pause<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+    let mut tx = between_rounds(d).await?;
+    let outcome = plan_pause_in::<D>(&mut tx, id, actor, now).await;
+    end::<D>(d, tx, outcome).await
+}
+
+/// Commits `tx` whatever `outcome` is, then raises `Changed` if it was
+/// a success. A refusal wrote nothing, and dropping its transaction
+/// instead would leave the promotion lock held until the connection's
+/// next use.
+async fn end<D: Dialect>(d: &D, tx: D::Tx, outcome: Result<()>) -> Result<()> {
+    D::commit(tx).await?;
+    outcome?;
+    d.signals().raise(Signal::Changed);
+    Ok(())
+}
+
+async fn plan_pause_in<D: Dialect>(
+    tx: &mut D::Tx,
+    id: i64,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<()> {
+    let state: Option<(Option<String>, Option<Ts>)> = optional::<D, _>(
+        tx,
+        "SELECT paused_by, paused_at FROM plan WHERE id = $1",
+        &[id.into()],
+    )
+    .await?;
+    match state {
+        None => return Err(StoreError::NotFound { what: "plan", id }),
+        Some((Some(by), at)) => {
+            return Err(StoreError::Conflict(format!(
+                "plan {id} is already paused by {by}{}",
+                when(at)
+            )));
+        }
+        Some((None, _)) => {}
+    }
+    D::execute(
+        tx,
+        "UPDATE plan SET paused_by = $2, paused_at = $3 WHERE id = $1".into(),
+        &[id.into(), actor.into(), now.into()],
+    )
+    .await?;
+    D::announce(tx, Signal::Changed).await
+}
+
+/// Resumes plan `id`.
+pub async fn plan_resume<D: Dialect>(d: &D, id: i64) -> Result<()> {
+    let mut tx = d.begin().await?;
+    let state: Option<(Option<String>,)> = optional::<D, _>(
+        &mut tx,
+        "SELECT paused_by FROM plan WHERE id = $1",
+        &[id.into()],
+    )
+    .await?;
+    match state {
+        None => return Err(StoreError::NotFound { what: "plan", id }),
+        Some((None,)) => {
+            return Err(StoreError::Conflict(format!("plan {id} is not paused")));
+        }
+        Some((Some(_),)) => {}
+    }
+    D::execute(
+        &mut tx,
+        "UPDATE plan SET paused_by = NULL, paused_at = NULL WHERE id = $1".into(),
+        &[id.into()],
+    )
+    .await?;
+    D::announce(&mut tx, Signal::Changed).await?;
+    D::commit(tx).await?;
+    d.signals().raise(Signal::Changed);
+    Ok(())
+}
+
+/// A target's settings row.
+#[derive(sqlx::FromRow)]
+struct Setting {
+    capacity: Option<i64>,
+    paused_by: Option<String>,
+    paused_at: Option<Ts>,
+}
+
+async fn setting_get<D: Dialect>(tx: &mut D::Tx, target: &str) -> Result<Option<Setting>> {
+    optional::<D, Setting>(
+        tx,
+        "SELECT capacity, paused_by, paused_at FROM target_setting WHERE target = $1",
+        &[target.into()],
+    )
+    .await
+}
+
+/// Writes a target's settings; a row with nothing set is removed.
+async fn setting_put<D: Dialect>(
+    tx: &mut D::Tx,
+    target: &str,
+    s: &Setting,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<()> {
+    if s.capacity.is_none() && s.paused_by.is_none() {
+        D::execute(
+            tx,
+            "DELETE FROM target_setting WHERE target = $1".into(),
+            &[target.into()],
+        )
+        .await?;
+        return Ok(());
+    }
+    D::execute(
+        tx,
+        "INSERT INTO target_setting (target, capacity, paused_by, paused_at, updated_by, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (target) DO UPDATE SET capacity = excluded.capacity,
+            paused_by = excluded.paused_by, paused_at = excluded.paused_at,
+            updated_by = excluded.updated_by, updated_at = excluded.updated_at"
+            .into(),
+        &[
+            target.into(),
+            s.capacity.into(),
+            s.paused_by.as_deref().into(),
+            s.paused_at.into(),
+            actor.into(),
+            now.into(),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+fn target_text(target: &str) -> Result<&str> {
+    let t = target.trim();
+    if t.is_empty() || t.chars().count() > crate::plan::limits::MAX_NAME_CHARS {
+        return Err(StoreError::Invalid(format!(
+            "target must be 1 to {} characters",
+            crate::plan::limits::MAX_NAME_CHARS
+        )));
+    }
+    if t.chars().any(char::is_control) {
+        return Err(StoreError::Invalid(
+            "target must be one line of printable text".into(),
+        ));
+    }
+    Ok(t)
+}
+
+/// Pauses `target` across every plan.
+pub async fn target_pause<D: Dialect>(
+    d: &D,
+    target: &str,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<()> {
+    let target = target_text(target)?;
+    let mut tx = between_rounds(d).await?;
+    let outcome = target_pause_in::<D>(&mut tx, target, actor, now).await;
+    end::<D>(d, tx, outcome).await
+}
+
+async fn target_pause_in<D: Dialect>(
+    tx: &mut D::Tx,
+    target: &str,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<()> {
+    let current = setting_get::<D>(tx, target).await?;
+    if let Some(Setting {
+        paused_by: Some(by),
+        paused_at,
+        ..
+    }) = &current
+    {
+        return Err(StoreError::Conflict(format!(
+            "target {target} is already paused by {by}{}",
+            when(*paused_at)
+        )));
+    }
+    let next = Setting {
+        capacity: current.and_then(|c| c.capacity),
+        paused_by: Some(actor.to_owned()),
+        paused_at: Some(now),
+    };
+    setting_put::<D>(tx, target, &next, actor, now).await?;
+    D::announce(tx, Signal::Changed).await
+}
+
+/// Resumes `target`.
+pub async fn target_resume<D: Dialect>(
+    d: &D,
+    target: &str,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<()> {
+    let target = target_text(target)?;
+    let mut tx = d.begin().await?;
+    let Some(current) = setting_get::<D>(&mut tx, target)
+        .await?
+        .filter(|s| s.paused_by.is_some())
+    else {
+        return Err(StoreError::Conflict(format!(
+            "target {target} is not paused"
+        )));
+    };
+    let next = Setting {
+        paused_by: None,
+        paused_at: None,
+        ..current
+    };
+    setting_put::<D>(&mut tx, target, &next, actor, now).await?;
+    D::announce(&mut tx, Signal::Changed).await?;
+    D::commit(tx).await?;
+    d.signals().raise(Signal::Changed);
+    Ok(())
+}
+
+/// Sets (or, with `None`, removes) the capacity of `target`. Lowering it
+/// below what holds the target now stops nothing: no more runs start
+/// until the holders drop below it.
+pub async fn target_capacity_set<D: Dialect>(
+    d: &D,
+    target: &str,
+    capacity: Option<i64>,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<()> {
+    let target = target_text(target)?;
+    if let Some(c) = capacity
+        && !(1..=crate::plan::limits::MAX_PARALLEL_LIMIT).contains(&c)
+    {
+        return Err(StoreError::Invalid(format!(
+            "capacity must be between 1 and {} (got {c}); null removes it",
+            crate::plan::limits::MAX_PARALLEL_LIMIT
+        )));
+    }
+    let mut tx = between_rounds(d).await?;
+    let outcome = capacity_in::<D>(&mut tx, target, capacity, actor, now).await;
+    end::<D>(d, tx, outcome).await
+}
+
+async fn capacity_in<D: Dialect>(
+    tx: &mut D::Tx,
+    target: &str,
+    capacity: Option<i64>,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<()> {
+    let current = setting_get::<D>(tx, target).await?;
+    let next = match current {
+        Some(s) => Setting { capacity, ..s },
+        None => Setting {
+            capacity,
+            paused_by: None,
+            paused_at: None,
+        },
+    };
+    setting_put::<D>(tx, target, &next, actor, now).await?;
+    D::announce(tx, Signal::Changed).await
+}
+
+/// A `target_setting` row.
+#[derive(sqlx::FromRow)]
+struct TargetSetting {
+    target: String,
+    #[sqlx(flatten)]
+    setting: Setting,
+}
+
+/// A target's live runs, grouped.
+#[derive(sqlx::FromRow)]
+struct TargetLoad {
+    target: String,
+    holding: i64,
+    first_holder: Option<i64>,
+    exclusive_holders: i64,
+    waiting: i64,
+}
+
+const TARGET_LOADS: &str = "SELECT target,
+        SUM(CASE WHEN status <> 'PENDING' THEN 1 ELSE 0 END) AS holding,
+        MIN(CASE WHEN status <> 'PENDING' THEN id END) AS first_holder,
+        SUM(CASE WHEN status <> 'PENDING' AND exclusive THEN 1 ELSE 0 END) AS exclusive_holders,
+        SUM(CASE WHEN status = 'PENDING' THEN 1 ELSE 0 END) AS waiting
+    FROM task_run WHERE status IN ('PENDING', 'AVAILABLE', 'RUNNING') GROUP BY target";
+
+/// Every target with live runs or settings, by name.
+pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {
+    let loads: Vec<TargetLoad> = d.read(TARGET_LOADS.into(), &[]).await?;
+    let settings: Vec<TargetSetting> = d
+        .read(
+            "SELECT target, capacity, paused_by, paused_at FROM target_setting".into(),
+            &[],
+        )
+        .await?;
+    let mut views: std::collections::BTreeMap<String, TargetView> = loads
+        .into_iter()
+        .map(|l| {
+            let view = TargetView {
+                target: l.target.clone(),
+                capacity: None,
+                paused_by: None,
+                paused_at: None,
+                holding: l.holding,
+                first_holder: l.first_holder,
+                held_exclusively: l.exclusive_holders > 0,
+                waiting: l.waiting,
+            };
+            (l.target, view)
+        })
+        .collect();
+    for TargetSetting { target, setting } in settings {
+        let view = views.entry(target.clone()).or_insert(TargetView {
+            target,
+            capacity: None,
+            paused_by: None,
+            paused_at: None,
+            holding: 0,
+            first_holder: None,
+            held_exclusively: false,
+            waiting: 0,
+        });
+        view.capacity = setting.capacity;
+        view.paused_by = setting.paused_by;
+        view.paused_at = setting.paused_at.map(|t| t.0);
+    }
+    Ok(views.into_values().collect())
+}
