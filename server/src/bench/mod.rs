@@ -24,6 +24,7 @@
 
 mod cpu_meter;
 mod failover;
+mod graph;
 mod render;
 
 use std::sync::Arc;
@@ -119,6 +120,10 @@ pub struct BenchArgs {
     /// `--render`: timed requests per page.
     #[arg(long, default_value_t = 30)]
     pub requests: usize,
+    /// Measure dependencies instead: a chain and a fan-in, each at two
+    /// sizes ten times apart (submit time and time to DONE per task).
+    #[arg(long)]
+    pub graph: bool,
 }
 
 impl BenchArgs {
@@ -204,6 +209,9 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         ..settings.scheduler()
     };
     let count = args.replicas.unwrap_or(if postgres { 2 } else { 1 }).max(1);
+    if args.graph {
+        return graph::run(url, count, &config).await;
+    }
     println!(
         "baton bench: {}, {count} in-process replicas x {} workers, poll {:?}",
         if postgres { "PostgreSQL" } else { "SQLite" },

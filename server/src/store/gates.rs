@@ -538,9 +538,12 @@ pub const HALTS: &str = "SELECT r.target, r.version, r.status
 pub const PLAN_HOLDS: &str = "SELECT plan_id, COUNT(*) AS n FROM task_run
     WHERE status IN ('AVAILABLE', 'RUNNING') GROUP BY plan_id";
 
-/// Promoter round: versions of the runs holding targets.
+/// Promoter round: versions of the runs holding targets, and of the
+/// PENDING runs the round does not read because a dependency holds them:
+/// a larger version must wait for those too.
 pub const VERSION_HOLDS: &str = "SELECT id, target, version FROM task_run
-    WHERE status IN ('AVAILABLE', 'RUNNING') AND version IS NOT NULL";
+    WHERE (status IN ('AVAILABLE', 'RUNNING') OR (status = 'PENDING' AND held))
+        AND version IS NOT NULL";
 
 #[cfg(test)]
 mod tests {

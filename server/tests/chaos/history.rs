@@ -66,7 +66,7 @@ pub async fn check(
                     task.waiting_cause
                 ),
             }
-            by_task.insert(task.id, (view.id, task.clone(), view.parallel_limit));
+            by_task.insert(task.id, view.clone());
         }
     }
     let run_ids: HashSet<i64> = events.iter().map(|e| e.run_id).collect();
@@ -77,20 +77,12 @@ pub async fn check(
         if run.status == RunStatus::Done {
             log_kept(store, *run_id).await;
         }
-        let Some((plan_id, task, limit)) = by_task.get(&run.task_id) else {
+        let Some(view) = by_task.get(&run.task_id) else {
             continue;
         };
-        facts.insert(
-            *run_id,
-            RunFacts {
-                plan_id: *plan_id,
-                task_id: task.id,
-                target: task.target.clone(),
-                exclusive: task.exclusive,
-                version: task.version.clone(),
-                limit: *limit,
-            },
-        );
+        let task = view.tasks.iter().find(|t| t.id == run.task_id).unwrap();
+        let capacity = (task.target == crate::stream::CAPPED_TARGET).then_some(2);
+        facts.insert(*run_id, RunFacts::of(view, task, capacity));
     }
     if let Err((why, run)) = invariants::replay(&events, &facts) {
         panic!(

@@ -130,6 +130,17 @@ async fn chaos(mode: Mode, seed: u64) {
     let database = Database::new(mode).await;
     let store = baton::store::connect(&database.url).await.unwrap();
     store.migrate().await.unwrap();
+    // One target with a capacity for the whole run (gate 9); the history
+    // check counts its holders.
+    store
+        .target_capacity_set(
+            stream::CAPPED_TARGET,
+            Some(2),
+            "chaos",
+            baton::store::Ts::now(),
+        )
+        .await
+        .unwrap();
     let (receiver, hook) = Receiver::start().await;
     let scratch = tempfile::tempdir().unwrap();
     let record = scratch.path().join("executions");

@@ -99,6 +99,9 @@ fn webhooks(hook: &str) -> Value {
     json!([{"url": format!("{hook}/sometimes"), "secret": "chaos"}])
 }
 
+/// The one target with a capacity (2), set before the first plan.
+pub const CAPPED_TARGET: &str = "db/0";
+
 /// A plan over a few shared targets, exercising every gate.
 fn ordinary(rng: &mut fastrand::Rng, n: usize, record: &Path, hook: &str) -> Value {
     let tasks: Vec<Value> = (0..rng.usize(2..7))
@@ -121,6 +124,8 @@ fn ordinary(rng: &mut fastrand::Rng, n: usize, record: &Path, hook: &str) -> Val
                     task["node"] = json!("pinned");
                     task["reassign_after"] = json!("2s");
                 }
+                // Gate 6: wait for an earlier task of the plan.
+                3 if i > 0 => task["depends_on"] = json!([format!("t{}", rng.usize(0..i))]),
                 _ => {}
             }
             task

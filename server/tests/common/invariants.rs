@@ -1,6 +1,8 @@
 //! SPEC §10 invariants 1–3, checked by replaying the event history in
 //! event-id order (the order the store serialised the transitions in), plus
-//! "every run ran exactly once".
+//! "every run ran exactly once". Invariant 3 covers versions (and halt on
+//! failure), dependencies and target capacity; pauses are points in time
+//! that the history does not hold, so their tests check them directly.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -17,6 +19,32 @@ pub struct RunFacts {
     pub exclusive: bool,
     pub version: Option<String>,
     pub limit: Option<i64>,
+    /// Tasks that must be DONE (or skipped) before this run may start.
+    pub depends_on: Vec<i64>,
+    /// The target's capacity, when it had one for the whole history.
+    pub capacity: Option<i64>,
+    /// The task was skipped at some point: the history holds no event for
+    /// a skip, so what its failure halted cannot be judged.
+    pub skipped: bool,
+}
+
+impl RunFacts {
+    /// The facts of `task` of `plan` (dependencies by name, resolved
+    /// within the plan).
+    pub fn of(plan: &PlanView, task: &app::model::TaskView, capacity: Option<i64>) -> Self {
+        let ids: HashMap<&str, i64> = plan.tasks.iter().map(|t| (t.name.as_str(), t.id)).collect();
+        RunFacts {
+            plan_id: plan.id,
+            task_id: task.id,
+            target: task.target.clone(),
+            exclusive: task.exclusive,
+            version: task.version.clone(),
+            limit: plan.parallel_limit,
+            depends_on: task.depends_on.iter().map(|n| ids[n.as_str()]).collect(),
+            capacity,
+            skipped: task.status == app::model::TaskStatus::Skipped,
+        }
+    }
 }
 
 /// Reads every event, page by page.
@@ -35,21 +63,21 @@ pub async fn all_events(store: &dyn Store) -> Vec<EventView> {
 /// Checks invariants 1–3 and exactly-once execution for every run of
 /// `plans`, whose tasks must all be DONE with exactly one attempt.
 pub fn check(plans: &[PlanView], events: &[EventView]) {
+    check_with_capacities(plans, events, &HashMap::new());
+}
+
+/// [`check`] where some targets had a capacity throughout.
+pub fn check_with_capacities(
+    plans: &[PlanView],
+    events: &[EventView],
+    capacities: &HashMap<String, i64>,
+) {
     let mut facts: HashMap<i64, RunFacts> = HashMap::new();
     for plan in plans {
         for task in &plan.tasks {
             let run = task.run_id.expect("every task has a run");
-            facts.insert(
-                run,
-                RunFacts {
-                    plan_id: plan.id,
-                    task_id: task.id,
-                    target: task.target.clone(),
-                    exclusive: task.exclusive,
-                    version: task.version.clone(),
-                    limit: plan.parallel_limit,
-                },
-            );
+            let capacity = capacities.get(&task.target).copied();
+            facts.insert(run, RunFacts::of(plan, task, capacity));
         }
     }
     if let Err((why, _)) = replay(events, &facts) {
@@ -85,6 +113,10 @@ pub fn check(plans: &[PlanView], events: &[EventView]) {
 pub fn replay(events: &[EventView], facts: &HashMap<i64, RunFacts>) -> Result<(), (String, i64)> {
     let mut live: HashSet<i64> = HashSet::new();
     let mut active: HashSet<i64> = HashSet::new();
+    // Tasks whose latest run ended DONE, and versioned tasks whose latest
+    // run ended FAILED or CANCELED (until a new attempt of theirs).
+    let mut done_tasks: HashSet<i64> = HashSet::new();
+    let mut halting: HashMap<i64, i64> = HashMap::new();
     for e in events {
         let Some(me) = facts.get(&e.run_id) else {
             continue;
@@ -92,6 +124,7 @@ pub fn replay(events: &[EventView], facts: &HashMap<i64, RunFacts>) -> Result<()
         match (e.from, e.to) {
             (None, RunStatus::Pending) => {
                 live.insert(e.run_id);
+                halting.remove(&me.task_id);
             }
             (Some(RunStatus::Pending), RunStatus::Available) => {
                 for other_id in &active {
@@ -139,11 +172,63 @@ pub fn replay(events: &[EventView], facts: &HashMap<i64, RunFacts>) -> Result<()
                         }
                     }
                 }
+                if let Some(v) = &me.version {
+                    for (other_task, other_run) in &halting {
+                        let other = &facts[other_run];
+                        if other.target == me.target
+                            && *other_task != me.task_id
+                            && !other.skipped
+                            && let Some(ov) = &other.version
+                            && version::compare(ov, v) == Ordering::Less
+                        {
+                            return Err((
+                                format!(
+                                    "invariant 3 (halt): run {} (version {v}) promoted on {} while run {other_run} (version {ov}) had failed and was neither retried nor skipped (event {})",
+                                    e.run_id, me.target, e.id
+                                ),
+                                e.run_id,
+                            ));
+                        }
+                    }
+                }
+                if let Some(dep) = me.depends_on.iter().find(|d| !done_tasks.contains(d)) {
+                    return Err((
+                        format!(
+                            "invariant 3 (dependencies): run {} promoted before task {dep} it depends on was DONE (event {})",
+                            e.run_id, e.id
+                        ),
+                        e.run_id,
+                    ));
+                }
+                if let Some(capacity) = me.capacity {
+                    let holding = active
+                        .iter()
+                        .filter(|id| facts[*id].target == me.target)
+                        .count() as i64;
+                    if holding >= capacity {
+                        return Err((
+                            format!(
+                                "invariant 3 (capacity): run {} became AVAILABLE on {} beside {holding} active runs (capacity {capacity}, event {})",
+                                e.run_id, me.target, e.id
+                            ),
+                            e.run_id,
+                        ));
+                    }
+                }
                 active.insert(e.run_id);
             }
             (_, to) if to.is_terminal() => {
                 active.remove(&e.run_id);
                 live.remove(&e.run_id);
+                match to {
+                    RunStatus::Done => {
+                        done_tasks.insert(me.task_id);
+                    }
+                    RunStatus::Failed | RunStatus::Canceled if me.version.is_some() => {
+                        halting.insert(me.task_id, e.run_id);
+                    }
+                    _ => {}
+                }
             }
             (Some(RunStatus::Available | RunStatus::Running), RunStatus::Pending) => {
                 active.remove(&e.run_id);

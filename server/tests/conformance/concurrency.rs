@@ -1,11 +1,13 @@
 //! The store under real concurrency, on both backends: eight claimers
-//! never share a run, eight promoters keep every gate, racing retries make
-//! exactly one new attempt each. And SPEC §10 invariants 1–3 end to end:
-//! eight replicas (each its own pool and id, all loops running) work
-//! through 600 short runs over 24 targets with versions, exclusive and
-//! shared tasks and plan limits; the event history must show no overlap on
-//! an exclusive target, no plan above its limit, versions in order, and
-//! every run executed exactly once.
+//! never share a run, eight promoters keep every gate (dependencies,
+//! capacity, pauses and halts included), racing retries make exactly one
+//! new attempt each. And SPEC §10 invariants 1–3 end to end: eight
+//! replicas (each its own pool and id, all loops running) work through 600
+//! short runs over 24 targets with versions, dependencies, exclusive and
+//! shared tasks, plan limits and capped targets; the event history must
+//! show no overlap on an exclusive target, no plan above its limit,
+//! versions in order, no dependent before its dependencies, no capped
+//! target over capacity, and every run executed exactly once.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -27,7 +29,55 @@ per_backend!(cases:
     concurrent_promoters_respect_the_gates,
     racing_retries_create_one_attempt_each,
     eight_replicas_keep_every_invariant,
+    racing_promoters_start_no_dependent_early_and_keep_capacity,
+    racing_promoters_promote_nothing_paused_or_halted,
 );
+
+/// Eight promoters race one round each, while the runs they made
+/// AVAILABLE are claimed and finished DONE between rounds, until nothing
+/// is left to promote (or `rounds` have passed).
+async fn race_to_the_end(db: &TestDb, setup: &dyn Store, rounds: usize) {
+    let stores: Vec<Arc<dyn Store>> = {
+        let mut v = Vec::new();
+        for _ in 0..8 {
+            v.push(db.store().await);
+        }
+        v
+    };
+    for _ in 0..rounds {
+        let racing: Vec<_> = stores
+            .iter()
+            .map(|store| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .run_promote_round(&NodeLabels::default(), Ts::now())
+                        .await
+                        .expect("round")
+                })
+            })
+            .collect();
+        for r in racing {
+            r.await.unwrap();
+        }
+        let claimed = setup
+            .run_claim_many(&claim("r-race", &[], 1000), Ts::now())
+            .await
+            .unwrap();
+        if claimed.is_empty() {
+            let left = promote(setup).await;
+            if left.promoted == 0 {
+                return;
+            }
+            continue;
+        }
+        let finishes: Vec<_> = claimed.iter().map(|c| common::store::done(c.id)).collect();
+        setup
+            .run_finish_many("r-race", &finishes, Ts::now())
+            .await
+            .unwrap();
+    }
+}
 
 const PLANS: usize = 12;
 const TASKS_PER_PLAN: usize = 50;
@@ -312,6 +362,17 @@ mod cases {
             );
         }
         let submitter = db.store().await;
+        // Shared runs on db/0 and db/3 share them at most two at a time.
+        let capacities: std::collections::HashMap<String, i64> =
+            [("db/0".to_owned(), 2), ("db/3".to_owned(), 2)]
+                .into_iter()
+                .collect();
+        for (target, capacity) in &capacities {
+            submitter
+                .target_capacity_set(target, Some(*capacity), "test", Ts::now())
+                .await
+                .unwrap();
+        }
         let mut ids = Vec::new();
         for p in 0..PLANS {
             let tasks: Vec<_> = (0..TASKS_PER_PLAN)
@@ -328,6 +389,10 @@ mod cases {
                     // of submission order across plans.
                     if n.is_multiple_of(4) {
                         task["version"] = json!(format!("{}.{}", (PLANS - p) % 4, t));
+                    }
+                    // Every seventh waits for the two tasks before it.
+                    if t >= 2 && t % 7 == 0 {
+                        task["depends_on"] = json!([format!("t{}", t - 1), format!("t{}", t - 2)]);
                     }
                     task
                 })
@@ -369,7 +434,7 @@ mod cases {
             r.join().await.expect("no loop panicked");
         }
         let events = invariants::all_events(submitter.as_ref()).await;
-        invariants::check(&views, &events);
+        invariants::check_with_capacities(&views, &events, &capacities);
         db.assert_open_task_counts().await;
         let runs = views.iter().map(|v| v.tasks.len()).sum::<usize>();
         assert_eq!(runs, PLANS * TASKS_PER_PLAN);
@@ -381,5 +446,208 @@ mod cases {
             replicas_used.len() >= 4,
             "work spread over replicas: {replicas_used:?}"
         );
+    }
+
+    /// Many promoters racing over diamonds (a → b, c → d) and over a
+    /// target of capacity 3: the event history shows no dependent promoted
+    /// before its dependencies were DONE, and never more than 3 runs
+    /// holding the capped target.
+    pub async fn racing_promoters_start_no_dependent_early_and_keep_capacity(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let setup = db.store().await;
+        setup
+            .target_capacity_set("pool/capped", Some(3), "t", Ts::now())
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for p in 0..6 {
+            let mut tasks = vec![
+                json!({"name": "a", "target": format!("d{p}/a"), "sleep": "0s"}),
+                json!({"name": "b", "target": format!("d{p}/b"), "sleep": "0s", "depends_on": ["a"]}),
+                json!({"name": "c", "target": format!("d{p}/c"), "sleep": "0s", "depends_on": ["a"]}),
+                json!({"name": "d", "target": format!("d{p}/d"), "sleep": "0s", "depends_on": ["b", "c"]}),
+            ];
+            for i in 0..5 {
+                tasks.push(json!({"name": format!("pool{i}"), "target": "pool/capped",
+                    "exclusive": false, "sleep": "0s"}));
+            }
+            ids.push(
+                setup
+                    .plan_insert(
+                        &plan(json!({"name": format!("diamond-{p}"), "tasks": tasks})),
+                        "t",
+                        Ts::now(),
+                    )
+                    .await
+                    .unwrap(),
+            );
+        }
+        race_to_the_end(&db, setup.as_ref(), 200).await;
+        let mut views = Vec::new();
+        for id in ids {
+            let view = setup.plan_get(id).await.unwrap();
+            assert_eq!(view.status, PlanStatus::Done, "{}", view.name);
+            views.push(view);
+        }
+        let events = invariants::all_events(setup.as_ref()).await;
+        let capacities = [("pool/capped".to_owned(), 3)].into_iter().collect();
+        invariants::check_with_capacities(&views, &events, &capacities);
+        db.assert_open_task_counts().await;
+    }
+
+    /// Promoters racing while an operator pauses a plan and a target, and
+    /// while a failed version halts its target: no promotion of theirs is
+    /// recorded after the pause returned, and none beyond the halt.
+    pub async fn racing_promoters_promote_nothing_paused_or_halted(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let setup = db.store().await;
+        let many = |prefix: &str, target: &dyn Fn(usize) -> String| -> Vec<serde_json::Value> {
+            (0..60)
+                .map(
+                    |i| json!({"name": format!("{prefix}{i}"), "target": target(i), "sleep": "0s"}),
+                )
+                .collect()
+        };
+        let paused_plan = setup
+            .plan_insert(
+                &plan(json!({"name": "paused", "parallel_limit": 2,
+                    "tasks": many("p", &|i| format!("pp/{i}"))})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let on_target = setup
+            .plan_insert(
+                &plan(json!({"name": "on-target", "tasks": many("t", &|_| "db/braked".into())})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let busy = db.store().await;
+        let stop = CancellationToken::new();
+        let racing = {
+            let mut racers = Vec::new();
+            for i in 0..8 {
+                let store = db.store().await;
+                let stop = stop.clone();
+                racers.push(tokio::spawn(async move {
+                    let me = format!("r-brake-{i}");
+                    while !stop.is_cancelled() {
+                        store
+                            .run_promote_round(&NodeLabels::default(), Ts::now())
+                            .await
+                            .expect("round");
+                        let got = store
+                            .run_claim_many(&claim(&me, &[], 2), Ts::now())
+                            .await
+                            .expect("claim");
+                        let finishes: Vec<_> =
+                            got.iter().map(|c| common::store::done(c.id)).collect();
+                        store
+                            .run_finish_many(&me, &finishes, Ts::now())
+                            .await
+                            .expect("finish");
+                    }
+                }));
+            }
+            racers
+        };
+        // Let some runs of both go through, then brake both.
+        eventually(Duration::from_secs(30), "some runs done", || async {
+            let done = |v: PlanView| {
+                v.tasks
+                    .iter()
+                    .filter(|t| t.status == TaskStatus::Done)
+                    .count()
+            };
+            let a = done(busy.plan_get(paused_plan).await.ok()?);
+            let b = done(busy.plan_get(on_target).await.ok()?);
+            (a >= 4 && b >= 4).then_some(())
+        })
+        .await;
+        busy.plan_pause(paused_plan, "alice", Ts::now())
+            .await
+            .unwrap();
+        busy.target_pause("db/braked", "bob", Ts::now())
+            .await
+            .unwrap();
+        let braked_at = invariants::all_events(busy.as_ref())
+            .await
+            .last()
+            .map_or(0, |e| e.id);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        stop.cancel();
+        for r in racing {
+            r.await.unwrap();
+        }
+        let mut braked_runs = HashSet::new();
+        for id in [paused_plan, on_target] {
+            for t in busy.plan_get(id).await.unwrap().tasks {
+                braked_runs.insert(t.run_id.unwrap());
+            }
+        }
+        let late: Vec<_> = invariants::all_events(busy.as_ref())
+            .await
+            .into_iter()
+            .filter(|e| e.id > braked_at && braked_runs.contains(&e.run_id))
+            .filter(|e| e.to == app::model::RunStatus::Available)
+            .collect();
+        assert!(late.is_empty(), "promoted after the brakes: {late:?}");
+        let view = busy.plan_get(paused_plan).await.unwrap();
+        let waiting = view
+            .tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Pending)
+            .count();
+        assert!(waiting > 0, "the pause came before the plan ended");
+
+        // Halt: version 1 fails for good; 8 promoters race and none of the
+        // later versions starts.
+        let versions: Vec<_> = (1..=20)
+            .map(|v| json!({"name": format!("v{v}"), "target": "db/halt", "version": v.to_string(), "sleep": "0s"}))
+            .collect();
+        let halted = setup
+            .plan_insert(
+                &plan(json!({"name": "halted", "tasks": versions})),
+                "t",
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let first = promote_and_claim(setup.as_ref()).await;
+        let v1 = setup.plan_get(halted).await.unwrap().tasks[0]
+            .run_id
+            .unwrap();
+        assert!(first.contains(&v1));
+        setup
+            .run_finish_many("r-test", &[failed(v1)], Ts::now())
+            .await
+            .unwrap();
+        let rounds: Vec<_> = (0..8)
+            .map(|_| {
+                let store = setup.clone();
+                tokio::spawn(async move {
+                    for _ in 0..10 {
+                        store
+                            .run_promote_round(&NodeLabels::default(), Ts::now())
+                            .await
+                            .expect("round");
+                    }
+                })
+            })
+            .collect();
+        for r in rounds {
+            r.await.unwrap();
+        }
+        let view = setup.plan_get(halted).await.unwrap();
+        for t in &view.tasks[1..] {
+            assert_eq!(t.status, TaskStatus::Pending, "{}", t.name);
+            assert_eq!(
+                t.waiting_cause.as_deref(),
+                Some("blocked: version 1 on db/halt FAILED — retry or skip it")
+            );
+        }
     }
 }

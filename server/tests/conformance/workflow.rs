@@ -20,6 +20,7 @@ per_backend!(cases:
     a_stage_approval_releases_the_whole_stage,
     a_paused_plan_or_target_promotes_nothing_until_resumed,
     capacity_caps_the_runs_holding_a_target,
+    a_version_waiting_for_a_dependency_still_holds_larger_versions,
 );
 
 async fn view(s: &dyn Store, id: i64) -> PlanView {
@@ -469,5 +470,34 @@ mod cases {
                 .capacity,
             None
         );
+    }
+
+    /// Found by the eight-replica history check: a run held by a
+    /// dependency is not read by the promoter, so its version must still
+    /// reach the version gate.
+    pub async fn a_version_waiting_for_a_dependency_still_holds_larger_versions(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let s = s.as_ref();
+        let first = submit(
+            s,
+            json!({"name": "a", "tasks": [
+                {"name": "prep", "target": "x/prep", "sleep": "0s"},
+                {"name": "v1", "target": "db/v", "version": "1", "sleep": "0s", "depends_on": ["prep"]},
+            ]}),
+        )
+        .await;
+        let later = submit(
+            s,
+            json!({"name": "b", "tasks": [{"name": "v2", "target": "db/v", "version": "2", "sleep": "0s"}]}),
+        )
+        .await;
+        promote(s).await;
+        let v1 = task_named(&view(s, first).await, "v1").run_id.unwrap();
+        assert_eq!(
+            cause(&view(s, later).await, "v2"),
+            format!("waits for run #{v1} (version 1) on db/v")
+        );
+        assert_eq!(status(&view(s, later).await, "v2"), TaskStatus::Pending);
     }
 }
