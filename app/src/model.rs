@@ -280,6 +280,24 @@ pub struct StageView {
     pub approval: Option<String>,
 }
 
+/// `GET /api/v1/paused`: every brake on, for an incident.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PausedView {
+    /// Paused plans, oldest pause first.
+    pub plans: Vec<PausedPlan>,
+    /// Paused targets, by name.
+    pub targets: Vec<TargetView>,
+}
+
+/// A paused plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PausedPlan {
+    pub id: i64,
+    pub name: String,
+    pub paused_by: String,
+    pub paused_at: DateTime<Utc>,
+}
+
 /// `GET /api/v1/targets`: a target with live runs or operator settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TargetView {

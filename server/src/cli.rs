@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::bench::BenchArgs;
-use crate::client::{ApproveArgs, PlanArg, StatusArgs, SubmitArgs, TargetArgs};
+use crate::client::{ApproveArgs, PausedArgs, PlanArg, StatusArgs, SubmitArgs, TargetArgs};
 use crate::config::Settings;
 
 #[derive(Parser, Debug)]
@@ -36,6 +36,8 @@ pub enum Command {
     Pause(PlanArg),
     /// Resume a paused plan.
     Resume(PlanArg),
+    /// List every paused plan and target.
+    Paused(PausedArgs),
     /// List targets, pause or resume one across every plan, set its
     /// capacity.
     Target(TargetArgs),

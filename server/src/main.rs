@@ -27,6 +27,9 @@ async fn run() -> anyhow::Result<()> {
         Command::Approve(args) => baton::client::approve(args, cli.settings.listen).await,
         Command::Pause(args) => baton::client::pause(args, cli.settings.listen, false).await,
         Command::Resume(args) => baton::client::pause(args, cli.settings.listen, true).await,
+        Command::Paused(args) => {
+            baton::client::paused(args.server, args.json, cli.settings.listen).await
+        }
         Command::Target(args) => baton::client::target(args, cli.settings.listen).await,
         Command::Bench(args) => baton::bench::run(cli.settings, args).await,
         Command::HashPassword => baton::auth::hash_password_command(),

@@ -534,6 +534,9 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         .unwrap();
     assert_eq!(capped.status(), 200);
     let targets: Value = s.get("/api/v1/targets").await;
+    let (status, _) = s.post_empty("/api/v1/plans/1/pause").await;
+    assert_eq!(status, 200);
+    let paused: Value = s.get("/api/v1/paused").await;
     let views = [
         ("PlanView", &plan_json),
         ("NotificationView", &plan_json["notification"]),
@@ -544,6 +547,8 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         ("EventView", &run["events"][0]),
         ("ReplicaView", &replicas[0]),
         ("TargetView", &targets[0]),
+        ("PausedView", &paused),
+        ("PausedPlan", &paused["plans"][0]),
     ];
     for (schema, answer) in views {
         assert_eq!(answered(answer), documented(&doc, schema), "{schema}");

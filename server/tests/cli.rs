@@ -74,6 +74,92 @@ async fn submit_waits_for_the_plan_and_status_shows_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_pause_and_target_commands_work_the_gates() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = spawn_baton(db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gated.yaml"),
+        "name: gated\n\
+         stages: [{name: migrate}, {name: deploy, approval: required}]\n\
+         tasks:\n\
+         \x20 - {name: migrate, stage: migrate, target: db/orders, sleep: 0s}\n\
+         \x20 - {name: deploy, stage: deploy, target: svc/api, sleep: 0s}\n",
+    )
+    .unwrap();
+    let out = baton(&server, &dir, &["submit", "gated.yaml"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let waiting =
+        |view: &app::model::PlanView| view.tasks[1].waiting_cause.clone().unwrap_or_default();
+    let status = || async {
+        let out = baton(&server, &dir, &["status", "1", "--json"]).await;
+        serde_json::from_slice::<app::model::PlanView>(&out.stdout).unwrap()
+    };
+    common::eventually(
+        std::time::Duration::from_secs(10),
+        "waits for approval",
+        || async { (waiting(&status().await) == "waits for approval").then_some(()) },
+    )
+    .await;
+
+    // Paused, the approved deploy still does not start.
+    let out = baton(&server, &dir, &["pause", "1"]).await;
+    assert!(
+        text(&out.stdout).contains("paused by anonymous"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = baton(&server, &dir, &["paused"]).await;
+    assert!(text(&out.stdout).contains("gated"), "{}", text(&out.stdout));
+    let out = baton(&server, &dir, &["approve", "1", "deploy"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = baton(&server, &dir, &["approve", "1", "deploy"]).await;
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("already approved by anonymous"),
+        "{}",
+        text(&out.stderr)
+    );
+    common::eventually(std::time::Duration::from_secs(10), "paused", || async {
+        waiting(&status().await)
+            .starts_with("plan paused by anonymous")
+            .then_some(())
+    })
+    .await;
+    let out = baton(&server, &dir, &["resume", "1"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    common::eventually(std::time::Duration::from_secs(10), "plan DONE", || async {
+        (status().await.status == app::model::PlanStatus::Done).then_some(())
+    })
+    .await;
+
+    // Targets: a capacity, a pause, the list; nonsense refused.
+    let out = baton(&server, &dir, &["target", "capacity", "pool/gpu", "2"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = baton(&server, &dir, &["target", "pause", "pool/gpu"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = baton(&server, &dir, &["target", "list"]).await;
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("pool/gpu") && stdout.contains("by anonymous"),
+        "{stdout}"
+    );
+    let out = baton(&server, &dir, &["target", "capacity", "pool/gpu", "0"]).await;
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("capacity must be between 1"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = baton(&server, &dir, &["target", "capacity", "pool/gpu", "lots"]).await;
+    assert!(
+        text(&out.stderr).contains("whole number or `none`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_plan_exits_non_zero_and_a_bad_file_writes_nothing() {
     let db = TestDb::new(Kind::Sqlite).await;
     let server = spawn_baton(db.url()).await;

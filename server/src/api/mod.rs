@@ -74,6 +74,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/tasks/{id}/skip", post(tasks::skip))
         .route("/tasks/{id}/approve", post(tasks::approve))
         .route("/targets", get(targets::list))
+        .route("/paused", get(targets::paused))
         .route("/targets/pause", post(targets::pause))
         .route("/targets/resume", post(targets::resume))
         .route("/targets/capacity", post(targets::capacity))

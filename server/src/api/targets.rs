@@ -3,7 +3,7 @@
 //! travels in the body: names like `db/orders` hold slashes, which the
 //! sign-in guard refuses encoded in a path.
 
-use app::model::TargetView;
+use app::model::{PausedView, TargetView};
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
@@ -15,6 +15,11 @@ use crate::store::Ts;
 /// `GET /api/v1/targets`.
 pub async fn list(State(state): State<ApiState>) -> ApiResult<Json<Vec<TargetView>>> {
     Ok(Json(state.store.target_list().await?))
+}
+
+/// `GET /api/v1/paused`: every paused plan and target.
+pub async fn paused(State(state): State<ApiState>) -> ApiResult<Json<PausedView>> {
+    Ok(Json(state.store.paused_list().await?))
 }
 
 #[derive(Deserialize)]

@@ -140,7 +140,12 @@ impl ApiClient {
 
     /// `GET /api/v1/targets`.
     pub async fn targets(&self) -> anyhow::Result<Vec<app::model::TargetView>> {
-        self.send(self.http.get(format!("{}/api/v1/targets", self.base)))
+        self.get("targets").await
+    }
+
+    /// `GET /api/v1/{path}`.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        self.send(self.http.get(format!("{}/api/v1/{path}", self.base)))
             .await
     }
 

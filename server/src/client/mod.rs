@@ -17,7 +17,9 @@ use clap::Args;
 pub use self::api_client::{ApiClient, PlanFormat};
 pub use self::status::{StatusArgs, status};
 pub use self::submit::{SubmitArgs, submit};
-pub use self::workflow::{ApproveArgs, PlanArg, TargetArgs, approve, pause, target};
+pub use self::workflow::{
+    ApproveArgs, PausedArgs, PlanArg, TargetArgs, approve, pause, paused, target,
+};
 
 /// Which server the client commands talk to.
 #[derive(Args, Debug, Clone)]

@@ -1,7 +1,7 @@
 //! Plain-text tables for the terminal: what the dashboard shows, in
 //! columns an operator can read and `grep`.
 
-use app::model::{PlanList, PlanView, TargetView, TaskStatus, TaskView};
+use app::model::{PausedView, PlanList, PlanView, TargetView, TaskStatus, TaskView};
 
 /// A plan's header and one line per task.
 pub fn plan(view: &PlanView, base: &str) -> String {
@@ -85,6 +85,33 @@ pub fn targets(targets: &[TargetView]) -> String {
         ]
     }));
     table(&rows)
+}
+
+/// The paused plans, then the paused targets.
+pub fn paused(view: &PausedView) -> String {
+    if view.plans.is_empty() && view.targets.is_empty() {
+        return "nothing is paused\n".to_owned();
+    }
+    let mut rows = vec![header(&["PLAN", "NAME", "PAUSED BY", "SINCE"])];
+    rows.extend(view.plans.iter().map(|p| {
+        vec![
+            p.id.to_string(),
+            p.name.clone(),
+            p.paused_by.clone(),
+            p.paused_at.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+        ]
+    }));
+    let mut out = String::new();
+    if !view.plans.is_empty() {
+        out.push_str(&table(&rows));
+    }
+    if !view.targets.is_empty() {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&targets(&view.targets));
+    }
+    out
 }
 
 /// What an operator wants to know beside a task's status.

@@ -95,6 +95,30 @@ pub async fn pause(
     Ok(())
 }
 
+/// `baton paused`: every paused plan and target.
+pub async fn paused(
+    server: ServerArg,
+    json: bool,
+    listen: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    let client = server.client(listen)?;
+    let view: app::model::PausedView = client.get("paused").await?;
+    match json {
+        true => println!("{}", serde_json::to_string_pretty(&view)?),
+        false => print!("{}", render::paused(&view)),
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PausedArgs {
+    /// Print what the API returns (JSON) instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub server: ServerArg,
+}
+
 pub async fn target(args: TargetArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
     let client = args.server.client(listen)?;
     let changed: TargetView = match args.command {

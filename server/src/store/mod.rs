@@ -264,6 +264,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<()>;
     /// Targets with live runs or settings, by name.
     async fn target_list(&self) -> Result<Vec<app::model::TargetView>>;
+    /// Every paused plan and target.
+    async fn paused_list(&self) -> Result<app::model::PausedView>;
 
     // ---- the scheduler ----
 

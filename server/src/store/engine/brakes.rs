@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use app::model::TargetView;
+use app::model::{PausedPlan, PausedView, TargetView};
 
 use super::{Dialect, optional};
 use crate::store::signals::Signal;
@@ -372,4 +372,33 @@ pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {
         view.paused_at = setting.paused_at.map(|t| t.0);
     }
     Ok(views.into_values().collect())
+}
+
+/// Every paused plan and target.
+pub async fn paused_list<D: Dialect>(d: &D) -> Result<PausedView> {
+    let plans: Vec<(i64, String, String, Ts)> = d
+        .read(
+            "SELECT id, name, paused_by, paused_at FROM plan
+             WHERE paused_by IS NOT NULL ORDER BY paused_at, id"
+                .into(),
+            &[],
+        )
+        .await?;
+    let targets = target_list(d)
+        .await?
+        .into_iter()
+        .filter(|t| t.paused_by.is_some())
+        .collect();
+    Ok(PausedView {
+        plans: plans
+            .into_iter()
+            .map(|(id, name, paused_by, paused_at)| PausedPlan {
+                id,
+                name,
+                paused_by,
+                paused_at: paused_at.0,
+            })
+            .collect(),
+        targets,
+    })
 }

@@ -150,6 +150,10 @@ impl<D: Dialect> Store for D {
         brakes::target_list(self).await
     }
 
+    async fn paused_list(&self) -> Result<app::model::PausedView> {
+        brakes::paused_list(self).await
+    }
+
     async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport> {
         promote::run_promote_round(self, nodes, now).await
     }
