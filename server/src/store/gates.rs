@@ -521,29 +521,56 @@ pub const PENDING_RUNS: &str =
     LEFT JOIN target_setting ts ON ts.target = r.target
     WHERE r.status = 'PENDING' AND NOT r.held ORDER BY r.id";
 
+/// The AVAILABLE and RUNNING runs (`id, target, exclusive, plan_id,
+/// version`), one partial index each. Written as a union because neither
+/// database uses the per-status partial indexes for `status IN
+/// ('AVAILABLE', 'RUNNING')`: both scanned all of `task_run`, history
+/// included, in every promotion round (25.7 ms a round on PostgreSQL with
+/// 200,000 finished runs, 0.14 ms as a union).
+macro_rules! active_runs {
+    () => {
+        "SELECT id, target, exclusive, plan_id, version FROM task_run WHERE status = 'AVAILABLE'
+        UNION ALL
+        SELECT id, target, exclusive, plan_id, version FROM task_run WHERE status = 'RUNNING'"
+    };
+}
+pub(crate) use active_runs;
+
 /// Promoter round: runs holding each target, grouped.
-pub const TARGET_HOLDS: &str =
-    "SELECT target, exclusive, MIN(id) AS holder, MAX(id) AS last, COUNT(*) AS n
-    FROM task_run WHERE status IN ('AVAILABLE', 'RUNNING') GROUP BY target, exclusive";
+pub const TARGET_HOLDS: &str = concat!(
+    "SELECT target, exclusive, MIN(id) AS holder, MAX(id) AS last, COUNT(*) AS n FROM (",
+    active_runs!(),
+    ") a GROUP BY target, exclusive"
+);
 
 /// Promoter round: versioned tasks whose latest run ended FAILED or
-/// CANCELED and that nobody skipped (gate 2's halt). Old attempts that a
-/// retry replaced stay in the index but fail the join.
+/// CANCELED and that nobody skipped (gate 2's halt), read through the
+/// partial index `task_run_halting`. Old attempts that a retry replaced
+/// stay in the index but fail the join; joining on the task's key (not
+/// only on `latest_run_id`, which has no index) lets the database start
+/// from the index instead of scanning every task.
 pub const HALTS: &str = "SELECT r.target, r.version, r.status
-    FROM task_run r JOIN task t ON t.latest_run_id = r.id
+    FROM task_run r JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
     WHERE r.status IN ('FAILED', 'CANCELED') AND r.version IS NOT NULL
         AND t.skipped_at IS NULL";
 
 /// Promoter round: slots taken in each plan.
-pub const PLAN_HOLDS: &str = "SELECT plan_id, COUNT(*) AS n FROM task_run
-    WHERE status IN ('AVAILABLE', 'RUNNING') GROUP BY plan_id";
+pub const PLAN_HOLDS: &str = concat!(
+    "SELECT plan_id, COUNT(*) AS n FROM (",
+    active_runs!(),
+    ") a GROUP BY plan_id"
+);
 
 /// Promoter round: versions of the runs holding targets, and of the
 /// PENDING runs the round does not read because a dependency holds them:
 /// a larger version must wait for those too.
-pub const VERSION_HOLDS: &str = "SELECT id, target, version FROM task_run
-    WHERE (status IN ('AVAILABLE', 'RUNNING') OR (status = 'PENDING' AND held))
-        AND version IS NOT NULL";
+pub const VERSION_HOLDS: &str = concat!(
+    "SELECT id, target, version FROM (",
+    active_runs!(),
+    " UNION ALL SELECT id, target, exclusive, plan_id, version FROM task_run
+        WHERE status = 'PENDING' AND held) a
+    WHERE version IS NOT NULL"
+);
 
 #[cfg(test)]
 mod tests {

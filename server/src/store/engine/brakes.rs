@@ -324,12 +324,20 @@ struct TargetLoad {
     waiting: i64,
 }
 
-const TARGET_LOADS: &str = "SELECT target,
-        SUM(CASE WHEN status <> 'PENDING' THEN 1 ELSE 0 END) AS holding,
-        MIN(CASE WHEN status <> 'PENDING' THEN id END) AS first_holder,
-        SUM(CASE WHEN status <> 'PENDING' AND exclusive THEN 1 ELSE 0 END) AS exclusive_holders,
-        SUM(CASE WHEN status = 'PENDING' THEN 1 ELSE 0 END) AS waiting
-    FROM task_run WHERE status IN ('PENDING', 'AVAILABLE', 'RUNNING') GROUP BY target";
+/// Live runs by target, through the per-status partial indexes (a union:
+/// see `gates::active_runs`).
+const TARGET_LOADS: &str = concat!(
+    "SELECT target,
+        SUM(holds) AS holding,
+        MIN(CASE WHEN holds = 1 THEN id END) AS first_holder,
+        SUM(CASE WHEN holds = 1 AND exclusive THEN 1 ELSE 0 END) AS exclusive_holders,
+        SUM(1 - holds) AS waiting
+    FROM (SELECT id, target, exclusive, 1 AS holds FROM (",
+    crate::store::gates::active_runs!(),
+    ") a UNION ALL SELECT id, target, exclusive, 0 AS holds FROM task_run
+        WHERE status = 'PENDING') l
+    GROUP BY target"
+);
 
 /// Every target with live runs or settings, by name.
 pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {

@@ -382,7 +382,7 @@ async fn failed_dependencies<D: Dialect>(
         let rows: Vec<(i64, String, String)> = D::fetch_all(
             tx,
             "SELECT e.task_id, dt.name, dr.status FROM task_run dr
-             JOIN task dt ON dt.latest_run_id = dr.id
+             JOIN task dt ON dt.id = dr.task_id AND dt.latest_run_id = dr.id
              JOIN task_dependency e ON e.depends_on = dt.id
              WHERE dr.plan_id = $1 AND dr.status IN ('FAILED', 'CANCELED')
                 AND dt.skipped_at IS NULL AND NOT e.satisfied
