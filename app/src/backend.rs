@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use crate::error::DashboardError;
 use crate::model::{Identity, PlanStatus};
-use crate::views::{Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage};
+use crate::views::{
+    Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, TargetChange,
+    TargetsPage,
+};
 
 /// Longest run log tail a page shows; the full log is a link away.
 pub const LOG_TAIL_LINES: i64 = 500;
@@ -47,6 +50,15 @@ pub trait DashboardSource: Send + Sync + 'static {
     async fn submit(&self, who: &Identity, text: &str) -> Result<i64, DashboardError>;
     /// Applies an operator action to plan or task `id` on behalf of `who`.
     async fn act(&self, who: &Identity, action: Action, id: i64) -> Result<(), DashboardError>;
+    /// Every target with live runs or operator settings, by name.
+    async fn targets(&self) -> Result<TargetsPage, DashboardError>;
+    /// Pauses, resumes or sets the capacity of `target` on behalf of `who`.
+    async fn target_act(
+        &self,
+        who: &Identity,
+        target: &str,
+        change: TargetChange,
+    ) -> Result<(), DashboardError>;
 }
 
 /// The context value server functions look up.

@@ -39,6 +39,7 @@ use crate::components::session::{
 use crate::pages::{
     deliveries::DeliveriesListPage, login::LoginPage, overview::OverviewPage, plan::PlanDetailPage,
     plans::PlansListPage, replicas::ReplicasListPage, run::RunDetailPage, submit::SubmitPage,
+    targets::TargetsListPage,
 };
 
 /// The whole HTML document; only ever rendered on the server.
@@ -130,6 +131,7 @@ pub fn App() -> impl IntoView {
                             <NavLink href="/" label="Overview" />
                             <NavLink href="/plans" label="Plans" />
                             <NavLink href="/plans/new" label="Submit" />
+                            <NavLink href="/targets" label="Targets" />
                             <NavLink href="/replicas" label="Replicas" />
                             <NavLink href="/deliveries" label="Deliveries" />
                         </nav>
@@ -144,6 +146,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/plans/new") view=SubmitPage ssr=SsrMode::Async />
                         <Route path=path!("/plans/:id") view=PlanDetailPage ssr=SsrMode::Async />
                         <Route path=path!("/runs/:id") view=RunDetailPage ssr=SsrMode::Async />
+                        <Route path=path!("/targets") view=TargetsListPage ssr=SsrMode::Async />
                         <Route path=path!("/replicas") view=ReplicasListPage ssr=SsrMode::Async />
                         <Route path=path!("/deliveries") view=DeliveriesListPage ssr=SsrMode::Async />
                     </Routes>

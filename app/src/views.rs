@@ -9,7 +9,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::model::{DeliveryView, PlanList, PlanView, ReplicaView, RunStatus, RunView, TaskStatus};
+use crate::error::DashboardError;
+use crate::model::{
+    DeliveryView, PlanList, PlanView, ReplicaView, RunStatus, RunView, TargetView, TaskStatus,
+    TaskView,
+};
 
 /// `/`: what is happening now, and over the last hour.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,6 +86,62 @@ pub struct PlanPage {
     pub tasks_offset: i64,
     /// This plan's webhook deliveries with their attempts, newest first.
     pub deliveries: Vec<DeliveryView>,
+    /// Dependencies in the whole plan, those its stages imply included.
+    pub dependencies: i64,
+    /// Tasks of the whole plan (all pages) waiting for an approval.
+    pub awaiting_approval: i64,
+    /// Where to find the tasks the shown ones name that are on another
+    /// page of the plan.
+    pub elsewhere: BTreeMap<String, TaskPlace>,
+    /// Shown tasks whose `depends_on` or `dependents` were cut to
+    /// [`DEPENDENCY_NAMES`] names, with how many names each list held.
+    pub cut: BTreeMap<i64, TieCounts>,
+}
+
+/// Names a task row lists of what it runs after and before; the rest are
+/// counted. A stage implies a dependency on every task of the stage before
+/// it, so a row of a 10,000-task plan could otherwise name thousands.
+pub const DEPENDENCY_NAMES: usize = 8;
+
+/// The plan page draws the plan's graph up to this many tasks (all of
+/// them on one page) ...
+pub const GRAPH_MAX_TASKS: i64 = TASKS_PER_PAGE;
+/// ... and this many dependencies.
+pub const GRAPH_MAX_EDGES: i64 = 1_000;
+
+/// Whether the plan page draws the graph of a plan of `tasks` tasks and
+/// `dependencies` dependencies: only when there is something to draw and
+/// it stays small. When it does, every task is shown and no list is cut.
+pub fn graph_drawn(tasks: i64, dependencies: i64) -> bool {
+    dependencies > 0 && tasks <= GRAPH_MAX_TASKS && dependencies <= GRAPH_MAX_EDGES
+}
+
+/// A task the plan page links to on another of its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskPlace {
+    pub id: i64,
+    /// The page of the plan's tasks it is on (from 1).
+    pub page: i64,
+}
+
+/// How many tasks one task runs after and before.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TieCounts {
+    pub depends_on: usize,
+    pub dependents: usize,
+}
+
+/// Whether the task's latest run is held for an approval nobody gave yet:
+/// what the Approve buttons act on.
+pub fn awaits_approval(task: &TaskView) -> bool {
+    task.status == TaskStatus::Pending && task.approval.is_some() && task.approved_by.is_none()
+}
+
+/// `/targets`: every target with live runs or operator settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetsPage {
+    pub now: DateTime<Utc>,
+    pub targets: Vec<TargetView>,
 }
 
 /// `/runs/:id`: the run, its history and the end of its log.
@@ -188,9 +248,87 @@ impl Action {
     }
 }
 
+/// The target settings the dashboard's forms change, as posted: the
+/// capacity travels as the text typed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetAction {
+    Pause,
+    Resume,
+    Capacity,
+}
+
+impl TargetAction {
+    pub const ALL: [TargetAction; 3] = [
+        TargetAction::Pause,
+        TargetAction::Resume,
+        TargetAction::Capacity,
+    ];
+
+    /// The spelling on the wire (serde's) and in forms.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetAction::Pause => "pause",
+            TargetAction::Resume => "resume",
+            TargetAction::Capacity => "capacity",
+        }
+    }
+
+    /// The change a form asks for; `capacity` is the capacity field as
+    /// typed (empty removes the capacity), read only by
+    /// [`TargetAction::Capacity`].
+    pub fn change(self, capacity: Option<&str>) -> Result<TargetChange, DashboardError> {
+        match self {
+            TargetAction::Pause => Ok(TargetChange::Pause),
+            TargetAction::Resume => Ok(TargetChange::Resume),
+            TargetAction::Capacity => {
+                let text = capacity.unwrap_or_default().trim();
+                if text.is_empty() {
+                    return Ok(TargetChange::Capacity(None));
+                }
+                text.parse::<i64>()
+                    .map(|n| TargetChange::Capacity(Some(n)))
+                    .map_err(|_| DashboardError::Invalid {
+                        message: format!(
+                            "must be a whole number of runs, or empty to remove it (got `{text}`)"
+                        ),
+                        field: Some("capacity".into()),
+                    })
+            }
+        }
+    }
+}
+
+/// An operator's change to one target (pause, resume, capacity), in every
+/// plan at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TargetChange {
+    Pause,
+    Resume,
+    /// At most this many runs hold the target at once; `None` removes the
+    /// limit.
+    Capacity(Option<i64>),
+}
+
+impl TargetChange {
+    /// What the result line says once the change went through.
+    pub fn done_message(self, target: &str) -> String {
+        match self {
+            TargetChange::Pause => {
+                format!("Target {target} paused: no new run on it starts, in any plan.")
+            }
+            TargetChange::Resume => format!("Target {target} resumed."),
+            TargetChange::Capacity(Some(n)) => {
+                format!("Target {target} now takes at most {n} runs at once.")
+            }
+            TargetChange::Capacity(None) => format!("Target {target} has no capacity limit now."),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Action;
+    use super::{Action, TargetAction, TargetChange};
 
     #[test]
     fn actions_are_spelled_as_serde_spells_them() {
@@ -198,5 +336,33 @@ mod tests {
             let wire = serde_json::to_string(&action).unwrap();
             assert_eq!(wire, format!("\"{}\"", action.as_str()));
         }
+    }
+
+    #[test]
+    fn target_actions_are_spelled_as_serde_spells_them() {
+        for action in TargetAction::ALL {
+            let wire = serde_json::to_string(&action).unwrap();
+            assert_eq!(wire, format!("\"{}\"", action.as_str()));
+        }
+    }
+
+    #[test]
+    fn a_capacity_is_read_as_typed_and_empty_removes_it() {
+        let capacity = |text| TargetAction::Capacity.change(Some(text));
+        assert_eq!(capacity(" 3 "), Ok(TargetChange::Capacity(Some(3))));
+        assert_eq!(capacity(""), Ok(TargetChange::Capacity(None)));
+        assert_eq!(
+            TargetAction::Capacity.change(None),
+            Ok(TargetChange::Capacity(None))
+        );
+        let error = capacity("two").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "capacity: must be a whole number of runs, or empty to remove it (got `two`)"
+        );
+        assert_eq!(
+            TargetAction::Pause.change(Some("junk")),
+            Ok(TargetChange::Pause)
+        );
     }
 }

@@ -7,6 +7,7 @@ const PLAN = `x</title><script>window.__pwned='plan'</script><title>`;
 const TASK = `<img src=x onerror="window.__pwned='task'">`;
 const TARGET = `"><script>window.__pwned='target'</script>`;
 const OUTPUT = `<script>window.__pwned='output'</script>`;
+const STAGE = `</th><script>window.__pwned='stage'</script>`;
 
 function collectErrors(page: Page): string[] {
   const errors: string[] = [];
@@ -21,14 +22,25 @@ test('hostile plan, task and output text renders as text on every page', async (
   const res = await request.post('/api/v1/plans', {
     data: {
       name: PLAN,
+      stages: [{ name: STAGE }],
       tasks: [
         {
           name: TASK,
+          stage: STAGE,
           target: TARGET,
           command: { argv: ['sh', '-c', `printf '%s\\n' "$0"`, OUTPUT] },
         },
-        // Fails, so the overview lists the plan and target among failures.
-        { name: 'fails', target: TARGET, exclusive: false, command: { argv: ['false'] } },
+        // Fails, so the overview lists the plan and target among failures;
+        // it runs after TASK, so the plan page names TASK as a dependency
+        // and draws both in its graph.
+        {
+          name: 'fails',
+          stage: STAGE,
+          target: TARGET,
+          exclusive: false,
+          depends_on: [TASK],
+          command: { argv: ['false'] },
+        },
       ],
     },
   });
@@ -43,13 +55,17 @@ test('hostile plan, task and output text renders as text on every page', async (
   const tasks: { name: string; run_id: number }[] = (await (await request.get(`/api/v1/plans/${planId}`)).json())
     .tasks;
   const runId = tasks.find((t) => t.name === TASK)!.run_id;
+  // Paused, the target is listed on the targets page with nothing live.
+  const paused = await request.post('/api/v1/targets/pause', { data: { target: TARGET } });
+  expect(paused.status(), await paused.text()).toBe(200);
 
   const errors = collectErrors(page);
   const pages: [string, string[], string | null][] = [
     ['/', [PLAN, TARGET], null],
     ['/plans', [PLAN], null],
-    [`/plans/${planId}`, [PLAN, TASK, TARGET], `${PLAN} · Baton`],
+    [`/plans/${planId}`, [PLAN, TASK, TARGET, STAGE], `${PLAN} · Baton`],
     [`/runs/${runId}`, [TASK, TARGET, OUTPUT], `${TASK} attempt 1 · Baton`],
+    ['/targets', [TARGET], null],
   ];
   for (const [url, texts, title] of pages) {
     const response = await page.goto(url);
@@ -70,6 +86,7 @@ test('hostile plan, task and output text renders as text on every page', async (
     expect(await page.locator('img[src="x"]').count(), url).toBe(0);
   }
   expect(errors).toEqual([]);
+  await request.post('/api/v1/targets/resume', { data: { target: TARGET } });
 
   // Answers that are not pages allow nothing at all.
   const api = await request.get(`/api/v1/plans/${planId}`);

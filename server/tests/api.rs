@@ -702,3 +702,92 @@ async fn the_plan_page_shows_tasks_a_page_at_a_time() {
     }
     assert!(first.len() < 1_000_000, "{} bytes", first.len());
 }
+
+/// The plan page groups tasks by stage, draws a small plan's graph, links
+/// each dependency to its row (on another page when it is there) and
+/// names only a few of a stage's many; the targets page lists a paused
+/// target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_plan_page_shows_stages_dependencies_and_a_small_plans_graph() {
+    let s = Server::start(Kind::Sqlite).await;
+    let html = |path: String| {
+        let (http, url) = (s.http.clone(), format!("{}{path}", s.base));
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            r.text().await.unwrap()
+        }
+    };
+    let (status, body) = s
+        .post(
+            "/api/v1/plans",
+            json!({"name": "staged", "start": false,
+            "stages": [{"name": "build"}, {"name": "ship", "approval": "two-person"}],
+            "tasks": [
+                {"name": "compile", "stage": "build", "target": "ci/a", "sleep": "0s"},
+                {"name": "lint", "stage": "build", "target": "ci/b", "sleep": "0s"},
+                {"name": "deploy", "stage": "ship", "target": "svc/api", "sleep": "0s"},
+                {"name": "announce", "target": "chat", "depends_on": ["deploy"], "sleep": "0s"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let plan: PlanView = serde_json::from_value(body).unwrap();
+    let page = html(format!("/plans/{}", plan.id)).await;
+    for part in [
+        r#"data-stage="build""#,
+        r#"data-stage="ship""#,
+        "Stage 2 of 2: ship",
+        "needs a two-person approval (not by the submitter)",
+        "Not in a stage",
+        r#"id="plan-graph""#,
+    ] {
+        assert!(page.contains(part), "{part} missing");
+    }
+    assert_eq!(page.matches("graph-node ").count(), 4, "a box per task");
+    let compile = plan.tasks[0].id;
+    assert!(page.contains(&format!(r##"<tr id="task-{compile}""##)));
+    assert!(page.contains(&format!(
+        r##"<a href="#task-{compile}" class="link">compile"##
+    )));
+
+    // Two stages of 150: each task of the second depends on all of the
+    // first (22,500 dependencies), too many to draw or to name.
+    let tasks: Vec<_> = (0..300)
+        .map(|i| {
+            let stage = if i < 150 { "a" } else { "b" };
+            json!({"name": format!("{stage}{:03}", i % 150), "stage": stage,
+                "target": format!("t{i}"), "sleep": "0s"})
+        })
+        .collect();
+    let (status, body) = s
+        .post(
+            "/api/v1/plans",
+            json!({"name": "wide", "start": false,
+                "stages": [{"name": "a"}, {"name": "b"}], "tasks": tasks}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let wide: PlanView = serde_json::from_value(body).unwrap();
+    let first = html(format!("/plans/{}", wide.id)).await;
+    assert!(first.contains(r#"id="plan-graph-omitted""#));
+    assert!(first.contains("300 tasks and 22500 dependencies"));
+    assert!(!first.contains(r#"id="plan-graph""#));
+    assert!(first.contains(" and 142 more"), "8 of 150 names are shown");
+    assert!(first.len() < 1_000_000, "{} bytes", first.len());
+    // The second page's tasks run after tasks on the first.
+    let second = html(format!("/plans/{}?page=2", wide.id)).await;
+    let a000 = wide.tasks[0].id;
+    assert!(
+        second.contains(&format!(r#"href="/plans/{}?page=1#task-{a000}""#, wide.id)),
+        "a link to the row on page 1"
+    );
+
+    let (status, body) = s
+        .post("/api/v1/targets/pause", json!({"target": "db/ssr"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let targets = html("/targets".into()).await;
+    assert!(targets.contains(r#"data-target="db/ssr" data-paused="true""#));
+    assert!(targets.contains("by anonymous"));
+}

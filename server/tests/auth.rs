@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 per_backend!(cases:
     the_api_wants_credentials_and_only_operators_change_things,
     only_operators_approve_and_brake_and_two_person_needs_another,
+    dashboard_gates_are_for_operators_and_refusals_say_why,
     dashboard_sessions_sign_in_and_out,
     path_tricks_never_reach_a_page_or_the_api,
 );
@@ -255,7 +256,11 @@ mod cases {
         let (status, body) = answer(http.post(&approve).bearer_auth(&w.alice_token)).await;
         assert_eq!(status, StatusCode::FORBIDDEN);
         says(&body, "alice submitted the plan");
-        assert_eq!(w.server.store.plan_get(plan.id).await.unwrap(), before);
+        // Nothing changed (the waiting cause may move on: the scheduler runs).
+        let after = w.server.store.plan_get(plan.id).await.unwrap();
+        assert_eq!(after.paused_by, None);
+        assert_eq!(after.tasks[0].approved_by, None);
+        assert_eq!(after.tasks[0].status, before.tasks[0].status);
         assert!(
             w.server.store.target_list().await.unwrap()[0]
                 .paused_by
@@ -269,6 +274,111 @@ mod cases {
         let (status, body) = answer(http.post(&pause).bearer_auth(&w.alice_token)).await;
         assert_eq!(status, StatusCode::CONFLICT);
         says(&body, "already paused by alice");
+    }
+
+    /// The dashboard's approve, pause and target forms: a viewer's session
+    /// is refused as for every other action, and the engine's refusals
+    /// reach the operator in its words with their own status, not as a
+    /// server fault.
+    pub async fn dashboard_gates_are_for_operators_and_refusals_say_why(kind: Kind) {
+        let w = WithUsers::start(kind).await;
+        let own = w.origin().to_owned();
+        let (status, body) = answer(
+            w.server
+                .http
+                .post(w.url("/api/v1/plans"))
+                .bearer_auth(&w.alice_token)
+                .json(&json!({"name": "gated", "tasks": [
+                    {"name": "drop-column", "target": "db/orders", "sleep": "0s",
+                        "approval": "two-person"}]})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let plan: PlanView = serde_json::from_value(body).unwrap();
+        let (plan_id, task) = (plan.id.to_string(), plan.tasks[0].id.to_string());
+        let store = &w.server.store;
+        let viewer = w.sign_in("victor", "victor-pw").await;
+        let operator = w.sign_in("alice", "alice-pw").await;
+
+        let pause_plan = [("kind", "plan_pause"), ("id", plan_id.as_str())];
+        let approve = [("kind", "task_approve"), ("id", task.as_str())];
+        let pause_target = [("kind", "pause"), ("target", "db/orders")];
+        let capacity = |c: &'static str| {
+            [
+                ("kind", "capacity"),
+                ("target", "db/orders"),
+                ("capacity", c),
+            ]
+        };
+        for (path, fields) in [
+            ("/_fn/act", &pause_plan[..]),
+            ("/_fn/act", &approve[..]),
+            ("/_fn/target_act", &pause_target[..]),
+            ("/_fn/target_act", &capacity("2")[..]),
+        ] {
+            let r = w.form(path, Some(&viewer), &own, fields).await;
+            assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path} {fields:?}");
+            let text = r.text().await.unwrap();
+            assert!(text.contains("victor is a viewer"), "{text}");
+        }
+        // (The promoter may have written the task's waiting cause since.)
+        let after = store.plan_get(plan.id).await.unwrap();
+        assert_eq!(after.paused_by, None);
+        assert_eq!(after.tasks[0].approved_by, None);
+        let target = || async { store.target_list().await.unwrap().remove(0) };
+        assert_eq!(
+            (target().await.paused_by, target().await.capacity),
+            (None, None)
+        );
+
+        // The submitter may not be the second person: 403 in the engine's words.
+        let r = w.form("/_fn/act", Some(&operator), &own, &approve).await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        let text = r.text().await.unwrap();
+        assert!(text.contains("alice submitted the plan"), "{text}");
+        // A capacity out of range is the sender's mistake, as is one that
+        // is not a number.
+        let r = w
+            .form("/_fn/target_act", Some(&operator), &own, &capacity("0"))
+            .await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let text = r.text().await.unwrap();
+        assert!(text.contains("capacity must be between 1 and"), "{text}");
+        let r = w
+            .form("/_fn/target_act", Some(&operator), &own, &capacity("two"))
+            .await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(r.text().await.unwrap().contains("whole number"));
+
+        // The operator's own forms apply, under their name.
+        for (path, fields) in [
+            ("/_fn/act", &pause_plan[..]),
+            ("/_fn/target_act", &pause_target[..]),
+            ("/_fn/target_act", &capacity(" 2 ")[..]),
+        ] {
+            let r = w.form(path, Some(&operator), &own, fields).await;
+            assert!(r.status().is_success(), "{path} {fields:?}: {}", r.status());
+        }
+        assert_eq!(
+            store.plan_get(plan.id).await.unwrap().paused_by.as_deref(),
+            Some("alice")
+        );
+        let t = target().await;
+        assert_eq!(
+            (t.paused_by.as_deref(), t.capacity),
+            (Some("alice"), Some(2))
+        );
+        // Pausing twice is refused with what already holds it.
+        let r = w
+            .form("/_fn/target_act", Some(&operator), &own, &pause_target)
+            .await;
+        assert_eq!(r.status(), StatusCode::CONFLICT);
+        assert!(r.text().await.unwrap().contains("already paused by alice"));
+        let r = w
+            .form("/_fn/target_act", Some(&operator), &own, &capacity(""))
+            .await;
+        assert!(r.status().is_success(), "{}", r.status());
+        assert_eq!(target().await.capacity, None, "empty removes the capacity");
     }
 
     pub async fn the_api_wants_credentials_and_only_operators_change_things(kind: Kind) {

@@ -21,8 +21,8 @@ pub async fn act(kind: Action, id: i64) -> Result<String, DashboardError> {
 }
 
 // Shortcuts defined in style/encre-css.toml (they repeat on every task row).
-const BUTTON: &str = "btn";
-const PLAIN: &str = "btn-plain";
+pub const BUTTON: &str = "btn";
+pub const PLAIN: &str = "btn-plain";
 const DANGER: &str = "btn-danger";
 
 /// One action button for plan or task `id`.
@@ -89,22 +89,21 @@ pub fn ActionButton(
 pub fn ActionResult(action: ServerAction<Act>) -> impl IntoView {
     view! {
         <div id="action-result" role="status" aria-live="polite">
-            {move || {
-                action
-                    .value()
-                    .get()
-                    .map(|result: Result<String, DashboardError>| match result {
-                        Ok(message) => {
-                            view! {
-                                <p class="rounded-sm border border-emerald-200 bg-emerald-50 px-3 py-2 text-sm text-emerald-900">
-                                    {message}
-                                </p>
-                            }
-                                .into_any()
-                        }
-                        Err(error) => view! { <ErrorNotice error /> }.into_any(),
-                    })
-            }}
+            {move || action.value().get().map(outcome)}
         </div>
+    }
+}
+
+/// An action's result line: what was done, or why not. Pages with
+/// actions of their own (targets) show theirs the same way.
+pub fn outcome(result: Result<String, DashboardError>) -> AnyView {
+    match result {
+        Ok(message) => view! {
+            <p class="rounded-sm border border-emerald-200 bg-emerald-50 px-3 py-2 text-sm text-emerald-900">
+                {message}
+            </p>
+        }
+        .into_any(),
+        Err(error) => view! { <ErrorNotice error /> }.into_any(),
     }
 }

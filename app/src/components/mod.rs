@@ -2,6 +2,7 @@
 
 pub mod actions;
 pub mod chart;
+pub mod graph;
 pub mod live;
 pub mod loaded;
 pub mod notice;

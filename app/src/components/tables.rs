@@ -11,6 +11,8 @@ use crate::model::{DeliveryView, ReplicaView};
 const TABLE_FRAME: &str = "overflow-x-auto rounded-sm border border-slate-200 bg-white shadow-sm";
 const TABLE: &str = "min-w-full divide-y divide-slate-200 text-sm";
 const THEAD: &str = "bg-slate-50 text-left text-xs uppercase tracking-wide text-slate-600";
+/// A table body: groups of a grouped table wear it too.
+pub const TBODY: &str = "divide-y divide-slate-100";
 // Shortcuts defined in style/encre-css.toml (they repeat on every row).
 const TH: &str = "head-cell";
 pub const TD: &str = "cell";
@@ -28,12 +30,21 @@ pub fn DataTable(
     class: &'static str,
     caption: &'static str,
     columns: Vec<&'static str>,
+    /// The children are `<tbody>` groups (each with its own heading row)
+    /// rather than rows.
+    #[prop(optional)]
+    grouped: bool,
     children: Children,
 ) -> impl IntoView {
     let heads = columns
         .into_iter()
         .map(|name| view! { <th scope="col" class=TH>{name}</th> })
         .collect_view();
+    let body = if grouped {
+        children().into_any()
+    } else {
+        view! { <tbody class=TBODY>{children()}</tbody> }.into_any()
+    };
     view! {
         <div class=TABLE_FRAME>
             <table id=id class=format!("{TABLE} {class}")>
@@ -41,7 +52,7 @@ pub fn DataTable(
                 <thead class=THEAD>
                     <tr>{heads}</tr>
                 </thead>
-                <tbody class="divide-y divide-slate-100">{children()}</tbody>
+                {body}
             </table>
         </div>
     }

@@ -8,3 +8,4 @@ pub mod plans;
 pub mod replicas;
 pub mod run;
 pub mod submit;
+pub mod targets;

@@ -1,6 +1,9 @@
 //! `/plans/:id`: every task of one plan — status, where it runs, why it
-//! waits, how it failed — with the actions that apply, and the plan's
-//! notification state.
+//! waits, what it runs after and before, how it failed — grouped by
+//! stage, with the plan's graph, the actions that apply (approve and
+//! pause included), and the plan's notification state.
+
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
@@ -8,15 +11,19 @@ use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::components::actions::{Act, ActionButton, ActionResult};
+use crate::components::graph::PlanGraph;
 use crate::components::live::{REFRESH_EVERY, use_tick};
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::status::{PlanStatusBadge, ProgressBar, TaskStatusBadge};
-use crate::components::tables::{DataTable, DeliveryTable, LINK, TD};
+use crate::components::tables::{DataTable, DeliveryTable, LINK, TBODY, TD};
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
-use crate::model::{PlanView, TaskStatus, TaskView};
-use crate::views::{Action, PlanPage, TASKS_PER_PAGE};
+use crate::model::{PlanStatus, PlanView, StageView, TaskStatus, TaskView};
+use crate::views::{
+    Action, DEPENDENCY_NAMES, GRAPH_MAX_EDGES, GRAPH_MAX_TASKS, PlanPage, TASKS_PER_PAGE,
+    TaskPlace, TieCounts, awaits_approval, graph_drawn,
+};
 
 #[server(prefix = "/_fn", endpoint = "plan")]
 pub async fn load_plan(id: i64, page: i64) -> Result<PlanPage, DashboardError> {
@@ -69,6 +76,10 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
         tasks_total,
         tasks_offset,
         deliveries,
+        dependencies,
+        awaiting_approval,
+        elsewhere,
+        cut,
     } = p;
     let has = |wanted: &[TaskStatus]| wanted.iter().any(|s| counts.get(s).is_some_and(|n| *n > 0));
     let can_run = has(&[TaskStatus::NotStarted]);
@@ -93,9 +104,60 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
         created_at,
         created_by,
         notification,
+        paused_by,
+        paused_at,
+        stages,
         tasks,
         ..
     } = plan;
+    let finished = matches!(
+        status,
+        PlanStatus::Done | PlanStatus::Failed | PlanStatus::Canceled
+    );
+    let paused = paused_by.is_some();
+    let banner = paused_by.map(|by| view! { <PausedBanner by at=paused_at /> });
+    let approve_all = (awaiting_approval > 0).then(|| {
+        view! {
+            <ActionButton
+                action
+                kind=Action::PlanApprove
+                id
+                enabled=true
+                label="Approve all waiting"
+                subject=format!("{subject}: {awaiting_approval} tasks")
+            />
+        }
+    });
+    let brake = if paused {
+        view! { <ActionButton action kind=Action::PlanResume id enabled=true label="Resume" subject=subject.clone() /> }
+    } else {
+        view! { <ActionButton action kind=Action::PlanPause id enabled=!finished label="Pause" subject=subject.clone() /> }
+    };
+    let graph = (dependencies > 0).then(|| {
+        let drawing = if graph_drawn(tasks_total, dependencies) {
+            view! { <PlanGraph tasks=tasks.clone() stages=stages.clone() /> }.into_any()
+        } else {
+            view! {
+                <p id="plan-graph-omitted" class="text-sm text-slate-600">
+                    {format!(
+                        "This plan has {tasks_total} tasks and {dependencies} dependencies: the graph is drawn for plans of at most {GRAPH_MAX_TASKS} tasks and {GRAPH_MAX_EDGES} dependencies. The table says what each task runs after and before.",
+                    )}
+                </p>
+            }
+            .into_any()
+        };
+        view! {
+            <section class="space-y-2">
+                <h2 class="text-lg font-semibold">"Graph"</h2>
+                {drawing}
+            </section>
+        }
+    });
+    let links = Links {
+        plan: id,
+        here: tasks.iter().map(|t| (t.name.clone(), t.id)).collect(),
+        elsewhere,
+    };
     let deliveries = if deliveries.is_empty() {
         view! {
             <EmptyState id="plan-deliveries-empty">
@@ -142,6 +204,7 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
                 "Submitted " <Ago at=created_at now /> {format!(" by {created_by}; {limit}.")}
             </p>
         </header>
+        {banner}
         <div class="flex flex-wrap items-center gap-2" id="plan-actions">
             <ActionButton action kind=Action::PlanRun id enabled=can_run label="Run" subject=subject.clone() />
             <ActionButton action kind=Action::PlanRetry id enabled=can_retry label="Retry failed" subject=subject.clone() />
@@ -151,13 +214,16 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
                 id
                 enabled=can_cancel
                 label="Cancel plan"
-                subject=subject
+                subject=subject.clone()
                 confirm="Cancel every pending, ready and running task of this plan? Running commands are killed."
             />
+            {approve_all}
+            {brake}
         </div>
         <ProgressBar counts />
+        {graph}
         <TaskPager id tasks_total tasks_offset shown />
-        <TaskTable tasks now action />
+        <TaskTable tasks stages now action links cut />
         <section class="space-y-2">
             <h2 class="text-lg font-semibold">"Notifications"</h2>
             {claim}
@@ -191,16 +257,74 @@ fn TaskPager(id: i64, tasks_total: i64, tasks_offset: i64, shown: i64) -> impl I
     .into_any()
 }
 
+/// The plan's brake, said where nobody misses it.
 #[component]
-fn TaskTable(tasks: Vec<TaskView>, now: DateTime<Utc>, action: ServerAction<Act>) -> impl IntoView {
+fn PausedBanner(by: String, at: Option<DateTime<Utc>>) -> impl IntoView {
+    let at = at.map(|at| {
+        view! {
+            " at "
+            <time datetime=at.to_rfc3339()>{exact(at)}</time>
+        }
+    });
+    view! {
+        <p id="plan-paused" role="status" class="rounded-sm border border-amber-300 bg-amber-50 px-3 py-2 text-sm text-amber-950">
+            <strong class="font-semibold">{format!("Paused by {by}")}</strong>
+            {at}
+            ": no new run of this plan starts. Runs already ready or running carry on; Resume lets the others start."
+        </p>
+    }
+}
+
+/// Where a task named on the page is: its row here, or on another page.
+struct Links {
+    plan: i64,
+    here: HashMap<String, i64>,
+    elsewhere: BTreeMap<String, TaskPlace>,
+}
+
+impl Links {
+    fn href(&self, name: &str) -> Option<String> {
+        if let Some(id) = self.here.get(name) {
+            return Some(format!("#task-{id}"));
+        }
+        let TaskPlace { id, page } = self.elsewhere.get(name)?;
+        Some(format!("/plans/{}?page={page}#task-{id}", self.plan))
+    }
+
+    /// Up to [`DEPENDENCY_NAMES`] names, each linked to its row, and how
+    /// many more of `total` there are.
+    fn list(&self, names: &[String], total: usize) -> AnyView {
+        let shown = names.len().min(DEPENDENCY_NAMES);
+        let items = names[..shown]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let sep = (i > 0).then_some(", ");
+                let link = match self.href(name) {
+                    Some(href) => view! { <a class=LINK href=href>{name.clone()}</a> }.into_any(),
+                    None => view! { <span>{name.clone()}</span> }.into_any(),
+                };
+                view! { {sep} {link} }
+            })
+            .collect_view();
+        let more = (total > shown).then(|| format!(" and {} more", total - shown));
+        view! { {items} {more} }.into_any()
+    }
+}
+
+#[component]
+fn TaskTable(
+    tasks: Vec<TaskView>,
+    stages: Vec<StageView>,
+    now: DateTime<Utc>,
+    action: ServerAction<Act>,
+    links: Links,
+    cut: BTreeMap<i64, TieCounts>,
+) -> impl IntoView {
     if tasks.is_empty() {
         return view! { <EmptyState id="tasks-empty">"This plan has no tasks."</EmptyState> }
             .into_any();
     }
-    let rows = tasks
-        .into_iter()
-        .map(|task| view! { <TaskRow task now action /> })
-        .collect_view();
     let columns = vec![
         "Task",
         "Status",
@@ -210,21 +334,209 @@ fn TaskTable(tasks: Vec<TaskView>, now: DateTime<Utc>, action: ServerAction<Act>
         "Replica",
         "Started",
         "Duration",
+        "After / before",
         "Error / waiting for",
         "Actions",
     ];
+    let span = columns.len();
+    let groups = stage_groups(tasks, &stages)
+        .into_iter()
+        .map(|(stage, tasks)| {
+            let data_stage = stage
+                .as_ref()
+                .map(|(_, s)| s.name.clone())
+                .unwrap_or_default();
+            let heading = (!stages.is_empty()).then(
+                || view! { <StageHeading stage tasks=tasks.clone() stages=stages.len() span /> },
+            );
+            let rows = tasks
+                .into_iter()
+                .map(|task| {
+                    let counts = cut.get(&task.id).copied().unwrap_or(TieCounts {
+                        depends_on: task.depends_on.len(),
+                        dependents: task.dependents.len(),
+                    });
+                    let ties = ties(&links, &task, counts);
+                    view! { <TaskRow task now action ties /> }
+                })
+                .collect_view();
+            view! {
+                <tbody class=TBODY data-stage=data_stage>
+                    {heading}
+                    {rows}
+                </tbody>
+            }
+        })
+        .collect_view();
     view! {
-        <DataTable id="tasks" caption="Tasks of this plan" columns>
-            {rows}
+        <DataTable id="tasks" caption="Tasks of this plan" columns grouped=true>
+            {groups}
         </DataTable>
     }
     .into_any()
 }
 
+/// A stage with its position in the plan (`None`: the tasks in no stage),
+/// and its tasks on this page.
+type StageGroup = (Option<(usize, StageView)>, Vec<TaskView>);
+
+/// The shown tasks by stage, in the plan's stage order, then those in no
+/// stage; stages with no task on this page are left out.
+fn stage_groups(tasks: Vec<TaskView>, stages: &[StageView]) -> Vec<StageGroup> {
+    let mut groups: Vec<StageGroup> = stages
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, s)| (Some((i, s)), Vec::new()))
+        .chain([(None, Vec::new())])
+        .collect();
+    let loose = groups.len() - 1;
+    for task in tasks {
+        let at = task
+            .stage
+            .as_deref()
+            .and_then(|s| stages.iter().position(|st| st.name == s))
+            .unwrap_or(loose);
+        groups[at].1.push(task);
+    }
+    groups.retain(|(_, tasks)| !tasks.is_empty());
+    groups
+}
+
+/// A stage's heading row: its name and place, what approval it needs or
+/// who gave it, and its tasks on this page by status.
 #[component]
-fn TaskRow(task: TaskView, now: DateTime<Utc>, action: ServerAction<Act>) -> impl IntoView {
+fn StageHeading(
+    stage: Option<(usize, StageView)>,
+    tasks: Vec<TaskView>,
+    stages: usize,
+    span: usize,
+) -> impl IntoView {
+    let mut counts: BTreeMap<TaskStatus, usize> = BTreeMap::new();
+    for t in &tasks {
+        *counts.entry(t.status).or_default() += 1;
+    }
+    let summary = TaskStatus::PROGRESS_ORDER
+        .into_iter()
+        .filter_map(|s| counts.get(&s).map(|n| format!("{n} {s}")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (title, approval) = match stage {
+        Some((i, stage)) => {
+            let approved = tasks.iter().find_map(|t| t.approved_by.clone());
+            let approval = match (stage.approval.as_deref(), approved) {
+                (None, _) => None,
+                (Some(_), Some(by)) => Some(format!("approved by {by}")),
+                (Some("two-person"), None) => Some(
+                    "needs a two-person approval (not by the submitter); one approval releases the whole stage"
+                        .to_owned(),
+                ),
+                (Some(_), None) => {
+                    Some("needs an approval; one approval releases the whole stage".to_owned())
+                }
+            };
+            (
+                format!("Stage {} of {stages}: {}", i + 1, stage.name),
+                approval,
+            )
+        }
+        None => ("Not in a stage".to_owned(), None),
+    };
+    let approval = approval.map(|text| {
+        view! {
+            <span class="stage-approval rounded-sm bg-white px-1.5 py-0.5 text-xs font-medium text-slate-800 ring-1 ring-slate-300">
+                {text}
+            </span>
+        }
+    });
+    view! {
+        <tr class="stage-heading bg-slate-100">
+            <th colspan=span scope="colgroup" class="px-3 py-2 text-left">
+                <span class="flex flex-wrap items-center gap-x-3 gap-y-1">
+                    <span class="font-semibold text-slate-900">{title}</span>
+                    {approval}
+                    <span class="text-xs font-normal text-slate-700">{summary}</span>
+                </span>
+            </th>
+        </tr>
+    }
+}
+
+/// The row's "after / before" cell: what the task runs after (it waits
+/// for them) and before (they wait for it), linked to their rows.
+fn ties(links: &Links, task: &TaskView, counts: TieCounts) -> AnyView {
+    if counts.depends_on == 0 && counts.dependents == 0 {
+        return view! { <span class="text-slate-500">"—"</span> }.into_any();
+    }
+    let after = (counts.depends_on > 0).then(|| {
+        view! {
+            <p class="depends-on">
+                <span class="text-slate-600">"after "</span>
+                {links.list(&task.depends_on, counts.depends_on)}
+            </p>
+        }
+    });
+    let before = (counts.dependents > 0).then(|| {
+        view! {
+            <p class="dependents">
+                <span class="text-slate-600">"before "</span>
+                {links.list(&task.dependents, counts.dependents)}
+            </p>
+        }
+    });
+    view! { <div class="space-y-0.5 text-xs">{after} {before}</div> }.into_any()
+}
+
+/// Who must approve the task, or who did.
+fn approval_note(task: &TaskView, now: DateTime<Utc>) -> Option<AnyView> {
+    if let Some(by) = &task.approved_by {
+        let at = task.approved_at.map(|at| view! { " " <Ago at now /> });
+        return Some(
+            view! {
+                <span class="approved-by mt-1 block text-xs text-slate-700">
+                    {format!("approved by {by}")}
+                    {at}
+                </span>
+            }
+            .into_any(),
+        );
+    }
+    let kind = task.approval.as_deref()?;
+    let mut text = match kind {
+        "two-person" => "needs a two-person approval".to_owned(),
+        _ => "needs an approval".to_owned(),
+    };
+    if !task.approvers.is_empty() {
+        text.push_str(&format!(" from {}", task.approvers.join(" or ")));
+    }
+    Some(
+        view! { <span class="needs-approval mt-1 block text-xs font-medium text-amber-900">{text}</span> }
+            .into_any(),
+    )
+}
+
+#[component]
+fn TaskRow(
+    task: TaskView,
+    now: DateTime<Utc>,
+    action: ServerAction<Act>,
+    ties: AnyView,
+) -> impl IntoView {
     let status = task.status;
     let subject = format!("task {}", task.name);
+    let approval = approval_note(&task, now);
+    let approve = (task.approval.is_some() && task.approved_by.is_none()).then(|| {
+        view! {
+            <ActionButton
+                action
+                kind=Action::TaskApprove
+                id=task.id
+                enabled=awaits_approval(&task)
+                label="Approve"
+                subject=subject.clone()
+            />
+        }
+    });
     let name = match task.run_id {
         Some(run) => {
             view! { <a class=LINK href=format!("/runs/{run}")>{task.name.clone()}</a> }.into_any()
@@ -262,18 +574,26 @@ fn TaskRow(task: TaskView, now: DateTime<Utc>, action: ServerAction<Act>) -> imp
         |n| view! { <span class="block text-xs text-slate-600">{format!("pinned to {n}")}</span> },
     );
     view! {
-        <tr data-task-id=task.id data-task-name=task.name.clone() data-status=status.as_str()>
+        <tr
+            id=format!("task-{}", task.id)
+            data-task-id=task.id
+            data-task-name=task.name.clone()
+            data-status=status.as_str()
+            data-approved-by=task.approved_by.clone()
+        >
             <td class=format!("{TD} font-medium")>{name}</td>
-            <td class=TD><TaskStatusBadge status /></td>
+            <td class=TD><TaskStatusBadge status />{approval}</td>
             <td class=TD>{target}{node}</td>
             <td class=format!("{TD} font-mono")>{task.version.unwrap_or_else(|| "—".into())}</td>
             <td class=format!("{TD} tabular-nums")>{task.attempt.map(|a| a.to_string()).unwrap_or_else(|| "—".into())}</td>
             <td class=format!("{TD} font-mono text-xs")>{task.replica_id.unwrap_or_else(|| "—".into())}</td>
             <td class=TD><MaybeAgo at=task.started_at now /></td>
             <td class=format!("{TD} whitespace-nowrap")>{took}</td>
+            <td class=format!("{TD} max-w-60")>{ties}</td>
             <td class=format!("{TD} max-w-md")>{note}</td>
             <td class=TD>
                 <div class="flex flex-wrap gap-1">
+                    {approve}
                     <ActionButton
                         action
                         kind=Action::TaskRetry

@@ -2,14 +2,16 @@
 //! in one call, and the operator actions. Errors are worded for operators;
 //! database errors are logged here and never shown.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use app::backend::{DashboardSource, PlanFilter};
 use app::error::DashboardError;
-use app::model::Identity;
+use app::model::{Identity, TaskView};
 use app::views::{
-    Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, TASKS_PER_PAGE,
+    Action, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage,
+    TASKS_PER_PAGE, TargetChange, TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
 };
 
 use crate::executor::CommandPolicy;
@@ -72,20 +74,37 @@ impl DashboardSource for StoreSource {
     async fn plan(&self, id: i64, offset: i64) -> Result<PlanPage, DashboardError> {
         let now = Ts::now();
         let mut plan = self.store.plan_get(id).await.map_err(failed)?;
-        let mut task_counts = std::collections::BTreeMap::new();
+        let mut task_counts = BTreeMap::new();
         for task in &plan.tasks {
             *task_counts.entry(task.status).or_insert(0) += 1;
         }
         let tasks_total = plan.tasks.len() as i64;
+        let dependencies = plan.tasks.iter().map(|t| t.depends_on.len() as i64).sum();
+        let awaiting_approval = plan.tasks.iter().filter(|t| awaits_approval(t)).count() as i64;
         // Past the end shows the last page rather than nothing.
         let last_page = (tasks_total - 1).max(0) / TASKS_PER_PAGE * TASKS_PER_PAGE;
         let tasks_offset = offset.clamp(0, last_page);
+        let places: HashMap<String, TaskPlace> = plan
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let page = i as i64 / TASKS_PER_PAGE + 1;
+                (t.name.clone(), TaskPlace { id: t.id, page })
+            })
+            .collect();
         plan.tasks = plan
             .tasks
             .into_iter()
             .skip(tasks_offset as usize)
             .take(TASKS_PER_PAGE as usize)
             .collect();
+        let cut = if graph_drawn(tasks_total, dependencies) {
+            BTreeMap::new()
+        } else {
+            cut_ties(&mut plan.tasks)
+        };
+        let elsewhere = places_elsewhere(&plan.tasks, &places, tasks_offset);
         let deliveries = self
             .store
             .delivery_list(Some(id), PLAN_DELIVERIES)
@@ -98,6 +117,10 @@ impl DashboardSource for StoreSource {
             tasks_total,
             tasks_offset,
             deliveries,
+            dependencies,
+            awaiting_approval,
+            elsewhere,
+            cut,
         })
     }
 
@@ -161,6 +184,70 @@ impl DashboardSource for StoreSource {
             .map(drop)
             .map_err(failed)
     }
+
+    async fn targets(&self) -> Result<TargetsPage, DashboardError> {
+        let now = Ts::now();
+        let targets = self.store.target_list().await.map_err(failed)?;
+        Ok(TargetsPage {
+            now: now.0,
+            targets,
+        })
+    }
+
+    async fn target_act(
+        &self,
+        who: &Identity,
+        target: &str,
+        change: TargetChange,
+    ) -> Result<(), DashboardError> {
+        may_act(who)?;
+        let (store, actor, now) = (&self.store, who.name.as_str(), Ts::now());
+        match change {
+            TargetChange::Pause => store.target_pause(target, actor, now).await,
+            TargetChange::Resume => store.target_resume(target, actor, now).await,
+            TargetChange::Capacity(capacity) => {
+                store
+                    .target_capacity_set(target, capacity, actor, now)
+                    .await
+            }
+        }
+        .map_err(failed)
+    }
+}
+
+/// Cuts each task's `depends_on` and `dependents` to the names a row
+/// shows; how long the lists of the tasks it cut were.
+fn cut_ties(tasks: &mut [TaskView]) -> BTreeMap<i64, TieCounts> {
+    let mut cut = BTreeMap::new();
+    for task in tasks {
+        let counts = TieCounts {
+            depends_on: task.depends_on.len(),
+            dependents: task.dependents.len(),
+        };
+        if counts.depends_on > DEPENDENCY_NAMES || counts.dependents > DEPENDENCY_NAMES {
+            task.depends_on.truncate(DEPENDENCY_NAMES);
+            task.dependents.truncate(DEPENDENCY_NAMES);
+            cut.insert(task.id, counts);
+        }
+    }
+    cut
+}
+
+/// Where each task the shown ones name is, when it is on another page.
+fn places_elsewhere(
+    shown: &[TaskView],
+    places: &HashMap<String, TaskPlace>,
+    offset: i64,
+) -> BTreeMap<String, TaskPlace> {
+    let page = offset / TASKS_PER_PAGE + 1;
+    shown
+        .iter()
+        .flat_map(|t| t.depends_on.iter().chain(&t.dependents))
+        .filter_map(|name| {
+            let place = places.get(name)?;
+            (place.page != page).then(|| (name.clone(), *place))
+        })
+        .collect()
 }
 
 /// Viewers may look but not change anything (SPEC §9).
@@ -180,6 +267,12 @@ fn failed(e: StoreError) -> DashboardError {
     match e {
         StoreError::NotFound { .. } => DashboardError::NotFound(e.to_string()),
         StoreError::Conflict(message) => DashboardError::Conflict(message),
+        // An approver list or a two-person rule says no to this operator.
+        StoreError::Forbidden(message) => DashboardError::Forbidden(message),
+        StoreError::Invalid(message) => DashboardError::Invalid {
+            message,
+            field: None,
+        },
         other => {
             tracing::error!(error = %other, "dashboard request failed");
             DashboardError::Unavailable(

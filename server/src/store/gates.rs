@@ -43,6 +43,7 @@ pub struct PendingRun {
     pub plan_paused_at: Option<Ts>,
     /// The target's operator settings (`target_setting`), when it has any.
     pub target_paused_by: Option<String>,
+    pub target_paused_at: Option<Ts>,
     pub target_capacity: Option<i64>,
 }
 
@@ -256,16 +257,18 @@ fn describe_time(at: Ts, now: Ts) -> String {
 
 /// Gate 8: the operator's brake on the plan or the target.
 fn paused(run: &PendingRun) -> Option<Blocked> {
+    let at = |at: Option<Ts>| {
+        at.map(|at| format!(" at {}", at.0.format("%Y-%m-%d %H:%M:%SZ")))
+            .unwrap_or_default()
+    };
     if let Some(by) = &run.plan_paused_by {
-        let at = run
-            .plan_paused_at
-            .map(|at| format!(" at {}", at.0.format("%Y-%m-%d %H:%M:%SZ")))
-            .unwrap_or_default();
+        let at = at(run.plan_paused_at);
         return Some(Blocked::Other(format!("plan paused by {by}{at}")));
     }
     let by = run.target_paused_by.as_ref()?;
+    let at = at(run.target_paused_at);
     Some(Blocked::Other(format!(
-        "target {} paused by {by}",
+        "target {} paused by {by}{at}",
         run.target
     )))
 }
@@ -516,7 +519,8 @@ pub const PENDING_RUNS: &str =
     "SELECT r.id, r.task_id, r.plan_id, r.target, r.exclusive, r.version, r.node, r.run_at,
         r.waiting_cause, p.parallel_limit, r.created_at, r.reassign_after_ms, r.dependents,
         r.approval_pending, p.paused_by AS plan_paused_by, p.paused_at AS plan_paused_at,
-        ts.paused_by AS target_paused_by, ts.capacity AS target_capacity
+        ts.paused_by AS target_paused_by, ts.paused_at AS target_paused_at,
+        ts.capacity AS target_capacity
     FROM task_run r JOIN plan p ON p.id = r.plan_id
     LEFT JOIN target_setting ts ON ts.target = r.target
     WHERE r.status = 'PENDING' AND NOT r.held ORDER BY r.id";
@@ -645,6 +649,7 @@ mod tests {
             plan_paused_by: None,
             plan_paused_at: None,
             target_paused_by: None,
+            target_paused_at: None,
             target_capacity: None,
         }
     }

@@ -1,0 +1,258 @@
+import { expect, test, type APIRequestContext, type Page } from '@playwright/test';
+import fs from 'node:fs';
+import path from 'node:path';
+
+// The workflow gates on the dashboard: stages, dependencies, approvals,
+// pausing a plan or a target, and a target's capacity.
+
+const shots = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
+fs.mkdirSync(shots, { recursive: true });
+
+async function shot(page: Page, name: string) {
+  await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+}
+
+async function submit(request: APIRequestContext, plan: object): Promise<number> {
+  const res = await request.post('/api/v1/plans', { data: plan });
+  expect(res.status(), await res.text()).toBe(201);
+  return (await res.json()).id;
+}
+
+/** A row of the plan page's task table. */
+function taskRow(page: Page, name: string) {
+  return page.locator(`#tasks tr[data-task-name="${name}"]`);
+}
+
+/** A row of the targets page's table. */
+function targetRow(page: Page, target: string) {
+  return page.locator(`#targets tr[data-target="${target}"]`);
+}
+
+/** Marks the document; a reload (which the live pages must not need) drops the mark. */
+async function markDocument(page: Page) {
+  await page.evaluate(() => ((window as any).__sameDocument = true));
+}
+
+async function expectSameDocument(page: Page) {
+  expect(await page.evaluate(() => (window as any).__sameDocument)).toBe(true);
+}
+
+async function hydrated(page: Page, url: string) {
+  await page.goto(url);
+  await expect(page.locator('#baton')).toHaveAttribute('data-hydrated', 'true');
+}
+
+/** Reloads a page without JavaScript until `check` passes (it cannot refresh itself). */
+async function untilReloaded(page: Page, check: () => Promise<void>) {
+  await expect(async () => {
+    await page.reload();
+    await check();
+  }).toPass({ timeout: 20_000 });
+}
+
+test.describe.configure({ mode: 'serial' });
+
+test('a staged plan shows its stages, its graph and its dependencies; Approve releases the gated stage', async ({
+  page,
+  request,
+}) => {
+  const id = await submit(request, {
+    name: 'e2e-stages',
+    stages: [{ name: 'build' }, { name: 'ship', approval: 'required' }],
+    tasks: [
+      { name: 'compile', stage: 'build', target: 'ci/e2e-compile', sleep: '1s' },
+      { name: 'unit-tests', stage: 'build', target: 'ci/e2e-tests', sleep: '0s' },
+      { name: 'deploy', stage: 'ship', target: 'svc/e2e-api', sleep: '0s' },
+      { name: 'announce', target: 'chat/e2e', depends_on: ['deploy'], sleep: '0s' },
+    ],
+  });
+  await hydrated(page, `/plans/${id}`);
+  await markDocument(page);
+
+  // One group per stage, in the plan's order, then the tasks in none.
+  const groups = page.locator('#tasks tbody');
+  await expect(groups).toHaveCount(3);
+  await expect(groups.nth(0)).toHaveAttribute('data-stage', 'build');
+  await expect(groups.nth(1)).toHaveAttribute('data-stage', 'ship');
+  await expect(groups.nth(2)).toHaveAttribute('data-stage', '');
+  await expect(groups.nth(0).locator('.stage-heading')).toContainText('Stage 1 of 2: build');
+  await expect(groups.nth(1).locator('.stage-heading')).toContainText('Stage 2 of 2: ship');
+  await expect(groups.nth(1).locator('.stage-approval')).toContainText('needs an approval');
+  await expect(groups.nth(2).locator('.stage-heading')).toContainText('Not in a stage');
+  await expect(groups.nth(0).locator('tr[data-task-name]')).toHaveCount(2);
+
+  // What each task runs after and before, linked to the rows.
+  const deploy = taskRow(page, 'deploy');
+  await expect(deploy.locator('.depends-on')).toHaveText('after compile, unit-tests');
+  await expect(deploy.locator('.dependents')).toHaveText('before announce');
+  await expect(taskRow(page, 'compile').locator('.dependents')).toHaveText('before deploy');
+  await expect(taskRow(page, 'announce').locator('.depends-on')).toHaveText('after deploy');
+  const compileId = await taskRow(page, 'compile').getAttribute('data-task-id');
+  await expect(deploy.locator('.depends-on a').first()).toHaveAttribute('href', `#task-${compileId}`);
+
+  // The graph: a box per task, in columns by depth, each linked to its row.
+  const graph = page.locator('#plan-graph');
+  await expect(graph.locator('.graph-node')).toHaveCount(4);
+  await expect(graph.locator('[data-task-name="compile"]')).toHaveAttribute('data-depth', '0');
+  await expect(graph.locator('[data-task-name="deploy"]')).toHaveAttribute('data-depth', '1');
+  await expect(graph.locator('[data-task-name="announce"]')).toHaveAttribute('data-depth', '2');
+  await expect(graph.locator('svg path')).toHaveCount(2 * 3);
+
+  // Once the build stage is done, deploy waits for its approval alone.
+  await expect(deploy.locator('.waiting-cause')).toHaveText('waits for approval', { timeout: 20_000 });
+  await expect(deploy.locator('.needs-approval')).toHaveText('needs an approval');
+  await expect(taskRow(page, 'announce').locator('.waiting-cause')).toHaveText('waits for deploy (PENDING)');
+  await expect(page.locator('#plan-actions button[data-action="plan_approve"]')).toBeEnabled();
+  await shot(page, 'plan-stages');
+
+  await deploy.locator('button[data-action="task_approve"]').click();
+  await expect(page.locator('#action-result')).toContainText('approved');
+  await expect(deploy).toHaveAttribute('data-status', 'DONE', { timeout: 20_000 });
+  await expect(deploy).toHaveAttribute('data-approved-by', 'anonymous');
+  await expect(deploy.locator('.approved-by')).toContainText('approved by anonymous');
+  await expect(deploy.locator('button[data-action="task_approve"]')).toHaveCount(0);
+  await expect(groups.nth(1).locator('.stage-approval')).toHaveText('approved by anonymous');
+  await expect(taskRow(page, 'announce')).toHaveAttribute('data-status', 'DONE', { timeout: 20_000 });
+  await expect(page.locator('#plan-status')).toContainText('DONE');
+  await expect(page.locator('#plan-actions button[data-action="plan_approve"]')).toHaveCount(0);
+  await expect(page.locator('#plan-actions button[data-action="plan_pause"]')).toBeDisabled();
+  await expectSameDocument(page);
+});
+
+test('Pause shows who paused the plan and holds its runs; Resume clears it', async ({ page, request }) => {
+  const id = await submit(request, {
+    name: 'e2e-pause',
+    tasks: [
+      { name: 'first', target: 'db/e2e-pause-a', sleep: '0s' },
+      { name: 'second', target: 'db/e2e-pause-b', depends_on: ['first'], approval: 'required', sleep: '0s' },
+    ],
+  });
+  await hydrated(page, `/plans/${id}`);
+  await markDocument(page);
+  const second = taskRow(page, 'second');
+  await expect(second.locator('.waiting-cause')).toHaveText('waits for approval', { timeout: 20_000 });
+  const banner = page.locator('#plan-paused');
+  await expect(banner).toHaveCount(0);
+
+  await page.locator('#plan-actions button[data-action="plan_pause"]').click();
+  await expect(page.locator('#action-result')).toContainText('paused');
+  await expect(banner).toContainText(
+    /^Paused by anonymous at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: no new run of this plan starts/,
+  );
+  await expect(second.locator('.waiting-cause')).toContainText('plan paused by anonymous');
+  await expect(page.locator('#plan-actions button[data-action="plan_pause"]')).toHaveCount(0);
+  await shot(page, 'plan-paused');
+
+  await page.locator('#plan-actions button[data-action="plan_resume"]').click();
+  await expect(banner).toHaveCount(0);
+  await expect(page.locator('#plan-actions button[data-action="plan_pause"]')).toBeEnabled();
+  await expect(second.locator('.waiting-cause')).toHaveText('waits for approval');
+  await expectSameDocument(page);
+  await request.post(`/api/v1/plans/${id}/cancel`);
+});
+
+test('the Targets page lists what holds a target; Pause, Resume and capacity apply at once', async ({
+  page,
+  request,
+}) => {
+  const target = 'db/e2e-targets';
+  const id = await submit(request, {
+    name: 'e2e-targets',
+    tasks: [
+      { name: 'holder', target, command: { argv: ['sleep', '30'] } },
+      { name: 'waiter', target, sleep: '0s' },
+    ],
+  });
+  await hydrated(page, `/plans/${id}`);
+  const holder = taskRow(page, 'holder');
+  await expect(holder).toHaveAttribute('data-status', 'RUNNING', { timeout: 20_000 });
+  const runHref = await holder.locator('a').first().getAttribute('href');
+
+  await page.locator('nav[aria-label="Main"] a[href="/targets"]').click();
+  await expect(page).toHaveURL(/\/targets$/);
+  await markDocument(page);
+  const row = targetRow(page, target);
+  await expect(row.locator('.holders')).toContainText(/^1 run, first #\d+ \(exclusive\)$/);
+  await expect(row.locator('.holders a')).toHaveAttribute('href', runHref!);
+  await expect(row.locator('td').nth(2)).toHaveText('1');
+  await expect(row).toHaveAttribute('data-paused', 'false');
+
+  await row.locator('button[data-action="pause"]').click();
+  await expect(page.locator('#action-result')).toContainText(`Target ${target} paused`);
+  await expect(row).toHaveAttribute('data-paused', 'true');
+  await expect(row.locator('.paused-by')).toContainText('by anonymous');
+  // The waiting run says why, in its own plan.
+  await expect
+    .poll(async () => {
+      const plan = await (await request.get(`/api/v1/plans/${id}`)).json();
+      return plan.tasks.find((t: any) => t.name === 'waiter').waiting_cause ?? '';
+    })
+    .toMatch(new RegExp(`^target ${target.replace(/[/.]/g, '\\$&')} paused by anonymous at \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\dZ$`));
+  await shot(page, 'targets');
+
+  await row.locator('button[data-action="resume"]').click();
+  await expect(row).toHaveAttribute('data-paused', 'false');
+  await expect(row.locator('.paused-by')).toHaveCount(0);
+
+  await row.locator('input[name="capacity"]').fill('2');
+  await row.locator('button[data-action="capacity_set"]').click();
+  await expect(page.locator('#action-result')).toContainText('at most 2 runs at once');
+  await expect(row).toHaveAttribute('data-capacity', '2');
+  await expect(row.locator('td').nth(3)).toHaveText('1 of 2 in use');
+  await row.locator('button[data-action="capacity_remove"]').click();
+  await expect(row).toHaveAttribute('data-capacity', '');
+  await expect(page.locator('#action-result')).toContainText('no capacity limit');
+  await expectSameDocument(page);
+  await request.post(`/api/v1/plans/${id}/cancel`);
+});
+
+test('without JavaScript, Pause, Resume, Approve and the target brakes work as form posts', async ({
+  browser,
+  request,
+}) => {
+  const target = 'db/e2e-gates-no-js';
+  const id = await submit(request, {
+    name: 'e2e-gates-no-js',
+    tasks: [{ name: 'gated', target, approval: 'required', sleep: '0s' }],
+  });
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const page = await context.newPage();
+  try {
+    await page.goto(`/plans/${id}`);
+    const row = taskRow(page, 'gated');
+    await untilReloaded(page, () =>
+      expect(row.locator('.waiting-cause')).toHaveText('waits for approval', { timeout: 500 }),
+    );
+
+    // Back on the plan page after each post (leptos leaves an empty `?`
+    // where it strips the error parameters).
+    const planUrl = new RegExp(`/plans/${id}\\??$`);
+    await page.locator('#plan-actions button[data-action="plan_pause"]').click();
+    await expect(page).toHaveURL(planUrl);
+    await expect(page.locator('#plan-paused')).toContainText('Paused by anonymous');
+    await page.locator('#plan-actions button[data-action="plan_resume"]').click();
+    await expect(page).toHaveURL(planUrl);
+    await expect(page.locator('#plan-paused')).toHaveCount(0);
+
+    await page.goto('/targets');
+    const trow = targetRow(page, target);
+    await trow.locator('button[data-action="pause"]').click();
+    await expect(page).toHaveURL(/\/targets\??$/);
+    await expect(trow).toHaveAttribute('data-paused', 'true');
+    await trow.locator('input[name="capacity"]').fill('3');
+    await trow.locator('button[data-action="capacity_set"]').click();
+    await expect(trow).toHaveAttribute('data-capacity', '3');
+    await trow.locator('button[data-action="resume"]').click();
+    await expect(trow).toHaveAttribute('data-paused', 'false');
+    await trow.locator('button[data-action="capacity_remove"]').click();
+    await expect(trow).toHaveAttribute('data-capacity', '');
+
+    await page.goto(`/plans/${id}`);
+    await page.locator('#plan-actions button[data-action="plan_approve"]').click();
+    await expect(page).toHaveURL(planUrl);
+    await untilReloaded(page, () => expect(row).toHaveAttribute('data-status', 'DONE', { timeout: 500 }));
+    await expect(row.locator('.approved-by')).toContainText('approved by anonymous');
+  } finally {
+    await context.close();
+  }
+});
