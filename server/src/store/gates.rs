@@ -38,6 +38,10 @@ pub struct PendingRun {
     pub reassign_after_ms: Option<i64>,
     /// Some task of the plan waits for this run's task.
     pub dependents: bool,
+    /// A dependency holds it: read only for its version, which larger
+    /// versions on its target wait for; never promoted or given a cause
+    /// by a round.
+    pub held: bool,
     pub approval_pending: bool,
     pub plan_paused_by: Option<String>,
     pub plan_paused_at: Option<Ts>,
@@ -107,9 +111,10 @@ pub struct Summaries {
 
 impl Summaries {
     pub fn needed_by(pending: &[PendingRun]) -> Self {
+        let judged = || pending.iter().filter(|r| !r.held);
         Summaries {
-            plans: pending.iter().any(|r| r.parallel_limit.is_some()),
-            versions: pending.iter().any(|r| r.version.is_some()),
+            plans: judged().any(|r| r.parallel_limit.is_some()),
+            versions: judged().any(|r| r.version.is_some()),
         }
     }
 }
@@ -150,6 +155,7 @@ pub fn evaluate(
     // possibly promoted) as unpinned in this very round.
     let runs: Vec<Cow<PendingRun>> = pending
         .iter()
+        .filter(|run| !run.held)
         .map(|run| match pin_expired(run, nodes, now) {
             Some(detail) => {
                 out.unpin.push((run.id, detail));
@@ -513,17 +519,36 @@ impl TargetState {
     }
 }
 
-/// Promoter round: every PENDING run that no dependency holds, with its
-/// plan's limit and pause and its target's settings, oldest first.
-pub const PENDING_RUNS: &str =
-    "SELECT r.id, r.task_id, r.plan_id, r.target, r.exclusive, r.version, r.node, r.run_at,
+/// The columns of a [`PendingRun`] from run `r`, plan `p` and target
+/// settings `ts`.
+macro_rules! pending_columns {
+    () => {
+        "r.id, r.task_id, r.plan_id, r.target, r.exclusive, r.version, r.node, r.run_at,
         r.waiting_cause, p.parallel_limit, r.created_at, r.reassign_after_ms, r.dependents,
-        r.approval_pending, p.paused_by AS plan_paused_by, p.paused_at AS plan_paused_at,
-        ts.paused_by AS target_paused_by, ts.paused_at AS target_paused_at,
-        ts.capacity AS target_capacity
+        r.held, r.approval_pending, p.paused_by AS plan_paused_by,
+        p.paused_at AS plan_paused_at, ts.paused_by AS target_paused_by,
+        ts.paused_at AS target_paused_at, ts.capacity AS target_capacity
     FROM task_run r JOIN plan p ON p.id = r.plan_id
-    LEFT JOIN target_setting ts ON ts.target = r.target
-    WHERE r.status = 'PENDING' AND NOT r.held ORDER BY r.id";
+    LEFT JOIN target_setting ts ON ts.target = r.target"
+    };
+}
+
+/// Promoter round: every PENDING run that no dependency holds, with its
+/// plan's limit and pause and its target's settings, oldest first; and
+/// the held ones that carry a version, for the version gate alone.
+///
+/// One statement, so one snapshot: read apart (the held versions with
+/// the holders), a finish that released a held v1 between the two reads
+/// left it in neither, and v2 on its target started first (PostgreSQL,
+/// READ COMMITTED; the eight-replica history check caught it).
+pub const PENDING_RUNS: &str = concat!(
+    "SELECT * FROM (SELECT ",
+    pending_columns!(),
+    " WHERE r.status = 'PENDING' AND NOT r.held
+    UNION ALL SELECT ",
+    pending_columns!(),
+    " WHERE r.status = 'PENDING' AND r.held AND r.version IS NOT NULL) pending ORDER BY id"
+);
 
 /// The AVAILABLE and RUNNING runs (`id, target, exclusive, plan_id,
 /// version`), one partial index each. Written as a union because neither
@@ -565,15 +590,11 @@ pub const PLAN_HOLDS: &str = concat!(
     ") a GROUP BY plan_id"
 );
 
-/// Promoter round: versions of the runs holding targets, and of the
-/// PENDING runs the round does not read because a dependency holds them:
-/// a larger version must wait for those too.
+/// Promoter round: versions of the runs holding targets.
 pub const VERSION_HOLDS: &str = concat!(
     "SELECT id, target, version FROM (",
     active_runs!(),
-    " UNION ALL SELECT id, target, exclusive, plan_id, version FROM task_run
-        WHERE status = 'PENDING' AND held) a
-    WHERE version IS NOT NULL"
+    ") a WHERE version IS NOT NULL"
 );
 
 #[cfg(test)]
@@ -645,6 +666,7 @@ mod tests {
             created_at: Ts::now(),
             reassign_after_ms: None,
             dependents: false,
+            held: false,
             approval_pending: false,
             plan_paused_by: None,
             plan_paused_at: None,
@@ -1025,5 +1047,27 @@ mod tests {
             Ts::now(),
         );
         assert_eq!(cause_of(&d, 1), "db/a is at capacity 2/2 (runs #8, #9)");
+    }
+
+    #[test]
+    fn a_held_run_is_never_promoted_but_its_version_holds_larger_ones() {
+        let mut held = pending(1, 1, "db/v");
+        held.version = Some("1".into());
+        held.held = true;
+        held.waiting_cause = Some("waits for prep (RUNNING)".into());
+        let mut later = pending(2, 2, "db/v");
+        later.version = Some("2".into());
+        let d = evaluate(
+            &[held, later],
+            &Holders::default(),
+            &NodeLabels::default(),
+            Ts::now(),
+        );
+        assert!(d.promote.is_empty());
+        assert_eq!(cause_of(&d, 2), "waits for run #1 (version 1) on db/v");
+        assert!(
+            d.causes.iter().all(|(id, _)| *id != 1),
+            "a held cause is the dependency's"
+        );
     }
 }

@@ -501,8 +501,10 @@ mod cases {
     pub async fn racing_promoters_promote_nothing_paused_or_halted(kind: Kind) {
         let db = TestDb::new(kind).await;
         let setup = db.store().await;
+        // Enough that neither plan can end between the check below and
+        // the pauses.
         let many = |prefix: &str, target: &dyn Fn(usize) -> String| -> Vec<serde_json::Value> {
-            (0..60)
+            (0..100)
                 .map(
                     |i| json!({"name": format!("{prefix}{i}"), "target": target(i), "sleep": "0s"}),
                 )
@@ -527,31 +529,40 @@ mod cases {
             .unwrap();
         let busy = db.store().await;
         let stop = CancellationToken::new();
+        // Eight promoters race without pause; one worker claims and
+        // finishes at a steady pace, so the plans are far from done when
+        // the brakes come.
         let racing = {
             let mut racers = Vec::new();
-            for i in 0..8 {
+            for _ in 0..8 {
                 let store = db.store().await;
                 let stop = stop.clone();
                 racers.push(tokio::spawn(async move {
-                    let me = format!("r-brake-{i}");
                     while !stop.is_cancelled() {
                         store
                             .run_promote_round(&NodeLabels::default(), Ts::now())
                             .await
                             .expect("round");
-                        let got = store
-                            .run_claim_many(&claim(&me, &[], 2), Ts::now())
-                            .await
-                            .expect("claim");
-                        let finishes: Vec<_> =
-                            got.iter().map(|c| common::store::done(c.id)).collect();
-                        store
-                            .run_finish_many(&me, &finishes, Ts::now())
-                            .await
-                            .expect("finish");
+                        tokio::time::sleep(Duration::from_millis(1)).await;
                     }
                 }));
             }
+            let store = db.store().await;
+            let stop = stop.clone();
+            racers.push(tokio::spawn(async move {
+                while !stop.is_cancelled() {
+                    let got = store
+                        .run_claim_many(&claim("r-brake", &[], 4), Ts::now())
+                        .await
+                        .expect("claim");
+                    let finishes: Vec<_> = got.iter().map(|c| common::store::done(c.id)).collect();
+                    store
+                        .run_finish_many("r-brake", &finishes, Ts::now())
+                        .await
+                        .expect("finish");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }));
             racers
         };
         // Let some runs of both go through, then brake both.

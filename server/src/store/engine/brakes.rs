@@ -22,22 +22,9 @@ const ROUND_WAIT: Duration = Duration::from_secs(30);
 
 /// Begins a transaction that holds the promotion lock.
 async fn between_rounds<D: Dialect>(d: &D) -> Result<D::Tx> {
-    let started = std::time::Instant::now();
-    let mut pause = Duration::from_millis(2);
-    loop {
-        let mut tx = d.begin().await?;
-        if D::promoter_lock(&mut tx).await? {
-            return Ok(tx);
-        }
-        drop(tx);
-        if started.elapsed() > ROUND_WAIT {
-            return Err(StoreError::Conflict(
-                "a promotion round has held its lock for 30 s; try again".into(),
-            ));
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(100));
-    }
+    let mut tx = d.begin().await?;
+    D::promoter_lock_wait(&mut tx, ROUND_WAIT).await?;
+    Ok(tx)
 }
 
 fn when(at: Option<Ts>) -> String {

@@ -288,6 +288,11 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// holds it.
     async fn promoter_lock(tx: &mut Self::Tx) -> Result<bool>;
 
+    /// Takes the promotion round's lock for `tx`, waiting up to `limit`
+    /// for a round in flight to end, ahead of rounds that only try it (an
+    /// operator's brake must not lose to promoters forever).
+    async fn promoter_lock_wait(tx: &mut Self::Tx, limit: Duration) -> Result<()>;
+
     /// Writes a round's decisions: unpins (with their events), promotions
     /// PENDING → AVAILABLE (with theirs) and changed waiting causes, each
     /// only where the run is still PENDING. Returns how many were promoted.

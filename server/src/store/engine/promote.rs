@@ -55,7 +55,7 @@ pub async fn run_promote_round<D: Dialect>(
     Ok(PromoteReport {
         skipped: false,
         promoted,
-        waiting: pending.len() - promoted,
+        waiting: pending.iter().filter(|r| !r.held).count() - promoted,
     })
 }
 

@@ -531,6 +531,32 @@ impl Dialect for PgStore {
             .await?)
     }
 
+    async fn promoter_lock_wait(tx: &mut Self::Tx, limit: Duration) -> Result<()> {
+        // A waiting request queues ahead of later try-locks, so promoters
+        // racing for the lock cannot starve it.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SET LOCAL lock_timeout = '{}ms'",
+            limit.as_millis()
+        )))
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(PROMOTER_LOCK)
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| match is_lock_timeout(&e) {
+                true => StoreError::Conflict(format!(
+                    "a promotion round held its lock for {} s; try again",
+                    limit.as_secs()
+                )),
+                false => e.into(),
+            })?;
+        sqlx::query("SET LOCAL lock_timeout = DEFAULT")
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
     async fn round_write(tx: &mut Self::Tx, decided: &Decisions, now: Ts) -> Result<usize> {
         if !decided.unpin.is_empty() || !decided.causes.is_empty() {
             // Unpins and waiting causes join arrays to task_run.

@@ -356,6 +356,12 @@ impl Dialect for SqliteStore {
         Ok(true)
     }
 
+    /// The write lock the transaction already holds serialises it with
+    /// every round.
+    async fn promoter_lock_wait(_: &mut Self::Tx, _: Duration) -> Result<()> {
+        Ok(())
+    }
+
     async fn round_write(tx: &mut Self::Tx, decided: &Decisions, now: Ts) -> Result<usize> {
         // The statements below run on the transaction itself.
         let tx: &mut Transaction<'static, Sqlite> = tx;
