@@ -27,15 +27,22 @@ ALTER TABLE task ADD COLUMN approved_by TEXT;
 ALTER TABLE task ADD COLUMN approved_at TIMESTAMPTZ;
 
 -- Copies on the run, like its other gate fields, so the promoter reads one
--- table: `held` while a dependency is open (the promoter does not read
--- held runs at all: a 10,000-task chain would otherwise cost every round
--- 10,000 rows), `dependents` when some task waits for this one (its
--- transitions refresh their waiting causes), `approval_pending` until an
--- operator approves the task.
+-- table: `held` while a dependency is open (the promoter reads a held run
+-- only when it carries a version, which larger versions wait for: a
+-- 10,000-task chain would otherwise cost every round 10,000 rows),
+-- `dependents` when some task waits for this one (its transitions refresh
+-- their waiting causes), `approval_pending` until an operator approves
+-- the task.
 ALTER TABLE task_run ADD COLUMN held BOOLEAN NOT NULL DEFAULT FALSE;
 ALTER TABLE task_run ADD COLUMN dependents BOOLEAN NOT NULL DEFAULT FALSE;
 ALTER TABLE task_run ADD COLUMN approval_pending BOOLEAN NOT NULL DEFAULT FALSE;
-CREATE INDEX task_run_promotable ON task_run (id) WHERE status = 'PENDING' AND NOT held;
+-- What a promotion round reads: the PENDING runs that are not held (the
+-- PENDING index, now led by `held`, so no run pays for a second index
+-- entry), and the held ones with a version (rare, an index of their own).
+DROP INDEX task_run_pending;
+CREATE INDEX task_run_pending ON task_run (held, id) WHERE status = 'PENDING';
+CREATE INDEX task_run_held_versions ON task_run (id)
+    WHERE status = 'PENDING' AND held AND version IS NOT NULL;
 
 -- Runs whose task may have ended badly: the halt gate reads the versioned
 -- ones per target, the dependency causes one plan's.
@@ -44,6 +51,8 @@ CREATE INDEX task_run_ended_badly ON task_run (plan_id) WHERE status IN ('FAILED
 
 ALTER TABLE plan ADD COLUMN paused_by TEXT;
 ALTER TABLE plan ADD COLUMN paused_at TIMESTAMPTZ;
+-- The paused plans, which every promotion round reads.
+CREATE INDEX plan_paused ON plan (id) WHERE paused_by IS NOT NULL;
 -- JSON array of the plan's stages in order: [{"name", "approval"}].
 ALTER TABLE plan ADD COLUMN stages TEXT NOT NULL DEFAULT '[]';
 

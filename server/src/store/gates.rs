@@ -43,13 +43,77 @@ pub struct PendingRun {
     /// by a round.
     pub held: bool,
     pub approval_pending: bool,
+    /// The brakes on its plan and target, filled in from [`Brakes`]
+    /// rather than read per run: few plans and targets have any, and a
+    /// round reads every PENDING run.
+    #[sqlx(skip)]
     pub plan_paused_by: Option<String>,
+    #[sqlx(skip)]
     pub plan_paused_at: Option<Ts>,
-    /// The target's operator settings (`target_setting`), when it has any.
+    #[sqlx(skip)]
     pub target_paused_by: Option<String>,
+    #[sqlx(skip)]
     pub target_paused_at: Option<Ts>,
+    #[sqlx(skip)]
     pub target_capacity: Option<i64>,
 }
+
+/// A paused plan.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PlanBrake {
+    pub id: i64,
+    pub paused_by: String,
+    pub paused_at: Ts,
+}
+
+/// A target with operator settings.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TargetBrake {
+    pub target: String,
+    pub capacity: Option<i64>,
+    pub paused_by: Option<String>,
+    pub paused_at: Option<Ts>,
+}
+
+/// Every pause and capacity in force, read once per round.
+#[derive(Debug, Clone, Default)]
+pub struct Brakes {
+    pub plans: Vec<PlanBrake>,
+    pub targets: Vec<TargetBrake>,
+}
+
+impl Brakes {
+    /// Copies the brakes onto the runs they apply to.
+    pub fn apply(&self, pending: &mut [PendingRun]) {
+        if self.plans.is_empty() && self.targets.is_empty() {
+            return;
+        }
+        let plans: HashMap<i64, &PlanBrake> = self.plans.iter().map(|p| (p.id, p)).collect();
+        let targets: HashMap<&str, &TargetBrake> = self
+            .targets
+            .iter()
+            .map(|t| (t.target.as_str(), t))
+            .collect();
+        for run in pending {
+            if let Some(p) = plans.get(&run.plan_id) {
+                run.plan_paused_by = Some(p.paused_by.clone());
+                run.plan_paused_at = Some(p.paused_at);
+            }
+            if let Some(t) = targets.get(run.target.as_str()) {
+                run.target_paused_by = t.paused_by.clone();
+                run.target_paused_at = t.paused_at;
+                run.target_capacity = t.capacity;
+            }
+        }
+    }
+}
+
+/// Promoter round: the paused plans (a partial index holds them).
+pub const PAUSED_PLANS: &str =
+    "SELECT id, paused_by, paused_at FROM plan WHERE paused_by IS NOT NULL";
+
+/// Promoter round: every target's settings (a handful of rows).
+pub const TARGET_BRAKES: &str = "SELECT target, capacity, paused_by, paused_at FROM target_setting";
 
 /// Runs holding a target, grouped by target and kind.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -519,35 +583,32 @@ impl TargetState {
     }
 }
 
-/// The columns of a [`PendingRun`] from run `r`, plan `p` and target
-/// settings `ts`.
+/// The columns of a [`PendingRun`], from run `r` and its plan `p`.
 macro_rules! pending_columns {
     () => {
         "r.id, r.task_id, r.plan_id, r.target, r.exclusive, r.version, r.node, r.run_at,
         r.waiting_cause, p.parallel_limit, r.created_at, r.reassign_after_ms, r.dependents,
-        r.held, r.approval_pending, p.paused_by AS plan_paused_by,
-        p.paused_at AS plan_paused_at, ts.paused_by AS target_paused_by,
-        ts.paused_at AS target_paused_at, ts.capacity AS target_capacity
-    FROM task_run r JOIN plan p ON p.id = r.plan_id
-    LEFT JOIN target_setting ts ON ts.target = r.target"
+        r.held, r.approval_pending
+    FROM task_run r JOIN plan p ON p.id = r.plan_id"
     };
 }
 
 /// Promoter round: every PENDING run that no dependency holds, with its
-/// plan's limit and pause and its target's settings, oldest first; and
-/// the held ones that carry a version, for the version gate alone.
+/// plan's limit; and the held ones that carry a version, for the version
+/// gate alone. Each half is one index scan (`task_run_pending` from
+/// `held = FALSE`, `task_run_held_versions`); the caller sorts by id.
 ///
 /// One statement, so one snapshot: read apart (the held versions with
 /// the holders), a finish that released a held v1 between the two reads
 /// left it in neither, and v2 on its target started first (PostgreSQL,
 /// READ COMMITTED; the eight-replica history check caught it).
 pub const PENDING_RUNS: &str = concat!(
-    "SELECT * FROM (SELECT ",
+    "SELECT ",
     pending_columns!(),
-    " WHERE r.status = 'PENDING' AND NOT r.held
+    " WHERE r.status = 'PENDING' AND r.held = FALSE
     UNION ALL SELECT ",
     pending_columns!(),
-    " WHERE r.status = 'PENDING' AND r.held AND r.version IS NOT NULL) pending ORDER BY id"
+    " WHERE r.status = 'PENDING' AND r.held AND r.version IS NOT NULL"
 );
 
 /// The AVAILABLE and RUNNING runs (`id, target, exclusive, plan_id,

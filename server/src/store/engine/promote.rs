@@ -22,11 +22,20 @@ pub async fn run_promote_round<D: Dialect>(
             ..Default::default()
         });
     }
-    let pending: Vec<gates::PendingRun> =
+    let mut pending: Vec<gates::PendingRun> =
         D::fetch_all(&mut tx, gates::PENDING_RUNS.into(), &[]).await?;
     if pending.is_empty() {
         return Ok(PromoteReport::default());
     }
+    // First come, first served: `evaluate` takes runs oldest first.
+    pending.sort_unstable_by_key(|r| r.id);
+    // Brakes change only under this round's lock (`engine::brakes`), so
+    // reading them apart from the runs cannot see a half-made change.
+    let brakes = gates::Brakes {
+        plans: D::fetch_all(&mut tx, gates::PAUSED_PLANS.into(), &[]).await?,
+        targets: D::fetch_all(&mut tx, gates::TARGET_BRAKES.into(), &[]).await?,
+    };
+    brakes.apply(&mut pending);
     let needed = gates::Summaries::needed_by(&pending);
     let mut holders = gates::Holders {
         targets: D::fetch_all(&mut tx, gates::TARGET_HOLDS.into(), &[]).await?,
