@@ -9,6 +9,7 @@
 //! - [`store`]: the [`store::Store`] seam; its rules written once in
 //!   `store/engine/` over a PostgreSQL and a SQLite dialect; the promotion
 //!   gates ([`store::gates`]).
+//! - [`schedule`]: schedule files, cron timing and plan templates.
 //! - [`scheduler`]: promoter, claimer and worker loops, the ownership
 //!   watchdog and loop health.
 //! - [`liveness`]: replica heartbeat, leader lease, sweeper.
@@ -38,6 +39,7 @@ pub mod faults;
 pub mod liveness;
 pub mod notifications;
 pub mod plan;
+pub mod schedule;
 pub mod scheduler;
 pub mod secret;
 pub mod serve;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use validate::{parse_json, parse_text, parse_yaml};
+pub use validate::{parse_json, parse_text, parse_value, parse_yaml};
 
 /// Why a plan file was refused, and which field is at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

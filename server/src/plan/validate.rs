@@ -25,7 +25,7 @@ pub fn parse_json(body: &[u8]) -> Result<NewPlan, InvalidPlan> {
         message: format!("the body is not valid JSON: {e}"),
         field: None,
     })?;
-    from_value(value)
+    parse_value(value)
 }
 
 /// Parses a plan file written as YAML (same fields as JSON).
@@ -34,7 +34,7 @@ pub fn parse_yaml(body: &str) -> Result<NewPlan, InvalidPlan> {
         message: format!("the body is not valid YAML: {e}"),
         field: None,
     })?;
-    from_value(value)
+    parse_value(value)
 }
 
 /// Parses a plan file pasted as text: JSON when it starts with `{`, else
@@ -47,7 +47,9 @@ pub fn parse_text(text: &str) -> Result<NewPlan, InvalidPlan> {
     }
 }
 
-fn from_value(value: serde_json::Value) -> Result<NewPlan, InvalidPlan> {
+/// Validates a plan document already parsed (a schedule fills its template
+/// as a value, then validates the result).
+pub fn parse_value(value: serde_json::Value) -> Result<NewPlan, InvalidPlan> {
     if !value.is_object() {
         return Err(invalid(
             None,

@@ -1,0 +1,302 @@
+//! When a schedule fires: a cron expression read in an IANA time zone.
+//!
+//! croner does the calendar work, daylight-saving changes included (see
+//! the README's Schedules section for what a skipped or repeated hour
+//! does); this file only turns its answers into [`Ts`] and decides which
+//! due ticks a round fires.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+use croner::parser::{CronParser, Seconds};
+
+use super::CatchUp;
+use crate::plan::InvalidPlan;
+use crate::store::Ts;
+
+/// Ticks a round counts one by one when it reports what was missed;
+/// past this it says "at least".
+pub const MISSED_COUNT_LIMIT: u64 = 100_000;
+
+/// A parsed cron expression and its time zone.
+#[derive(Debug, Clone)]
+pub struct Timing {
+    cron: Cron,
+    zone: Tz,
+}
+
+impl Timing {
+    /// Parses `expr` (five fields, or six with seconds first, or an alias
+    /// such as `@daily`) in `zone` (`Europe/Berlin`, `UTC`).
+    pub fn parse(expr: &str, zone: &str) -> Result<Timing, InvalidPlan> {
+        let zone: Tz = zone.parse().map_err(|_| InvalidPlan {
+            message: format!(
+                "unknown time zone `{zone}`: use an IANA name such as Europe/Berlin or UTC"
+            ),
+            field: Some("time_zone".into()),
+        })?;
+        let cron = CronParser::builder()
+            .seconds(Seconds::Optional)
+            .build()
+            .parse(expr)
+            .map_err(|e| InvalidPlan {
+                message: format!("`{expr}` is not a cron expression: {e}"),
+                field: Some("cron".into()),
+            })?;
+        let timing = Timing { cron, zone };
+        // A pattern such as `0 0 30 2 *` parses but never fires.
+        if timing.next_after(Ts::now()).is_none() {
+            return Err(InvalidPlan {
+                message: format!("`{expr}` never fires"),
+                field: Some("cron".into()),
+            });
+        }
+        Ok(timing)
+    }
+
+    pub fn zone(&self) -> Tz {
+        self.zone
+    }
+
+    /// The first tick strictly after `t`.
+    pub fn next_after(&self, t: Ts) -> Option<Ts> {
+        self.cron
+            .find_next_occurrence(&self.local(t), false)
+            .ok()
+            .map(|at| Ts::from(at.with_timezone(&Utc)))
+    }
+
+    /// The last tick at or before `t`.
+    pub fn last_at_or_before(&self, t: Ts) -> Option<Ts> {
+        self.cron
+            .find_previous_occurrence(&self.local(t), true)
+            .ok()
+            .map(|at| Ts::from(at.with_timezone(&Utc)))
+    }
+
+    /// The next `n` ticks after `t`.
+    pub fn upcoming(&self, t: Ts, n: usize) -> Vec<Ts> {
+        let mut out = Vec::with_capacity(n);
+        let mut at = t;
+        while out.len() < n {
+            match self.next_after(at) {
+                Some(next) => {
+                    out.push(next);
+                    at = next;
+                }
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// The expression in words, e.g. "At minute 30, at hour 2 (Europe/Berlin)".
+    pub fn describe(&self) -> String {
+        format!("{} ({})", self.cron.describe(), self.zone)
+    }
+
+    fn local(&self, t: Ts) -> DateTime<Tz> {
+        t.0.with_timezone(&self.zone)
+    }
+
+    /// The first tick at or after `t`.
+    fn first_at_or_after(&self, t: Ts) -> Option<Ts> {
+        self.cron
+            .find_next_occurrence(&self.local(t), true)
+            .ok()
+            .map(|at| Ts::from(at.with_timezone(&Utc)))
+    }
+
+    /// Which ticks in `[cursor, now]` a round fires, and where the cursor
+    /// moves (the first tick after `now`). Ticks more than `grace` before
+    /// `now` were missed — no leader fired them in time — and `catch_up`
+    /// says how many of the most recent of those still fire.
+    pub fn due(&self, cursor: Ts, now: Ts, grace: Duration, catch_up: CatchUp) -> Due {
+        if cursor > now {
+            return Due {
+                next: Some(cursor),
+                ..Due::default()
+            };
+        }
+        let late = now.minus(grace);
+        let keep = catch_up.keeps();
+        let mut due = Due {
+            next: self.next_after(now),
+            ..Due::default()
+        };
+        let mut kept: VecDeque<Ts> = VecDeque::new();
+        let mut late_ticks = 0u64;
+        let mut at = self.first_at_or_after(cursor);
+        while let Some(t) = at.filter(|&t| t < late) {
+            if late_ticks == MISSED_COUNT_LIMIT {
+                // A long outage of a frequent schedule: stop counting and
+                // keep the most recent ticks before `late` instead.
+                let mut recent = self.last_ticks_before(late, keep + 1, cursor);
+                if recent.len() > keep {
+                    due.missed_to = Some(recent.remove(0));
+                }
+                kept = recent.into();
+                due.missed_at_least = true;
+                break;
+            }
+            late_ticks += 1;
+            kept.push_back(t);
+            if kept.len() > keep {
+                let passed = kept.pop_front();
+                due.missed_from = due.missed_from.or(passed);
+                due.missed_to = passed;
+            }
+            at = self.next_after(t);
+        }
+        due.missed = late_ticks.saturating_sub(kept.len() as u64);
+        due.fire.extend(kept);
+        let mut at = self.first_at_or_after(cursor.max(late));
+        while let Some(t) = at.filter(|&t| t <= now) {
+            due.fire.push(t);
+            at = self.next_after(t);
+        }
+        due
+    }
+
+    /// Up to `n` ticks before `before`, none before `floor`, oldest first.
+    fn last_ticks_before(&self, before: Ts, n: usize, floor: Ts) -> Vec<Ts> {
+        let mut out = Vec::with_capacity(n);
+        let mut at = before;
+        while out.len() < n {
+            let previous = self
+                .cron
+                .find_previous_occurrence(&self.local(at), false)
+                .ok()
+                .map(|t| Ts::from(t.with_timezone(&Utc)));
+            match previous {
+                Some(t) if t >= floor => {
+                    out.push(t);
+                    at = t;
+                }
+                _ => break,
+            }
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// What one round does with one schedule's ticks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Due {
+    /// Ticks to fire, oldest first.
+    pub fire: Vec<Ts>,
+    /// Ticks passed over for good (catch-up policy), and the first and
+    /// last of them.
+    pub missed: u64,
+    pub missed_from: Option<Ts>,
+    pub missed_to: Option<Ts>,
+    /// `missed` is a lower bound: there were too many to count.
+    pub missed_at_least: bool,
+    /// The schedule's next tick (its new cursor); `None` if it never
+    /// fires again.
+    pub next: Option<Ts>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> Ts {
+        Ts(DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&Utc))
+    }
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_daily_0230_in_berlin_fires_once_on_both_dst_days() {
+        let t = Timing::parse("30 2 * * *", "Europe/Berlin").unwrap();
+        // Spring forward, 2026-03-29: 02:00 CET jumps to 03:00 CEST, so
+        // 02:30 does not exist; it fires at 03:00 CEST (01:00Z), once.
+        let ticks = t.upcoming(at("2026-03-28T12:00:00Z"), 3);
+        let expected = [
+            "2026-03-29T01:00:00Z",
+            "2026-03-30T00:30:00Z",
+            "2026-03-31T00:30:00Z",
+        ];
+        assert_eq!(ticks, expected.map(at));
+        // Fall back, 2026-10-25: 02:30 happens twice; it fires at the
+        // first (CEST, 00:30Z) only.
+        let ticks = t.upcoming(at("2026-10-24T12:00:00Z"), 2);
+        assert_eq!(
+            ticks,
+            [at("2026-10-25T00:30:00Z"), at("2026-10-26T01:30:00Z")]
+        );
+    }
+
+    #[test]
+    fn due_ticks_on_time_fire_and_the_cursor_moves_past_now() {
+        let t = Timing::parse("*/5 * * * *", "UTC").unwrap();
+        let d = t.due(
+            at("2026-01-01T10:00:00Z"),
+            at("2026-01-01T10:00:30Z"),
+            MIN,
+            CatchUp::None,
+        );
+        assert_eq!(d.fire, [at("2026-01-01T10:00:00Z")]);
+        assert_eq!((d.missed, d.next), (0, Some(at("2026-01-01T10:05:00Z"))));
+        // Not due yet: nothing fires and the cursor stays.
+        let d = t.due(
+            at("2026-01-01T10:05:00Z"),
+            at("2026-01-01T10:04:59Z"),
+            MIN,
+            CatchUp::None,
+        );
+        assert!(d.fire.is_empty());
+        assert_eq!(d.next, Some(at("2026-01-01T10:05:00Z")));
+    }
+
+    #[test]
+    fn catch_up_policies_after_an_outage() {
+        let t = Timing::parse("0 * * * *", "UTC").unwrap();
+        // No replica led from 10:00 to 15:20: ticks 10:00..15:00 are late.
+        let (cursor, now) = (at("2026-01-01T10:00:00Z"), at("2026-01-01T15:20:00Z"));
+        let none = t.due(cursor, now, MIN, CatchUp::None);
+        assert!(none.fire.is_empty());
+        assert_eq!(
+            (none.missed, none.missed_from, none.missed_to),
+            (6, Some(cursor), Some(at("2026-01-01T15:00:00Z")))
+        );
+        let latest = t.due(cursor, now, MIN, CatchUp::Latest);
+        assert_eq!(
+            (latest.fire.as_slice(), latest.missed),
+            (&[at("2026-01-01T15:00:00Z")][..], 5)
+        );
+        let all = t.due(cursor, now, MIN, CatchUp::All { limit: 4 });
+        assert_eq!(
+            all.fire,
+            ["12:00", "13:00", "14:00", "15:00"].map(|h| at(&format!("2026-01-01T{h}:00Z")))
+        );
+        assert_eq!(
+            (all.missed, all.missed_to),
+            (2, Some(at("2026-01-01T11:00:00Z")))
+        );
+        // A tick within the grace is on time, whatever the policy.
+        let on_time = t.due(cursor, at("2026-01-01T10:00:40Z"), MIN, CatchUp::None);
+        assert_eq!(on_time.fire, [cursor]);
+    }
+
+    #[test]
+    fn a_long_outage_of_a_frequent_schedule_is_counted_with_a_bound() {
+        let t = Timing::parse("* * * * * *", "UTC").unwrap();
+        let (cursor, now) = (at("2026-01-01T00:00:00Z"), at("2026-01-03T00:00:00Z"));
+        let d = t.due(cursor, now, MIN, CatchUp::All { limit: 3 });
+        assert!(d.missed_at_least && d.missed >= MISSED_COUNT_LIMIT - 3);
+        assert_eq!(
+            d.fire.len(),
+            3 + 61,
+            "3 caught up, 61 on time (the grace, both ends)"
+        );
+        assert_eq!(d.fire[2], at("2026-01-02T23:58:59Z"));
+    }
+}
