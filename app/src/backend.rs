@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crate::error::DashboardError;
 use crate::model::{Identity, PlanStatus};
 use crate::views::{
-    Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, TargetChange,
-    TargetsPage,
+    Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, ScheduleAction,
+    SchedulePage, SchedulesPage, TargetChange, TargetsPage,
 };
 
 /// Longest run log tail a page shows; the full log is a link away.
@@ -59,6 +59,25 @@ pub trait DashboardSource: Send + Sync + 'static {
         target: &str,
         change: TargetChange,
     ) -> Result<(), DashboardError>;
+    /// Every schedule, by name.
+    async fn schedules(&self) -> Result<SchedulesPage, DashboardError>;
+    async fn schedule(&self, id: i64) -> Result<SchedulePage, DashboardError>;
+    /// Creates a schedule from a file (YAML, or JSON when it starts with
+    /// `{`), or replaces schedule `id`'s; returns its id.
+    async fn schedule_save(
+        &self,
+        who: &Identity,
+        id: Option<i64>,
+        text: &str,
+    ) -> Result<i64, DashboardError>;
+    /// Pauses, resumes, triggers or deletes schedule `id`; what the result
+    /// line says.
+    async fn schedule_act(
+        &self,
+        who: &Identity,
+        id: i64,
+        action: ScheduleAction,
+    ) -> Result<String, DashboardError>;
 }
 
 /// The context value server functions look up.

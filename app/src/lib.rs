@@ -38,7 +38,8 @@ use crate::components::session::{
 };
 use crate::pages::{
     deliveries::DeliveriesListPage, login::LoginPage, overview::OverviewPage, plan::PlanDetailPage,
-    plans::PlansListPage, replicas::ReplicasListPage, run::RunDetailPage, submit::SubmitPage,
+    plans::PlansListPage, replicas::ReplicasListPage, run::RunDetailPage,
+    schedules::ScheduleDetailPage, schedules::SchedulesListPage, submit::SubmitPage,
     targets::TargetsListPage,
 };
 
@@ -131,6 +132,7 @@ pub fn App() -> impl IntoView {
                             <NavLink href="/" label="Overview" />
                             <NavLink href="/plans" label="Plans" />
                             <NavLink href="/plans/new" label="Submit" />
+                            <NavLink href="/schedules" label="Schedules" />
                             <NavLink href="/targets" label="Targets" />
                             <NavLink href="/replicas" label="Replicas" />
                             <NavLink href="/deliveries" label="Deliveries" />
@@ -146,6 +148,8 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/plans/new") view=SubmitPage ssr=SsrMode::Async />
                         <Route path=path!("/plans/:id") view=PlanDetailPage ssr=SsrMode::Async />
                         <Route path=path!("/runs/:id") view=RunDetailPage ssr=SsrMode::Async />
+                        <Route path=path!("/schedules") view=SchedulesListPage ssr=SsrMode::Async />
+                        <Route path=path!("/schedules/:id") view=ScheduleDetailPage ssr=SsrMode::Async />
                         <Route path=path!("/targets") view=TargetsListPage ssr=SsrMode::Async />
                         <Route path=path!("/replicas") view=ReplicasListPage ssr=SsrMode::Async />
                         <Route path=path!("/deliveries") view=DeliveriesListPage ssr=SsrMode::Async />

@@ -267,6 +267,11 @@ pub struct PlanView {
     /// The plan's stages in order (empty when it has none).
     #[serde(default)]
     pub stages: Vec<StageView>,
+    /// The schedule that made it, and the tick (none for a trigger).
+    #[serde(default)]
+    pub schedule_id: Option<i64>,
+    #[serde(default)]
+    pub schedule_tick_at: Option<DateTime<Utc>>,
     pub tasks: Vec<TaskView>,
 }
 
@@ -526,4 +531,64 @@ mod tests {
             assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
         }
     }
+}
+
+/// `GET /api/v1/schedules/{id}`: a schedule, when it fires next and what
+/// its last ticks made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleView {
+    pub id: i64,
+    pub name: String,
+    pub cron: String,
+    /// IANA name, e.g. `Europe/Berlin`.
+    pub time_zone: String,
+    /// The expression in words, with its zone.
+    pub description: String,
+    /// `skip`, `queue` or `allow`.
+    pub overlap: String,
+    /// `none`, `latest` or `all`; `catch_up_limit` with `all`.
+    pub catch_up: String,
+    pub catch_up_limit: Option<i64>,
+    pub params: BTreeMap<String, String>,
+    /// The plan template as stored (JSON, with its `${…}`).
+    pub template: String,
+    /// The next five ticks (none while paused).
+    pub next_ticks: Vec<DateTime<Utc>>,
+    pub paused_by: Option<String>,
+    pub paused_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub created_by: String,
+    pub updated_at: DateTime<Utc>,
+    pub updated_by: String,
+    /// Its last ten plans, newest first.
+    pub plans: Vec<ScheduledPlan>,
+    /// Its last ten ticks, newest first, whatever they made.
+    pub ticks: Vec<TickView>,
+}
+
+/// A plan a schedule made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduledPlan {
+    pub id: i64,
+    pub name: String,
+    pub status: PlanStatus,
+    /// The tick that made it; none for a trigger.
+    pub tick_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    /// Waiting to start behind the schedule's previous plan.
+    pub queued: bool,
+}
+
+/// What one tick of a schedule did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TickView {
+    pub tick_at: DateTime<Utc>,
+    /// `created`, `queued`, `skipped`, `missed` (a run of ticks passed
+    /// over, starting here) or `failed`.
+    pub outcome: String,
+    pub plan_id: Option<i64>,
+    pub detail: Option<String>,
+    pub recorded_at: DateTime<Utc>,
+    /// The replica that handled it.
+    pub recorded_by: String,
 }

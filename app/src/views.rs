@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::DashboardError;
 use crate::model::{
-    DeliveryView, PlanList, PlanView, ReplicaView, RunStatus, RunView, TargetView, TaskStatus,
-    TaskView,
+    DeliveryView, PlanList, PlanView, ReplicaView, RunStatus, RunView, ScheduleView, TargetView,
+    TaskStatus, TaskView,
 };
 
 /// `/`: what is happening now, and over the last hour.
@@ -142,6 +142,44 @@ pub fn awaits_approval(task: &TaskView) -> bool {
 pub struct TargetsPage {
     pub now: DateTime<Utc>,
     pub targets: Vec<TargetView>,
+}
+
+/// `/schedules`: every schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SchedulesPage {
+    pub now: DateTime<Utc>,
+    pub schedules: Vec<ScheduleView>,
+}
+
+/// `/schedules/:id`: one schedule, and its file as the edit form shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SchedulePage {
+    pub now: DateTime<Utc>,
+    pub schedule: ScheduleView,
+    /// The schedule as a file (JSON), to edit and save again.
+    pub file: String,
+}
+
+/// What an operator does to a schedule from the dashboard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleAction {
+    Pause,
+    Resume,
+    Trigger,
+    Delete,
+}
+
+impl ScheduleAction {
+    /// The spelling on the wire (serde's) and in forms.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleAction::Pause => "pause",
+            ScheduleAction::Resume => "resume",
+            ScheduleAction::Trigger => "trigger",
+            ScheduleAction::Delete => "delete",
+        }
+    }
 }
 
 /// `/runs/:id`: the run, its history and the end of its log.

@@ -4,7 +4,9 @@
 use clap::{Parser, Subcommand};
 
 use crate::bench::BenchArgs;
-use crate::client::{ApproveArgs, PausedArgs, PlanArg, StatusArgs, SubmitArgs, TargetArgs};
+use crate::client::{
+    ApproveArgs, PausedArgs, PlanArg, ScheduleArgs, StatusArgs, SubmitArgs, TargetArgs,
+};
 use crate::config::Settings;
 
 #[derive(Parser, Debug)]
@@ -41,6 +43,9 @@ pub enum Command {
     /// List targets, pause or resume one across every plan, set its
     /// capacity.
     Target(TargetArgs),
+    /// Recurring plans: create, list, show, update, pause, resume,
+    /// trigger, delete.
+    Schedule(ScheduleArgs),
     /// Measure end-to-end throughput and latency with no-op runs.
     Bench(BenchArgs),
     /// Read a password from standard input and print its hash for the

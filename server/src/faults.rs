@@ -16,6 +16,18 @@ pub fn panic_in_promoter() -> bool {
     std::env::var("BATON_FAULT").is_ok_and(|f| f == "panic-in-promoter")
 }
 
+/// `BATON_FAULT=exit-before-tick-commit`: the process kills itself after
+/// writing a schedule tick's plan, before its transaction commits.
+pub fn exit_before_tick_commit() -> bool {
+    std::env::var("BATON_FAULT").is_ok_and(|f| f == "exit-before-tick-commit")
+}
+
+/// `BATON_FAULT=exit-after-tick-commit`: the process kills itself right
+/// after committing a round that made a schedule tick's plan.
+pub fn exit_after_tick_commit() -> bool {
+    std::env::var("BATON_FAULT").is_ok_and(|f| f == "exit-after-tick-commit")
+}
+
 /// Dies the way a machine loses power: no destructors, no clean-up.
 pub fn die_now(why: &str) -> ! {
     tracing::error!("BATON_FAULT: {why}; killing this process");

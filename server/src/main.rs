@@ -31,6 +31,7 @@ async fn run() -> anyhow::Result<()> {
             baton::client::paused(args.server, args.json, cli.settings.listen).await
         }
         Command::Target(args) => baton::client::target(args, cli.settings.listen).await,
+        Command::Schedule(args) => baton::client::schedule(args, cli.settings.listen).await,
         Command::Bench(args) => baton::bench::run(cli.settings, args).await,
         Command::HashPassword => baton::auth::hash_password_command(),
         Command::NewToken => baton::auth::new_token_command(),

@@ -537,6 +537,23 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
     let (status, _) = s.post_empty("/api/v1/plans/1/pause").await;
     assert_eq!(status, 200);
     let paused: Value = s.get("/api/v1/paused").await;
+    // Schedule 1, triggered once: its page has a plan, and a tick after
+    // the server's ticker has had a round (every second here).
+    let (status, schedule) = s
+        .post(
+            "/api/v1/schedules",
+            json!({"name": "doc", "cron": "* * * * * *", "overlap": "allow",
+                   "plan": {"name": "doc ${tick}", "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{schedule}");
+    let (status, _) = s.post_empty("/api/v1/schedules/1/trigger").await;
+    assert_eq!(status, 201);
+    let schedule: Value = eventually(Duration::from_secs(10), "a tick", || async {
+        let v: Value = s.get("/api/v1/schedules/1").await;
+        (!v["ticks"].as_array().unwrap().is_empty()).then_some(v)
+    })
+    .await;
     let views = [
         ("PlanView", &plan_json),
         ("NotificationView", &plan_json["notification"]),
@@ -549,6 +566,9 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         ("TargetView", &targets[0]),
         ("PausedView", &paused),
         ("PausedPlan", &paused["plans"][0]),
+        ("ScheduleView", &schedule),
+        ("ScheduledPlan", &schedule["plans"][0]),
+        ("TickView", &schedule["ticks"][0]),
     ];
     for (schema, answer) in views {
         assert_eq!(answered(answer), documented(&doc, schema), "{schema}");
@@ -563,28 +583,35 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         assert_eq!(required, answered(answer), "{schema} required");
     }
 
-    // Every documented operation is routed: plan 1, task 1 and run 1 exist,
-    // so a 404 (or a 405) means the path or method is not.
-    let mut operations = 0;
+    // Every documented operation is routed: plan 1, task 1, run 1 and
+    // schedule 1 exist, so a 404 (or a 405) means the path or method is
+    // not. Deletes go last, so they take nothing from the others.
+    let mut operations = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for method in item.as_object().unwrap().keys() {
             let method = match method.as_str() {
                 "get" => reqwest::Method::GET,
                 "post" => reqwest::Method::POST,
-                "put" | "patch" | "delete" => panic!("{path}: Baton has no {method} routes"),
+                "put" => reqwest::Method::PUT,
+                "delete" => reqwest::Method::DELETE,
+                "patch" => panic!("{path}: Baton has no patch routes"),
                 _ => continue,
             };
-            let url = format!("{}{}", s.base, path.replace("{id}", "1"));
-            let response = s.http.request(method.clone(), &url).send().await.unwrap();
-            let status = response.status();
-            let body = response.text().await.unwrap();
-            assert!(
-                status != 404 && status != 405,
-                "{method} {path} is documented but not routed: {status} {body}"
-            );
-            operations += 1;
+            operations.push((method, path.clone()));
         }
     }
+    operations.sort_by_key(|(method, _)| *method == reqwest::Method::DELETE);
+    for (method, path) in &operations {
+        let url = format!("{}{}", s.base, path.replace("{id}", "1"));
+        let response = s.http.request(method.clone(), &url).send().await.unwrap();
+        let status = response.status();
+        let body = response.text().await.unwrap();
+        assert!(
+            status != 404 && status != 405,
+            "{method} {path} is documented but not routed: {status} {body}"
+        );
+    }
+    let operations = operations.len();
     assert!(operations >= 17, "{operations} operations documented");
 }
 

@@ -252,6 +252,36 @@ mod cases {
             assert_eq!(status, StatusCode::FORBIDDEN, "{url}: {body}");
             says(&body, "victor is a viewer");
         }
+        // Nor create, change, trigger or delete a schedule: 403, nothing
+        // stored or changed.
+        let schedule = json!({"name": "nightly", "cron": "@daily",
+            "plan": {"name": "n", "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]}});
+        let (status, body) = answer(
+            http.post(w.url("/api/v1/schedules"))
+                .bearer_auth(&w.victor_token)
+                .json(&schedule),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(w.server.store.schedule_list().await.unwrap().is_empty());
+        let (status, body) = answer(
+            http.post(w.url("/api/v1/schedules"))
+                .bearer_auth(&w.alice_token)
+                .json(&schedule),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let id = body["id"].as_i64().unwrap();
+        for verb in ["pause", "trigger"] {
+            let url = w.url(&format!("/api/v1/schedules/{id}/{verb}"));
+            let (status, body) = answer(http.post(&url).bearer_auth(&w.victor_token)).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{verb}: {body}");
+        }
+        let url = w.url(&format!("/api/v1/schedules/{id}"));
+        let (status, _) = answer(http.delete(&url).bearer_auth(&w.victor_token)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        let kept = w.server.store.schedule_get(id).await.unwrap();
+        assert!(kept.paused_by.is_none() && kept.plans.is_empty());
         // The submitter may not be the second person.
         let (status, body) = answer(http.post(&approve).bearer_auth(&w.alice_token)).await;
         assert_eq!(status, StatusCode::FORBIDDEN);

@@ -160,6 +160,91 @@ async fn approve_pause_and_target_commands_work_the_gates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_commands_create_show_pause_trigger_and_delete() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = spawn_baton(db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = |cron: &str, zone: &str| {
+        format!(
+            "name: nightly\ncron: '{cron}'\ntime_zone: {zone}\nparams: {{db: orders}}\n\
+             plan:\n\x20 name: vacuum ${{db}} ${{date}}\n\
+             \x20 tasks: [{{name: vacuum, target: 'db/${{db}}', sleep: 0s}}]\n"
+        )
+    };
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        file("30 2 * * *", "Europe/Berln"),
+    )
+    .unwrap();
+    let out = baton(&server, &dir, &["schedule", "create", "bad.yaml"]).await;
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("(at `time_zone`)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = baton(&server, &dir, &["schedule", "list"]).await;
+    assert_eq!(text(&out.stdout), "no schedules\n", "nothing stored");
+
+    std::fs::write(
+        dir.path().join("nightly.yaml"),
+        file("30 2 * * *", "Europe/Berlin"),
+    )
+    .unwrap();
+    let out = baton(&server, &dir, &["schedule", "create", "nightly.yaml"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("schedule 1 nightly") && stdout.matches("next  ").count() == 5,
+        "{stdout}"
+    );
+    let out = baton(&server, &dir, &["schedule", "pause", "nightly"]).await;
+    assert!(
+        text(&out.stdout).contains("paused by anonymous"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = baton(&server, &dir, &["schedule", "list"]).await;
+    assert!(
+        text(&out.stdout).contains("paused by anonymous"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = baton(&server, &dir, &["schedule", "resume", "1"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = baton(&server, &dir, &["schedule", "trigger", "nightly"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("vacuum orders"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = baton(&server, &dir, &["schedule", "show", "nightly", "--json"]).await;
+    let view: app::model::ScheduleView = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((view.plans.len(), view.plans[0].tick_at), (1, None));
+    assert_eq!(view.time_zone, "Europe/Berlin");
+    std::fs::write(dir.path().join("hourly.yaml"), file("0 * * * *", "UTC")).unwrap();
+    let out = baton(
+        &server,
+        &dir,
+        &["schedule", "update", "nightly", "hourly.yaml"],
+    )
+    .await;
+    assert!(
+        text(&out.stdout).contains("0 * * * *"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = baton(&server, &dir, &["schedule", "delete", "nightly"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = baton(&server, &dir, &["schedule", "show", "1"]).await;
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("404"), "{}", text(&out.stderr));
+    let out = baton(&server, &dir, &["status", "1", "--json"]).await;
+    assert!(out.status.success(), "the triggered plan stays");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_plan_exits_non_zero_and_a_bad_file_writes_nothing() {
     let db = TestDb::new(Kind::Sqlite).await;
     let server = spawn_baton(db.url()).await;

@@ -7,5 +7,6 @@ pub mod plan;
 pub mod plans;
 pub mod replicas;
 pub mod run;
+pub mod schedules;
 pub mod submit;
 pub mod targets;

@@ -13,6 +13,7 @@ mod openapi;
 mod plans;
 mod replicas;
 mod runs;
+mod schedules;
 mod targets;
 mod tasks;
 
@@ -78,6 +79,16 @@ pub fn router(state: ApiState) -> Router {
         .route("/targets/pause", post(targets::pause))
         .route("/targets/resume", post(targets::resume))
         .route("/targets/capacity", post(targets::capacity))
+        .route("/schedules", post(schedules::create).get(schedules::list))
+        .route(
+            "/schedules/{id}",
+            get(schedules::get)
+                .put(schedules::update)
+                .delete(schedules::delete),
+        )
+        .route("/schedules/{id}/pause", post(schedules::pause))
+        .route("/schedules/{id}/resume", post(schedules::resume))
+        .route("/schedules/{id}/trigger", post(schedules::trigger))
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/log", get(runs::log))
         .route("/replicas", get(replicas::list))

@@ -149,6 +149,36 @@ impl ApiClient {
             .await
     }
 
+    /// `POST` or `PUT` a file (JSON or YAML) to `/api/v1/{path}`.
+    pub async fn send_file<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Vec<u8>,
+        format: PlanFormat,
+    ) -> anyhow::Result<T> {
+        let request = self
+            .http
+            .request(method, format!("{}/api/v1/{path}", self.base))
+            .header(header::CONTENT_TYPE, format.content_type())
+            .body(body);
+        self.send(request).await
+    }
+
+    /// `DELETE /api/v1/{path}`, answered with no body.
+    pub async fn delete(&self, path: &str) -> anyhow::Result<()> {
+        let response = self
+            .http
+            .delete(format!("{}/api/v1/{path}", self.base))
+            .send()
+            .await
+            .with_context(|| self.unreachable())?;
+        if !response.status().is_success() {
+            bail!(Self::refusal(response).await);
+        }
+        Ok(())
+    }
+
     /// Sends a request and reads a JSON answer, or turns the server's
     /// `{"error", "field"}` into an error that names both.
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> anyhow::Result<T> {

@@ -1,4 +1,5 @@
-//! `baton submit`, `status`, `approve`, `pause`, `resume` and `target`: the
+//! `baton submit`, `status`, `approve`, `pause`, `resume`, `target` and
+//! `schedule`: the
 //! operator's command line, a client
 //! of a running server's REST API.
 //!
@@ -8,6 +9,7 @@
 
 mod api_client;
 mod render;
+mod schedules;
 mod status;
 mod submit;
 mod workflow;
@@ -15,6 +17,7 @@ mod workflow;
 use clap::Args;
 
 pub use self::api_client::{ApiClient, PlanFormat};
+pub use self::schedules::{ScheduleArgs, schedule};
 pub use self::status::{StatusArgs, status};
 pub use self::submit::{SubmitArgs, submit};
 pub use self::workflow::{

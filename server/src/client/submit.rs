@@ -62,7 +62,7 @@ pub async fn submit(args: SubmitArgs, listen: std::net::SocketAddr) -> anyhow::R
     }
 }
 
-fn read_plan_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+pub(super) fn read_plan_file(path: &Path) -> anyhow::Result<Vec<u8>> {
     if path == Path::new("-") {
         let mut body = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut body)
@@ -72,7 +72,7 @@ fn read_plan_file(path: &Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read plan file {}", path.display()))
 }
 
-fn format_of(path: &Path, body: &[u8]) -> PlanFormat {
+pub(super) fn format_of(path: &Path, body: &[u8]) -> PlanFormat {
     match path.extension().and_then(|e| e.to_str()) {
         Some(e) if e.eq_ignore_ascii_case("json") => PlanFormat::Json,
         Some(e) if e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml") => {

@@ -11,12 +11,14 @@ use app::error::DashboardError;
 use app::model::{Identity, TaskView};
 use app::views::{
     Action, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage,
-    TASKS_PER_PAGE, TargetChange, TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
+    ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE, TargetChange, TargetsPage,
+    TaskPlace, TieCounts, awaits_approval, graph_drawn,
 };
 
 use crate::executor::CommandPolicy;
 use crate::liveness::replica_views;
 use crate::plan;
+use crate::schedule;
 use crate::store::{Store, StoreError, Ts};
 
 /// Deliveries the overview lists.
@@ -213,6 +215,103 @@ impl DashboardSource for StoreSource {
         }
         .map_err(failed)
     }
+
+    async fn schedules(&self) -> Result<SchedulesPage, DashboardError> {
+        let now = Ts::now();
+        let schedules = self.store.schedule_list().await.map_err(failed)?;
+        Ok(SchedulesPage {
+            now: now.0,
+            schedules,
+        })
+    }
+
+    async fn schedule(&self, id: i64) -> Result<SchedulePage, DashboardError> {
+        let now = Ts::now();
+        let schedule = self.store.schedule_get(id).await.map_err(failed)?;
+        let file = schedule_file(&schedule);
+        Ok(SchedulePage {
+            now: now.0,
+            schedule,
+            file,
+        })
+    }
+
+    async fn schedule_save(
+        &self,
+        who: &Identity,
+        id: Option<i64>,
+        text: &str,
+    ) -> Result<i64, DashboardError> {
+        may_act(who)?;
+        let invalid = |e: crate::plan::InvalidPlan| DashboardError::Invalid {
+            message: e.message,
+            field: e.field,
+        };
+        let new = schedule::parse_text(text).map_err(invalid)?;
+        let sample = new.timing.next_after(Ts::now()).unwrap_or_else(Ts::now);
+        let plan = new.plan_at(sample).map_err(invalid)?;
+        self.commands
+            .check(&plan)
+            .map_err(|e| DashboardError::Invalid {
+                message: e.message,
+                field: e.field.map(|f| format!("plan.{f}")),
+            })?;
+        match id {
+            None => self.store.schedule_create(&new, &who.name, Ts::now()).await,
+            Some(id) => self
+                .store
+                .schedule_update(id, &new, &who.name, Ts::now())
+                .await
+                .map(|()| id),
+        }
+        .map_err(failed)
+    }
+
+    async fn schedule_act(
+        &self,
+        who: &Identity,
+        id: i64,
+        action: ScheduleAction,
+    ) -> Result<String, DashboardError> {
+        may_act(who)?;
+        let (store, actor, now) = (&self.store, who.name.as_str(), Ts::now());
+        match action {
+            ScheduleAction::Pause => store
+                .schedule_pause(id, actor, now)
+                .await
+                .map(|()| "Schedule paused: its ticks make no plan until it is resumed.".into()),
+            ScheduleAction::Resume => store
+                .schedule_resume(id, now)
+                .await
+                .map(|()| "Schedule resumed from its next tick.".into()),
+            ScheduleAction::Trigger => store
+                .schedule_trigger(id, actor, now)
+                .await
+                .map(|plan| format!("Plan #{plan} made and started.")),
+            ScheduleAction::Delete => store
+                .schedule_delete(id)
+                .await
+                .map(|()| "Schedule deleted; the plans it made stay.".into()),
+        }
+        .map_err(failed)
+    }
+}
+
+/// A stored schedule written back as a file, for the edit form.
+fn schedule_file(s: &app::model::ScheduleView) -> String {
+    let mut file = serde_json::json!({
+        "name": s.name,
+        "cron": s.cron,
+        "time_zone": s.time_zone,
+        "overlap": s.overlap,
+        "catch_up": s.catch_up,
+        "params": s.params,
+        "plan": serde_json::from_str::<serde_json::Value>(&s.template).unwrap_or_default(),
+    });
+    if let Some(limit) = s.catch_up_limit {
+        file["catch_up_limit"] = limit.into();
+    }
+    serde_json::to_string_pretty(&file).unwrap_or_default()
 }
 
 /// Cuts each task's `depends_on` and `dependents` to the names a row

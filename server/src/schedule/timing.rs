@@ -102,18 +102,13 @@ impl Timing {
         t.0.with_timezone(&self.zone)
     }
 
-    /// The first tick at or after `t`.
-    fn first_at_or_after(&self, t: Ts) -> Option<Ts> {
-        self.cron
-            .find_next_occurrence(&self.local(t), true)
-            .ok()
-            .map(|at| Ts::from(at.with_timezone(&Utc)))
-    }
-
     /// Which ticks in `[cursor, now]` a round fires, and where the cursor
-    /// moves (the first tick after `now`). Ticks more than `grace` before
-    /// `now` were missed — no leader fired them in time — and `catch_up`
-    /// says how many of the most recent of those still fire.
+    /// moves (the first tick after `now`). `cursor` must itself be a tick
+    /// (it always comes from [`Timing::next_after`]): searching again
+    /// from it would lose a tick that a daylight-saving gap moved, such as
+    /// 02:30 fired at 03:00. Ticks more than `grace` before `now` were
+    /// missed — no leader fired them in time — and `catch_up` says how
+    /// many of the most recent of those still fire.
     pub fn due(&self, cursor: Ts, now: Ts, grace: Duration, catch_up: CatchUp) -> Due {
         if cursor > now {
             return Due {
@@ -123,18 +118,16 @@ impl Timing {
         }
         let late = now.minus(grace);
         let keep = catch_up.keeps();
-        let mut due = Due {
-            next: self.next_after(now),
-            ..Due::default()
-        };
+        let mut due = Due::default();
         let mut kept: VecDeque<Ts> = VecDeque::new();
         let mut late_ticks = 0u64;
-        let mut at = self.first_at_or_after(cursor);
+        let mut at = Some(cursor);
         while let Some(t) = at.filter(|&t| t < late) {
             if late_ticks == MISSED_COUNT_LIMIT {
                 // A long outage of a frequent schedule: stop counting and
                 // keep the most recent ticks before `late` instead.
                 let mut recent = self.last_ticks_before(late, keep + 1, cursor);
+                at = recent.last().and_then(|&newest| self.next_after(newest));
                 if recent.len() > keep {
                     due.missed_to = Some(recent.remove(0));
                 }
@@ -153,11 +146,11 @@ impl Timing {
         }
         due.missed = late_ticks.saturating_sub(kept.len() as u64);
         due.fire.extend(kept);
-        let mut at = self.first_at_or_after(cursor.max(late));
         while let Some(t) = at.filter(|&t| t <= now) {
             due.fire.push(t);
             at = self.next_after(t);
         }
+        due.next = at;
         due
     }
 
@@ -225,6 +218,11 @@ mod tests {
             "2026-03-31T00:30:00Z",
         ];
         assert_eq!(ticks, expected.map(at));
+        // A round fires that moved tick from the cursor (searching again
+        // from 03:00 would find no 02:30 until the next day).
+        let due = t.due(ticks[0], at("2026-03-29T01:00:05Z"), MIN, CatchUp::None);
+        assert_eq!(due.fire, [ticks[0]]);
+        assert_eq!(due.next, Some(ticks[1]));
         // Fall back, 2026-10-25: 02:30 happens twice; it fires at the
         // first (CEST, 00:30Z) only.
         let ticks = t.upcoming(at("2026-10-24T12:00:00Z"), 2);

@@ -18,6 +18,7 @@ mod health;
 mod ownership;
 mod promoter;
 mod signals;
+mod ticker;
 mod worker;
 
 use std::future::Future;
@@ -33,6 +34,7 @@ pub use self::health::{LoopHealth, Probe, Stalled};
 pub use self::ownership::Ownership;
 pub use self::promoter::Promoter;
 pub use self::signals::SignalForwarder;
+pub use self::ticker::Ticker;
 pub use self::worker::Worker;
 use crate::executor::Registry;
 use crate::liveness::{LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
@@ -134,8 +136,8 @@ pub struct Replica {
 impl Replica {
     /// Writes the first heartbeat (a replica executes nothing before), then
     /// starts the loops: on every replica the heartbeat, claimer, worker,
-    /// webhook deliverer and lease; on the leader also the promoter and
-    /// sweeper.
+    /// webhook deliverer and lease; on the leader also the promoter, the
+    /// schedule ticker and the sweeper.
     ///
     /// Shutdown order: `shutdown` stops claiming and leading at once (the
     /// lease is released so another replica leads without waiting); the
@@ -199,6 +201,19 @@ impl Replica {
             Promoter::new(store.clone(), leadership.clone(), &config)
                 .reporting_to(promoting)
                 .run(shutdown.clone()),
+        );
+        let ticking = probe("ticker", config.poll_interval);
+        loops.spawn(
+            "ticker",
+            ticking.clone(),
+            Ticker::new(
+                store.clone(),
+                leadership.clone(),
+                info.replica_id.clone(),
+                &config,
+            )
+            .reporting_to(ticking)
+            .run(shutdown.clone()),
         );
         let sweeping = probe("sweeper", config.sweep_interval);
         loops.spawn(

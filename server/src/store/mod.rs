@@ -34,6 +34,7 @@ use std::time::Duration;
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
 
 pub use self::dashboard::{CHART_MINUTES, OverviewStats, RECENT_FAILURES};
+pub use self::engine::schedules::TickReport;
 pub use self::gates::NodeLabels;
 pub use self::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
 pub use self::notify::{DeliveryOutcome, DueDelivery, Notified, NotifyTargets};
@@ -44,6 +45,7 @@ pub use self::sqlite::SqliteStore;
 pub use self::submission::{IdempotencyKey, Submitted};
 pub use self::time::Ts;
 use crate::plan::NewPlan;
+use crate::schedule::NewSchedule;
 
 /// Errors the store reports to its callers.
 #[derive(Debug, thiserror::Error)]
@@ -266,6 +268,43 @@ pub trait Store: Send + Sync + 'static {
     async fn target_list(&self) -> Result<Vec<app::model::TargetView>>;
     /// Every paused plan and target.
     async fn paused_list(&self) -> Result<app::model::PausedView>;
+
+    // ---- schedules (engine/schedules.rs) ----
+
+    /// Stores a schedule; its first tick is the first after `now`.
+    async fn schedule_create(
+        &self,
+        schedule: &NewSchedule,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<i64>;
+    /// Replaces a schedule's definition (a new expression or zone starts
+    /// from the first tick after `now`).
+    async fn schedule_update(
+        &self,
+        id: i64,
+        schedule: &NewSchedule,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<()>;
+    /// Deletes a schedule and its tick records; its plans stay.
+    async fn schedule_delete(&self, id: i64) -> Result<()>;
+    async fn schedule_pause(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
+    /// Resumes from the first tick after `now`.
+    async fn schedule_resume(&self, id: i64, now: Ts) -> Result<()>;
+    /// Makes and starts a plan from the schedule now; its id.
+    async fn schedule_trigger(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    /// One round (leader): every due tick up to `now` makes exactly one
+    /// plan; ticks later than `grace` were missed.
+    async fn schedule_fire_due(
+        &self,
+        replica: &str,
+        grace: Duration,
+        now: Ts,
+    ) -> Result<TickReport>;
+    async fn schedule_get(&self, id: i64) -> Result<app::model::ScheduleView>;
+    /// Every schedule, by name.
+    async fn schedule_list(&self) -> Result<Vec<app::model::ScheduleView>>;
 
     // ---- the scheduler ----
 

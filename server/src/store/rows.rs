@@ -33,7 +33,7 @@ pub(super) use heartbeat_timeout_sql;
 
 /// Plan page: the plan row.
 pub const PLAN_GET: &str = "SELECT id, name, description, parallel_limit, created_at, created_by,
-        paused_by, paused_at, stages
+        paused_by, paused_at, stages, schedule_id, schedule_tick_at
     FROM plan WHERE id = $1";
 
 /// Plan page: every task with its latest run.
@@ -95,6 +95,8 @@ pub struct PlanRow {
     pub paused_at: Option<Ts>,
     /// JSON: `[{"name", "approval"}]`.
     pub stages: String,
+    pub schedule_id: Option<i64>,
+    pub schedule_tick_at: Option<Ts>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -242,6 +244,8 @@ pub fn plan_view(
         paused_by: plan.paused_by,
         paused_at: time(plan.paused_at),
         stages: stage_views(&plan.stages),
+        schedule_id: plan.schedule_id,
+        schedule_tick_at: time(plan.schedule_tick_at),
         tasks,
     })
 }

@@ -238,3 +238,36 @@ pub fn replay(events: &[EventView], facts: &HashMap<i64, RunFacts>) -> Result<()
     }
     Ok(())
 }
+
+/// SPEC §10 invariant 9: schedule `id` made exactly one plan for each
+/// tick of `ticks` (every tick due in the window checked), and none for
+/// any other tick; a trigger's plans (no tick) are left out.
+pub async fn schedule_ticks_once(
+    store: &dyn Store,
+    id: i64,
+    ticks: &[chrono::DateTime<chrono::Utc>],
+) {
+    // The view shows ten; read every plan instead.
+    let list = store.plan_list(None, None, 500, 0).await.unwrap();
+    let mut made: Vec<chrono::DateTime<chrono::Utc>> = Vec::new();
+    for p in &list.plans {
+        let plan = store.plan_get(p.id).await.unwrap();
+        if let (Some(schedule), Some(tick)) = (plan.schedule_id, plan.schedule_tick_at)
+            && schedule == id
+        {
+            made.push(tick);
+        }
+    }
+    made.sort();
+    let mut unique = made.clone();
+    unique.dedup();
+    assert_eq!(made.len(), unique.len(), "a tick made two plans: {made:?}");
+    let expected: std::collections::BTreeSet<_> = ticks.iter().copied().collect();
+    let got: std::collections::BTreeSet<_> = made.iter().copied().collect();
+    assert_eq!(
+        got.intersection(&expected).count(),
+        expected.len(),
+        "every due tick made a plan: missing {:?}",
+        expected.difference(&got).collect::<Vec<_>>()
+    );
+}

@@ -70,6 +70,13 @@ impl TestDb {
     /// Runs one SQL statement on this database outside Baton (to break or
     /// mend it under a running server).
     pub async fn execute(&self, sql: &str) {
+        self.try_execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`TestDb::execute`], answering the database's refusal.
+    pub async fn try_execute(&self, sql: &str) -> Result<(), String> {
         let sql = sqlx::AssertSqlSafe(sql.to_owned());
         match self.kind {
             Kind::Sqlite => {
@@ -81,7 +88,7 @@ impl TestDb {
                 sqlx::raw_sql(sql).execute(&pool).await.map(drop)
             }
         }
-        .unwrap_or_else(|e| panic!("{e}"));
+        .map_err(|e| e.to_string())
     }
 
     /// Checks every plan's `open_tasks` against its tasks: the count the

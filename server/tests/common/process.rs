@@ -224,6 +224,22 @@ impl Baton {
         response.error_for_status().ok()?.json().await.ok()
     }
 
+    /// `POST {path}` with a JSON body (empty when `None`): status and
+    /// JSON answer.
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        let mut request = self.http.post(format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("POST");
+        let status = response.status();
+        (status, response.json().await.unwrap_or_default())
+    }
+
     /// Submits a plan written as JSON.
     pub async fn submit(&self, plan: serde_json::Value) -> PlanView {
         let response = self

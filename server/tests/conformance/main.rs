@@ -16,6 +16,9 @@
 //! - `sessions`: sign-in sessions;
 //! - `workflow`: halt on failure, dependencies and stages, approvals,
 //!   pausing plans and targets, target capacity;
+//! - `schedules`: exactly one plan per due tick with rounds racing,
+//!   catch-up and overlap policies, daylight-saving days, the operator's
+//!   actions on a schedule;
 //! - `concurrency`: many claimers, promoters and retries at once, and eight
 //!   in-process replicas keeping SPEC §10 invariants 1–3.
 
@@ -29,6 +32,7 @@ mod gates;
 mod liveness;
 mod notifications;
 mod plans;
+mod schedules;
 mod sessions;
 mod workflow;
 

@@ -128,21 +128,54 @@ async fn plan_new_attempts<D: Dialect>(
     retrying_deadlocks::<D, _, _, _>(|| async move {
         let mut tx = d.begin().await?;
         plan_exists::<D>(&mut tx, id).await?;
-        let sql = format!("{} {}", which.select_sql(), D::row_lock(RowLock::Tasks));
-        let tasks: Vec<(i64,)> = D::fetch_all(&mut tx, Sql::built(sql), &[id.into()]).await?;
-        if tasks.is_empty() {
+        if !new_attempts_in::<D>(&mut tx, id, which, actor, now).await? {
             return Err(which.none_left(id));
         }
-        let tasks: Vec<i64> = tasks.into_iter().map(|(id,)| id).collect();
-        let run_at = vec![None; tasks.len()];
-        let detail = which.detail(actor);
-        create_runs::<D>(&mut tx, &tasks, &run_at, actor, &detail, now).await?;
-        new_phase::<D>(&mut tx, id).await?;
         D::commit(tx).await?;
         d.signals().raise(Signal::Changed);
         Ok(())
     })
     .await
+}
+
+/// Starts plan `id`'s NOT_STARTED tasks in `tx` (a queued scheduled plan
+/// whose turn came); `false` when it had none left.
+pub async fn plan_start_in<D: Dialect>(
+    tx: &mut D::Tx,
+    id: i64,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<bool> {
+    new_attempts_in::<D>(tx, id, PlanTasks::NotStarted, actor, now).await
+}
+
+async fn new_attempts_in<D: Dialect>(
+    tx: &mut D::Tx,
+    id: i64,
+    which: PlanTasks,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<bool> {
+    if matches!(which, PlanTasks::NotStarted) {
+        // Started early by an operator or in its turn: it waits no more.
+        D::execute(
+            tx,
+            "UPDATE plan SET queued = FALSE WHERE id = $1 AND queued".into(),
+            &[id.into()],
+        )
+        .await?;
+    }
+    let sql = format!("{} {}", which.select_sql(), D::row_lock(RowLock::Tasks));
+    let tasks: Vec<(i64,)> = D::fetch_all(tx, Sql::built(sql), &[id.into()]).await?;
+    if tasks.is_empty() {
+        return Ok(false);
+    }
+    let tasks: Vec<i64> = tasks.into_iter().map(|(id,)| id).collect();
+    let run_at = vec![None; tasks.len()];
+    let detail = which.detail(actor);
+    create_runs::<D>(tx, &tasks, &run_at, actor, &detail, now).await?;
+    new_phase::<D>(tx, id).await?;
+    Ok(true)
 }
 
 /// [`Dialect::runs_create`], announced to the other replicas.

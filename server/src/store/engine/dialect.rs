@@ -179,6 +179,12 @@ pub enum RowLock {
     SweptRuns,
     /// Deliveries a replica takes to send; another replica's are skipped.
     TakenDeliveries,
+    /// One schedule an operator changes, so a round cannot fire it
+    /// half-changed.
+    Schedules,
+    /// Due schedules a round fires; rows another round holds are left to
+    /// it (it makes their ticks).
+    DueSchedules,
 }
 
 /// What one database must provide for the engine.

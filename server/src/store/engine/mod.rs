@@ -19,6 +19,7 @@ pub mod liveness;
 pub mod outcomes;
 pub mod promote;
 pub mod reads;
+pub mod schedules;
 pub mod sessions;
 mod shared;
 mod store_impl;

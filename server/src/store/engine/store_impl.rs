@@ -7,9 +7,10 @@ use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunVie
 
 use super::{
     Dialect, actions, approvals, brakes, deliveries, endings, execution, liveness, promote,
-    read_one, reads, sessions, submit,
+    read_one, reads, schedules, sessions, submit,
 };
 use crate::plan::NewPlan;
+use crate::schedule::NewSchedule;
 use crate::store::dashboard::OverviewStats;
 use crate::store::gates::NodeLabels;
 use crate::store::liveness::{Lease, SweepReport};
@@ -19,7 +20,7 @@ use crate::store::signals::Signals;
 use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{
     Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
-    ReplicaRecord, Result, Store, StoreError, Ts,
+    ReplicaRecord, Result, Store, StoreError, TickReport, Ts,
 };
 
 #[async_trait::async_trait]
@@ -152,6 +153,58 @@ impl<D: Dialect> Store for D {
 
     async fn paused_list(&self) -> Result<app::model::PausedView> {
         brakes::paused_list(self).await
+    }
+
+    async fn schedule_create(
+        &self,
+        schedule: &NewSchedule,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<i64> {
+        schedules::schedule_create(self, schedule, actor, now).await
+    }
+
+    async fn schedule_update(
+        &self,
+        id: i64,
+        schedule: &NewSchedule,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<()> {
+        schedules::schedule_update(self, id, schedule, actor, now).await
+    }
+
+    async fn schedule_delete(&self, id: i64) -> Result<()> {
+        schedules::schedule_delete(self, id).await
+    }
+
+    async fn schedule_pause(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+        schedules::schedule_pause(self, id, actor, now).await
+    }
+
+    async fn schedule_resume(&self, id: i64, now: Ts) -> Result<()> {
+        schedules::schedule_resume(self, id, now).await
+    }
+
+    async fn schedule_trigger(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+        schedules::schedule_trigger(self, id, actor, now).await
+    }
+
+    async fn schedule_fire_due(
+        &self,
+        replica: &str,
+        grace: Duration,
+        now: Ts,
+    ) -> Result<TickReport> {
+        schedules::schedule_fire_due(self, replica, grace, now).await
+    }
+
+    async fn schedule_get(&self, id: i64) -> Result<app::model::ScheduleView> {
+        schedules::schedule_get(self, id).await
+    }
+
+    async fn schedule_list(&self) -> Result<Vec<app::model::ScheduleView>> {
+        schedules::schedule_list(self).await
     }
 
     async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport> {

@@ -419,6 +419,8 @@ impl Dialect for PgStore {
             RowLock::Tasks => "FOR UPDATE OF t",
             RowLock::SweptRuns => "FOR UPDATE OF r SKIP LOCKED",
             RowLock::TakenDeliveries => "FOR UPDATE SKIP LOCKED",
+            RowLock::Schedules => "FOR UPDATE",
+            RowLock::DueSchedules => "FOR UPDATE SKIP LOCKED",
         }
     }
 
