@@ -74,6 +74,15 @@ async fn around_a_tick(fault: &str) {
     .collect();
     assert!(due.len() >= 4, "{due:?}");
     invariants::schedule_ticks_once(store.as_ref(), id, &due).await;
+    // The tick the leader died at was made within a lease and a round of
+    // the death (the lease is 1 s, a round 200 ms; slack for a loaded CI).
+    let made = store.schedule_get(id).await.unwrap();
+    let first_plan = made.plans.iter().find(|p| p.tick_at == Some(first));
+    let late = first_plan
+        .map(|p| p.created_at - first)
+        .unwrap_or_else(|| panic!("no plan for the first tick {first}: {made:?}"));
+    eprintln!("{fault}: the first tick's plan was made {late} after the tick");
+    assert!(late <= chrono::TimeDelta::seconds(6), "{late}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

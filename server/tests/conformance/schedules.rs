@@ -23,6 +23,7 @@ per_backend!(cases:
     overlap_skip_queue_and_allow,
     a_0230_berlin_schedule_fires_once_on_each_dst_day,
     trigger_pause_resume_delete_and_refusals,
+    a_scheduled_plan_pinned_to_an_offline_node_says_so_and_shows_its_failures,
 );
 
 const GRACE: Duration = Duration::from_secs(60);
@@ -360,5 +361,48 @@ mod cases {
         let again = s.schedule_create(&def, "alice", t0).await.unwrap();
         assert_ne!(again, id);
         assert!(view(s, again).await.plans.is_empty());
+    }
+
+    /// Scheduled plans are plans: pinned work waits with its cause (and
+    /// is reassigned like any other), and failures show on the schedule.
+    pub async fn a_scheduled_plan_pinned_to_an_offline_node_says_so_and_shows_its_failures(
+        kind: Kind,
+    ) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let s = s.as_ref();
+        let def = parse_json(
+            json!({"name": "pinned", "cron": "0 * * * * *", "overlap": "allow",
+                "plan": {"name": "p ${tick}", "tasks": [
+                    {"name": "t", "target": "gpu/0", "node": "gpu", "sleep": "0s"}]}})
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+        let t0 = Ts::now();
+        let id = s.schedule_create(&def, "alice", t0).await.unwrap();
+        let tick = view(s, id).await.next_ticks[0];
+        let now = Ts(tick).plus(Duration::from_secs(5));
+        s.schedule_fire_due("r-1", GRACE, now).await.unwrap();
+        let plan = view(s, id).await.plans[0].id;
+        s.run_promote_round(&Default::default(), now).await.unwrap();
+        let task = &s.plan_get(plan).await.unwrap().tasks[0];
+        assert!(
+            task.waiting_cause
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with("no live replica labelled gpu"),
+            "{task:?}"
+        );
+        // After reassign_after (default 5 min) it may run anywhere.
+        let later = now.plus(Duration::from_secs(6 * 60));
+        s.run_promote_round(&Default::default(), later)
+            .await
+            .unwrap();
+        let task = &s.plan_get(plan).await.unwrap().tasks[0];
+        assert_eq!(task.status, app::model::TaskStatus::Available, "{task:?}");
+        // Its failure shows among the schedule's last plans.
+        s.plan_cancel(plan, "bob", Ts::now()).await.unwrap();
+        assert_eq!(view(s, id).await.plans[0].status, PlanStatus::Canceled);
     }
 }
