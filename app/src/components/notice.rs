@@ -51,3 +51,22 @@ pub fn NotFound(what: String) -> impl IntoView {
         </section>
     }
 }
+
+/// A validation error next to its form, with the field it names set
+/// apart (the plan and schedule forms).
+#[component]
+pub fn FieldError(error: DashboardError) -> impl IntoView {
+    let (field, message) = match error {
+        DashboardError::Invalid { message, field } => (field, message),
+        other => (None, other.to_string()),
+    };
+    view! {
+        <div role="alert" class="rounded-sm border border-red-300 bg-red-50 px-3 py-2 text-sm text-red-900">
+            {field.map(|f| {
+                let label = f.clone();
+                view! { <p class="font-mono font-semibold" data-field=f>{label}</p> }
+            })}
+            <p>{message}</p>
+        </div>
+    }
+}

@@ -12,7 +12,7 @@ use leptos_router::hooks::use_params_map;
 use crate::components::actions::{BUTTON, PLAIN, outcome};
 use crate::components::live::{REFRESH_EVERY, use_tick};
 use crate::components::loaded::loaded;
-use crate::components::notice::EmptyState;
+use crate::components::notice::{EmptyState, FieldError};
 use crate::components::session::may_act;
 use crate::components::status::PlanStatusBadge;
 use crate::components::tables::{DataTable, LINK, TD};
@@ -379,24 +379,6 @@ fn ScheduleForm(id: Option<i64>, file: String) -> impl IntoView {
         </section>
     }
     .into_any()
-}
-
-/// The validation error, with the field it names set apart.
-#[component]
-fn FieldError(error: DashboardError) -> impl IntoView {
-    let (field, message) = match error {
-        DashboardError::Invalid { message, field } => (field, message),
-        other => (None, other.to_string()),
-    };
-    view! {
-        <div role="alert" class="rounded-sm border border-red-300 bg-red-50 px-3 py-2 text-sm text-red-900">
-            {field.map(|f| {
-                let label = f.clone();
-                view! { <p class="font-mono font-semibold" data-field=f>{label}</p> }
-            })}
-            <p>{message}</p>
-        </div>
-    }
 }
 
 #[component]

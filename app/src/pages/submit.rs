@@ -5,6 +5,7 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
+use crate::components::notice::FieldError;
 use crate::components::session::may_act;
 use crate::error::DashboardError;
 
@@ -95,24 +96,6 @@ pub fn SubmitPage() -> impl IntoView {
                 </ActionForm>
             </Show>
         </section>
-    }
-}
-
-/// The validation error, with the field it names set apart.
-#[component]
-fn FieldError(error: DashboardError) -> impl IntoView {
-    let (field, message) = match error {
-        DashboardError::Invalid { message, field } => (field, message),
-        other => (None, other.to_string()),
-    };
-    view! {
-        <div role="alert" class="rounded-sm border border-red-300 bg-red-50 px-3 py-2 text-sm text-red-900">
-            {field.map(|f| {
-                let label = f.clone();
-                view! { <p class="font-mono font-semibold" data-field=f>{label}</p> }
-            })}
-            <p>{message}</p>
-        </div>
     }
 }
 

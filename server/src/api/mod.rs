@@ -60,6 +60,24 @@ async fn act(
     Ok(axum::Json(state.store.plan_get(plan_id).await?))
 }
 
+/// A file in a request body: YAML text when the Content-Type says so
+/// (`None`), else JSON bytes for the caller's JSON parser.
+fn yaml_body<'a>(headers: &axum::http::HeaderMap, body: &'a [u8]) -> ApiResult<Option<&'a str>> {
+    let yaml = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.contains("yaml"));
+    if !yaml {
+        return Ok(None);
+    }
+    std::str::from_utf8(body)
+        .map(Some)
+        .map_err(|_| ApiError::Invalid {
+            message: "the body is not UTF-8 text".into(),
+            field: None,
+        })
+}
+
 pub fn router(state: ApiState) -> Router {
     let api = Router::new()
         .route("/plans", post(plans::submit).get(plans::list))

@@ -5,7 +5,7 @@ use app::views::Action;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 
 use super::error::parse_id;
@@ -26,18 +26,9 @@ pub async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<PlanView>)> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    let new_plan = if content_type.contains("yaml") {
-        let text = std::str::from_utf8(&body).map_err(|_| ApiError::Invalid {
-            message: "the body is not UTF-8 text".into(),
-            field: None,
-        })?;
-        plan::parse_yaml(text)?
-    } else {
-        plan::parse_json(&body)?
+    let new_plan = match super::yaml_body(&headers, &body)? {
+        Some(text) => plan::parse_yaml(text)?,
+        None => plan::parse_json(&body)?,
     };
     state.commands.check(&new_plan)?;
     let key = idempotency_key(&headers)?;

@@ -5,10 +5,10 @@ use app::model::{PlanView, ScheduleView};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 
 use super::error::parse_id;
-use super::{ApiError, ApiResult, ApiState};
+use super::{ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::plan::InvalidPlan;
 use crate::schedule::{self, NewSchedule};
@@ -17,18 +17,9 @@ use crate::store::Ts;
 /// A schedule file from the body: JSON, or YAML when the Content-Type
 /// says so; its template must pass this server's command policy.
 fn parse(state: &ApiState, headers: &HeaderMap, body: &Bytes) -> ApiResult<NewSchedule> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    let new = if content_type.contains("yaml") {
-        let text = std::str::from_utf8(body).map_err(|_| ApiError::Invalid {
-            message: "the body is not UTF-8 text".into(),
-            field: None,
-        })?;
-        schedule::parse_yaml(text)?
-    } else {
-        schedule::parse_json(body)?
+    let new = match super::yaml_body(headers, body)? {
+        Some(text) => schedule::parse_yaml(text)?,
+        None => schedule::parse_json(body)?,
     };
     let sample = new.timing.next_after(Ts::now()).unwrap_or_else(Ts::now);
     state
