@@ -358,6 +358,19 @@ pub async fn schedule_fire_due<D: Dialect>(
     grace: Duration,
     now: Ts,
 ) -> Result<TickReport> {
+    // A plain read first: the round runs every poll interval, and its
+    // transaction would take SQLite's one writer (and a PostgreSQL
+    // transaction) even on a server with nothing due.
+    let work: Option<(i64,)> = read_optional(
+        d,
+        "SELECT id FROM schedule WHERE paused_by IS NULL AND next_tick_at <= $1
+         UNION ALL SELECT id FROM plan WHERE queued LIMIT 1",
+        &[now.into()],
+    )
+    .await?;
+    if work.is_none() {
+        return Ok(TickReport::default());
+    }
     let mut tx = d.begin().await?;
     let sql = format!(
         "SELECT {SCHEDULE_COLUMNS} FROM schedule
