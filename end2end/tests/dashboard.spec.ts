@@ -4,8 +4,8 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 
-// The pages as an operator sees them, saved on every run; the README shows
-// the committed copies.
+// The pages as an operator sees them, saved on every run; the README and
+// docs/operations.md show the committed copies.
 const shots = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
 fs.mkdirSync(shots, { recursive: true });
 

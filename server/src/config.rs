@@ -76,7 +76,7 @@ pub struct Settings {
     /// Node labels this replica carries (comma-separated), for pinned tasks.
     #[arg(long, env = "BATON_LABELS", value_delimiter = ',', global = true)]
     pub labels: Vec<String>,
-    /// Who may sign in, with which role (YAML; see the README). Without
+    /// Who may sign in, with which role (YAML; see docs/security.md). Without
     /// it the server is open to anyone who reaches it, so it only listens
     /// on loopback addresses.
     #[arg(long, env = "BATON_USERS_FILE", global = true)]
@@ -85,8 +85,8 @@ pub struct Settings {
     #[arg(long, env = "BATON_SESSION_TTL", default_value = "12h", value_parser = humantime::parse_duration, global = true)]
     pub session_ttl: Duration,
     /// Programs a command task may start (comma-separated `argv[0]`s,
-    /// compared as written). Unset: any program (see the README's
-    /// security section).
+    /// compared as written). Unset: any program (see
+    /// docs/security.md).
     #[arg(
         long,
         env = "BATON_ALLOWED_COMMANDS",
@@ -181,7 +181,7 @@ impl Settings {
             users.is_some() || self.listen.ip().is_loopback(),
             "BATON_LISTEN is {}, which other machines can reach, and no users are configured: \
              anyone could run commands through this server. Configure users with \
-             BATON_USERS_FILE (README, \"Authentication\"), or listen on 127.0.0.1.",
+             BATON_USERS_FILE (docs/security.md, \"Authentication\"), or listen on 127.0.0.1.",
             self.listen
         );
         Ok(())

@@ -64,7 +64,7 @@ pub struct BenchArgs {
     /// 2-core machine the targets are set for; 1 on SQLite, which serves
     /// one process]. Replicas in one process share its cores, and each
     /// one more adds wake-ups, claims that find nothing and connections:
-    /// 4 cost more CPU per run than 2 (see the README's Benchmark).
+    /// 4 cost more CPU per run than 2 (docs/benchmarks.md).
     #[arg(long)]
     pub replicas: Option<usize>,
     /// Worker slots per in-process replica. No-op runs end at once, so

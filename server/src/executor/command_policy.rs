@@ -16,7 +16,7 @@ use crate::plan::{ExecutorSpec, InvalidPlan, NewPlan};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum CommandPolicy {
-    /// Any program (the default; see the README's security section).
+    /// Any program (the default; see docs/security.md).
     #[default]
     Any,
     /// Only these `argv[0]`s, compared as written: `/usr/bin/psql` allows

@@ -1,5 +1,5 @@
 //! The bounds every plan field is checked against, in one place so the
-//! README's table, the validator and the messages cannot drift apart.
+//! docs/plan-format.md's table, the validator and the messages cannot drift apart.
 //!
 //! Each bound keeps stored data inside what both backends and the loops can
 //! compute with: a `timeout` of a million years once overflowed PostgreSQL's

@@ -1,7 +1,7 @@
 //! When a schedule fires: a cron expression read in an IANA time zone.
 //!
 //! croner does the calendar work, daylight-saving changes included (see
-//! the README's Schedules section for what a skipped or repeated hour
+//! docs/schedules.md for what a skipped or repeated hour
 //! does); this file only turns its answers into [`Ts`] and decides which
 //! due ticks a round fires.
 
