@@ -49,7 +49,14 @@ export default defineConfig({
   webServer: [
     {
       // A fresh SQLite database per run, so earlier runs cannot leak in.
-      command: `rm -rf '${dataDir}' && mkdir -p '${dataDir}' && exec '${baton}' serve`,
+      // The binary runs copied alone into an empty directory, with no
+      // BATON_SITE_ROOT: every test below then proves it serves the whole
+      // dashboard, hydrated, from inside itself.
+      command: [
+        `rm -rf '${dataDir}' && mkdir -p '${dataDir}/alone'`,
+        `cp '${baton}' '${dataDir}/alone/baton'`,
+        `cd '${dataDir}/alone' && exec ./baton serve`,
+      ].join(' && '),
       url: `http://127.0.0.1:${port}/healthz`,
       // Never test a server left over from another build.
       reuseExistingServer: false,
@@ -59,7 +66,6 @@ export default defineConfig({
       env: {
         BATON_LISTEN: `127.0.0.1:${port}`,
         BATON_DATABASE_URL: `sqlite://${dataDir}/baton.db`,
-        BATON_SITE_ROOT: path.join(root, 'target', 'site'),
       },
     },
     {
@@ -79,6 +85,8 @@ export default defineConfig({
       env: {
         BATON_LISTEN: `127.0.0.1:${usersPort}`,
         BATON_DATABASE_URL: `sqlite://${usersDir}/baton.db`,
+        // This one serves the bundle from the build folder instead, as a
+        // developer would (BATON_SITE_ROOT overrides the embedded copy).
         BATON_SITE_ROOT: path.join(root, 'target', 'site'),
         BATON_USERS_FILE: `${usersDir}/users.yaml`,
       },

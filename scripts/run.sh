@@ -12,7 +12,5 @@ scripts/build-site.sh --release
 step "Compiling the server (release)"
 cargo build --release -p server --bin baton
 
-# The release server must serve the release bundle (see build-site.sh).
-export BATON_SITE_ROOT="$BATON_ROOT/target/site-release"
 step "Starting baton serve"
 exec target/release/baton serve "$@"

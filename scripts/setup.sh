@@ -8,7 +8,8 @@
 #   --release  wasm-opt (npm binaryen; Debian's is too old, see BUILD.md)
 #   --e2e      the Playwright packages in end2end/ and Debian's Chromium
 #
-# The other scripts source this file for its helpers and shared settings.
+# The other scripts source this file for its helpers and shared settings,
+# among them ensure_postgres (scripts/test.sh, scripts/ha-demo.sh).
 set -euo pipefail
 
 BATON_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -77,6 +78,77 @@ ensure_chromium() {
         step "Installing Chromium (Debian package)"
         as_root apt-get update -q
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+    fi
+}
+
+# ---- PostgreSQL, for the tests and the HA demo ----
+
+# The throw-away cluster, when no server answers on 127.0.0.1:5432.
+BATON_PG_PORT=55432
+BATON_PG_DIR="$BATON_ROOT/target/pg"
+pg_bin=""
+pg_started=0
+
+# initdb and pg_ctl refuse to run as root.
+as_pg() {
+    if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+find_pg_bin() {
+    if command -v initdb >/dev/null; then
+        dirname "$(readlink -f "$(command -v initdb)")"
+    else
+        find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n1
+    fi
+}
+
+# ensure_postgres VAR: makes sure a PostgreSQL answers and sets PG_URL to
+# a URL of its `postgres` database: $VAR if that variable is set (not
+# checked), else the server on 127.0.0.1:5432, else a throw-away cluster
+# under target/pg on 127.0.0.1:55432 (installing Debian's postgresql first
+# if needed). Sets pg_started=1 when it started that cluster:
+# stop_postgres stops it again.
+ensure_postgres() {
+    local var=$1
+    if [[ -n ${!var:-} ]]; then
+        step "PostgreSQL: using $var"
+        PG_URL=${!var}
+        return
+    fi
+    if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+        PG_URL="postgres://postgres@127.0.0.1:5432/postgres"
+        step "PostgreSQL: using the server on 127.0.0.1:5432"
+        return
+    fi
+    pg_bin=$(find_pg_bin)
+    if [[ -z $pg_bin ]]; then
+        step "Installing PostgreSQL (Debian package)"
+        as_root apt-get update -q
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql
+        pg_bin=$(find_pg_bin)
+        [[ -n $pg_bin ]] || die "postgresql installed but initdb not found"
+    fi
+    if ! pg_isready -q -h 127.0.0.1 -p "$BATON_PG_PORT" 2>/dev/null; then
+        if [[ ! -f $BATON_PG_DIR/PG_VERSION ]]; then
+            step "Creating a throw-away PostgreSQL cluster in $BATON_PG_DIR"
+            rm -rf "$BATON_PG_DIR"
+            mkdir -p "$BATON_PG_DIR"
+            if [[ $(id -u) -eq 0 ]]; then chown postgres: "$BATON_PG_DIR"; fi
+            as_pg "$pg_bin/initdb" -D "$BATON_PG_DIR" -U postgres -A trust --no-sync >/dev/null
+        fi
+        step "Starting it on 127.0.0.1:$BATON_PG_PORT"
+        as_pg "$pg_bin/pg_ctl" -D "$BATON_PG_DIR" -l "$BATON_PG_DIR/server.log" -w \
+            -o "-p $BATON_PG_PORT -k /tmp -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+        pg_started=1
+    fi
+    PG_URL="postgres://postgres@127.0.0.1:$BATON_PG_PORT/postgres"
+}
+
+# Stops the throw-away cluster if ensure_postgres started it.
+stop_postgres() {
+    if ((pg_started)); then
+        as_pg "$pg_bin/pg_ctl" -D "$BATON_PG_DIR" -m fast stop >/dev/null || true
+        pg_started=0
     fi
 }
 

@@ -12,7 +12,7 @@ use crate::config::Settings;
 #[derive(Parser, Debug)]
 #[command(
     name = "baton",
-    version,
+    version = crate::serve::VERSION_LONG,
     about = "A highly available task scheduler with an operator dashboard"
 )]
 pub struct Cli {

@@ -98,14 +98,14 @@ pub struct Settings {
     /// refused, and this replica starts no program.
     #[arg(long, env = "BATON_DISABLE_COMMANDS", global = true)]
     pub disable_commands: bool,
-    /// Directory holding the dashboard's wasm bundle (`pkg/`).
-    #[arg(
-        long,
-        env = "BATON_SITE_ROOT",
-        default_value = "target/site",
-        global = true
-    )]
-    pub site_root: PathBuf,
+    /// Serve the dashboard's bundle (`pkg/`, `favicon.svg`) from this
+    /// directory instead of the copy inside the binary: for development,
+    /// with `scripts/build-site.sh`'s output of the same build profile.
+    #[arg(long, env = "BATON_SITE_ROOT", global = true)]
+    pub site_root: Option<PathBuf>,
+    /// The bundle compiled into the binary (`main` sets it; see build.rs).
+    #[arg(skip = &crate::dashboard::assets::Site::EMPTY)]
+    pub bundle: &'static crate::dashboard::assets::Site,
 }
 
 impl Settings {

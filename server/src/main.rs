@@ -1,6 +1,11 @@
 use clap::Parser;
 
 use baton::cli::{Cli, Command};
+use baton::dashboard::assets::{Asset, Site};
+
+/// The dashboard's browser bundle, compiled in by `build.rs` (only into the
+/// binary: the tests that link the library need no copy of the wasm).
+static SITE: Site = include!(concat!(env!("OUT_DIR"), "/site.rs"));
 
 fn main() -> anyhow::Result<()> {
     // First, before any thread exists: this process may be a command's
@@ -13,7 +18,8 @@ fn main() -> anyhow::Result<()> {
 
 async fn run() -> anyhow::Result<()> {
     baton::telemetry::init();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    cli.settings.bundle = &SITE;
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => baton::serve::serve(cli.settings).await,
         Command::Migrate => {

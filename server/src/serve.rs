@@ -20,11 +20,27 @@ use crate::store::{self, ReplicaInfo, Store, Ts};
 /// The version every replica reports.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// `baton --version`: the version and the commit built (from `build.rs`).
+pub const VERSION_LONG: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("BATON_GIT_COMMIT"),
+    ")"
+);
+
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     // Both before touching the database: a bad users file or an unsafe
     // listen address stops start-up with nothing changed.
     let users = settings.users()?;
     settings.check_listen_is_safe(users.as_ref())?;
+    if settings.site_root.is_none() && !settings.bundle.has_bundle() {
+        tracing::warn!(
+            "this binary carries no dashboard bundle (it was compiled before \
+             scripts/build-site.sh built one): pages render but never hydrate, so \
+             nothing on them updates live. Build with scripts/run.sh, or point \
+             BATON_SITE_ROOT at a bundle"
+        );
+    }
     let store =
         store::connect_replica(&settings.database_url.0, Some(settings.stale_after)).await?;
     store.migrate().await.context("applying migrations")?;
@@ -90,9 +106,13 @@ pub fn router(
         health: scheduler.health,
         commands: settings.command_policy(),
     };
+    let bundle = match &settings.site_root {
+        Some(dir) => dashboard::Bundle::Directory(dir.clone()),
+        None => dashboard::Bundle::Embedded(settings.bundle),
+    };
     let options = LeptosOptions::builder()
-        .output_name("baton")
-        .site_root(settings.site_root.to_string_lossy().into_owned())
+        .output_name(bundle.output_name())
+        .site_root(bundle.site_root())
         .site_pkg_dir("pkg")
         .site_addr(settings.listen)
         .build();
@@ -106,7 +126,7 @@ pub fn router(
         .route("/auth/logout", post(auth::logout))
         .with_state(auth.clone());
     let app = api::router(state)
-        .merge(dashboard::router(options, backend))
+        .merge(dashboard::router(options, backend, &bundle))
         .merge(sign_in)
         .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
         // Pages, JSON and the wasm bundle shrink several times over.

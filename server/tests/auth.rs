@@ -8,8 +8,10 @@ use app::model::{PlanList, PlanView, RunView, TaskStatus};
 use baton::auth::{hash_password, new_token, token_hash};
 use baton::cli::Cli;
 use clap::Parser;
-use common::Kind;
+use std::sync::Arc;
+
 use common::server::Server;
+use common::{Kind, TestDb};
 use reqwest::{RequestBuilder, StatusCode, header};
 use serde_json::{Value, json};
 
@@ -34,6 +36,11 @@ struct WithUsers {
 
 impl WithUsers {
     async fn start(kind: Kind) -> Self {
+        WithUsers::start_on(Arc::new(TestDb::new(kind).await), &[]).await
+    }
+
+    /// A replica on `db` with the same two users, and `args`.
+    async fn start_on(db: Arc<TestDb>, args: &[&str]) -> Self {
         let (alice_token, victor_token) = (new_token().unwrap(), new_token().unwrap());
         let users = format!(
             "users:\n\
@@ -47,7 +54,9 @@ impl WithUsers {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("users.yaml");
         std::fs::write(&path, users).unwrap();
-        let server = Server::start_with(kind, &["--users-file", path.to_str().unwrap()]).await;
+        let mut all = vec!["--users-file", path.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let server = Server::start_on(db, &all).await;
         WithUsers {
             server,
             alice_token,
@@ -770,4 +779,45 @@ fn serve_refuses_to_listen_beyond_loopback_without_users() {
             .check_listen_is_safe(Some(&users))
             .is_ok()
     );
+}
+
+/// Sessions live in the database: behind a load balancer a sign-in made on
+/// one replica is good on every other, so the balancer needs no sticky
+/// sessions (docs/deploy.md), and signing out on one ends it on all.
+/// Two replicas on one PostgreSQL (SQLite serves one replica only), both
+/// reached by the browser at the balancer's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sign_in_on_one_replica_is_good_on_another() {
+    let db = Arc::new(TestDb::new(Kind::Postgres).await);
+    let balancer = "http://baton.example:8080";
+    let a = WithUsers::start_on(db.clone(), &["--public-url", balancer]).await;
+    let b = WithUsers::start_on(db, &["--public-url", balancer]).await;
+
+    let operator = a.sign_in("alice", "alice-pw").await;
+    let r = b.page("/plans", Some(&operator)).await;
+    assert_eq!(r.status(), StatusCode::OK, "replica b knows a's session");
+
+    // A change sent to b with the session made on a, from the dashboard
+    // as the browser sees it (the balancer's origin).
+    let plan_file = "name: across-replicas\ntasks:\n  - {name: a, target: t, run_at: '2999-01-01T00:00:00Z', sleep: 0s}";
+    let r = b
+        .form(
+            "/_fn/submit_plan",
+            Some(&operator),
+            balancer,
+            &[("plan", plan_file)],
+        )
+        .await;
+    assert!(r.status().is_success(), "{}", r.status());
+    let plans = a.server.store.plan_list(None, None, 10, 0).await.unwrap();
+    assert_eq!(plans.total, 1);
+    let plan = a.server.store.plan_get(plans.plans[0].id).await.unwrap();
+    assert_eq!(plan.created_by, "alice", "the session's user, seen by b");
+
+    // Signing out on b ends the session on a too.
+    let r = b.form("/auth/logout", Some(&operator), balancer, &[]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let r = a.page("/plans", Some(&operator)).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "a no longer takes it");
+    assert_eq!(location(&r), "/login?next=/plans");
 }

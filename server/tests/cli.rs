@@ -56,6 +56,12 @@ async fn submit_waits_for_the_plan_and_status_shows_it() {
     assert!(stdout.contains("migrate  db/orders"), "{stdout}");
     assert!(stderr.contains("migrate #1 DONE"), "{stderr}");
     assert!(stderr.contains("deploy #1 DONE"), "{stderr}");
+    // No terminal here: the progress comes as plain lines, the last one
+    // with every task done.
+    assert!(
+        stderr.contains("progress: 2/2 tasks done, 0 running, 0 waiting"),
+        "{stderr}"
+    );
 
     let out = baton(&server, &dir, &["status"]).await;
     let stdout = text(&out.stdout);
@@ -453,4 +459,32 @@ async fn a_keyed_submit_whose_answer_was_lost_is_retried_into_the_same_plan() {
     let plans = store.plan_list(None, None, 10, 0).await.unwrap();
     assert_eq!(plans.total, 1, "the retry made no second plan");
     assert_eq!(plans.plans[0].id, view.id);
+}
+
+/// `baton --version` names the release and the commit it was built from,
+/// so an operator can tell which build each replica runs.
+#[test]
+fn version_names_the_commit() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("--version")
+        .output()
+        .expect("run baton");
+    assert!(out.status.success());
+    let line = text(&out.stdout);
+    let expected = format!("baton {} (", env!("CARGO_PKG_VERSION"));
+    assert!(line.starts_with(&expected), "{line}");
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    match head {
+        // Built from this checkout: the commit checked out (the build
+        // script reruns when HEAD moves).
+        Some(head) => assert!(
+            line.contains(&format!("commit {}", text(&head.stdout).trim())),
+            "{line}"
+        ),
+        None => assert!(line.contains("built outside a git checkout"), "{line}"),
+    }
 }

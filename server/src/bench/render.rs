@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::client::progress::Progress;
 use crate::config::Settings;
 use crate::store::scratch::Scratch;
 use crate::store::seed::{SeedSpec, Seeded, seed};
@@ -121,14 +122,13 @@ impl Seeded {
 
 async fn seed_with_progress(url: &str, spec: SeedSpec) -> anyhow::Result<Seeded> {
     let total = spec.plans * spec.tasks;
-    let mut last_shown = Instant::now();
-    seed(url, spec, |runs| {
-        if last_shown.elapsed() > Duration::from_secs(5) || runs == total {
-            eprintln!("  seeded {runs} of {total} runs");
-            last_shown = Instant::now();
-        }
+    let mut progress = Progress::new(total as u64, "runs seeded");
+    let seeded = seed(url, spec, |runs| {
+        progress.update(runs as u64, total as u64, "")
     })
-    .await
+    .await;
+    progress.finish();
+    seeded
 }
 
 /// Serves the API and dashboard on 127.0.0.1 (a free port) with no

@@ -8,6 +8,7 @@
 //! and so the commands work from any machine that can reach a replica.
 
 mod api_client;
+pub mod progress;
 mod render;
 mod schedules;
 mod status;

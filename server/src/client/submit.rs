@@ -11,6 +11,7 @@ use app::model::{PlanStatus, PlanView, TaskStatus};
 use clap::Args;
 
 use super::api_client::{ApiClient, PlanFormat};
+use super::progress::Progress;
 use super::{ServerArg, render};
 
 /// How often `--wait` looks at the plan.
@@ -92,9 +93,9 @@ fn print_plan(view: &PlanView, client: &ApiClient, json: bool) -> anyhow::Result
     Ok(())
 }
 
-/// Prints each task's status changes until the plan is DONE, FAILED or
-/// CANCELED; the last view. Progress goes to stderr, so `--json` leaves
-/// stdout to the plan alone.
+/// Prints each task's status changes, under a progress line, until the
+/// plan is DONE, FAILED or CANCELED; the last view. Progress goes to
+/// stderr, so `--json` leaves stdout to the plan alone.
 async fn follow(client: &ApiClient, first: PlanView) -> anyhow::Result<PlanView> {
     let mut seen: HashMap<i64, (TaskStatus, Option<i64>)> = first
         .tasks
@@ -102,12 +103,18 @@ async fn follow(client: &ApiClient, first: PlanView) -> anyhow::Result<PlanView>
         .map(|t| (t.id, (t.status, t.attempt)))
         .collect();
     let mut said_not_started = false;
+    let mut progress = Progress::new(first.tasks.len() as u64, "tasks done");
     let mut view = first;
     loop {
+        let (done, detail) = tally(&view);
+        progress.update(done, view.tasks.len() as u64, &detail);
         match view.status {
-            PlanStatus::Done | PlanStatus::Failed | PlanStatus::Canceled => return Ok(view),
+            PlanStatus::Done | PlanStatus::Failed | PlanStatus::Canceled => {
+                progress.finish();
+                return Ok(view);
+            }
             PlanStatus::NotStarted if !said_not_started => {
-                eprintln!("plan {} waits for an operator to run it", view.id);
+                progress.println(&format!("plan {} waits for an operator to run it", view.id));
                 said_not_started = true;
             }
             _ => {}
@@ -124,10 +131,30 @@ async fn follow(client: &ApiClient, first: PlanView) -> anyhow::Result<PlanView>
                     .filter(|_| matches!(task.status, TaskStatus::Failed | TaskStatus::Canceled))
                     .map(|e| format!(": {e}"))
                     .unwrap_or_default();
-                eprintln!("{}{attempt} {}{why}", task.name, task.status);
+                progress.println(&format!("{}{attempt} {}{why}", task.name, task.status));
             }
         }
     }
+}
+
+/// Tasks done (DONE or SKIPPED), and what else the line says: how many
+/// run, wait and ended badly.
+fn tally(view: &PlanView) -> (u64, String) {
+    let count = |wanted: &[TaskStatus]| {
+        view.tasks
+            .iter()
+            .filter(|t| wanted.contains(&t.status))
+            .count()
+    };
+    let done = count(&[TaskStatus::Done, TaskStatus::Skipped]) as u64;
+    let running = count(&[TaskStatus::Running, TaskStatus::Available]);
+    let waiting = count(&[TaskStatus::Pending, TaskStatus::NotStarted]);
+    let failed = count(&[TaskStatus::Failed, TaskStatus::Canceled]);
+    let mut detail = format!(", {running} running, {waiting} waiting");
+    if failed > 0 {
+        detail.push_str(&format!(", {failed} failed or canceled"));
+    }
+    (done, detail)
 }
 
 #[cfg(test)]

@@ -3,20 +3,25 @@
 //! assets beside it.
 //!
 //! The REST API lives elsewhere; `main` merges the two routers, so this one
-//! claims only page routes, the server-function prefix, the stylesheet
-//! and, as the fallback, files under `site_root`.
+//! claims only page routes, the server-function prefix, the stylesheet and
+//! the bundle's files: from inside the binary, or from `BATON_SITE_ROOT`.
 
+pub mod assets;
 mod contrast;
 pub mod security_headers;
 mod server_fn_status;
 mod source;
 
+use std::path::PathBuf;
 use std::sync::LazyLock;
 
 use app::{App, backend::Backend, shell};
 use axum::{Router, http::header, response::IntoResponse, routing::get};
 use leptos::{config::LeptosOptions, prelude::provide_context};
-use leptos_axum::{LeptosRoutes, file_and_error_handler_with_context, generate_route_list};
+use leptos_axum::{
+    LeptosRoutes, file_and_error_handler_with_context, generate_route_list,
+    render_app_async_with_context,
+};
 
 pub use self::source::StoreSource;
 
@@ -29,10 +34,37 @@ const STYLESHEET: &str = include_str!(concat!(env!("OUT_DIR"), "/baton.css"));
 static STYLESHEET_HREF: LazyLock<String> =
     LazyLock::new(|| format!("/pkg/baton-{:016x}.css", fnv1a(STYLESHEET.as_bytes())));
 
-/// Serves the dashboard. `options.site_root` must hold what
-/// `scripts/build-site.sh` produced (`pkg/baton.js`, `pkg/baton.wasm`, the
-/// files of `public/`) for the same build profile as this binary.
-pub fn router(options: LeptosOptions, backend: Backend) -> Router {
+/// Where the pages' wasm bundle, JS glue and `public/` files come from.
+pub enum Bundle {
+    /// Compiled into the binary (the default).
+    Embedded(&'static assets::Site),
+    /// What `scripts/build-site.sh` produced (`pkg/baton.js`,
+    /// `pkg/baton.wasm`, the files of `public/`), for the same build profile
+    /// as this binary: `BATON_SITE_ROOT`, for development.
+    Directory(PathBuf),
+}
+
+impl Bundle {
+    /// The JS and wasm file stem the pages ask for.
+    pub fn output_name(&self) -> &'static str {
+        match self {
+            Bundle::Embedded(site) => site.output_name,
+            Bundle::Directory(_) => "baton",
+        }
+    }
+
+    /// Leptos's site root. An embedded bundle reads no directory; the
+    /// value is then only a name in the options.
+    pub fn site_root(&self) -> String {
+        match self {
+            Bundle::Embedded(_) => "(embedded)".to_owned(),
+            Bundle::Directory(dir) => dir.to_string_lossy().into_owned(),
+        }
+    }
+}
+
+/// Serves the dashboard, its files taken from `bundle`.
+pub fn router(options: LeptosOptions, backend: Backend, bundle: &Bundle) -> Router {
     let routes = generate_route_list(App);
     let context = move || provide_context(backend.clone());
     let page = |options: LeptosOptions| {
@@ -40,14 +72,32 @@ pub fn router(options: LeptosOptions, backend: Backend) -> Router {
         shell(options, STYLESHEET_HREF.as_str())
     };
 
-    Router::new()
+    let mut router = Router::new()
         .route(STYLESHEET_HREF.as_str(), get(stylesheet))
         .leptos_routes_with_context(&options, routes, context.clone(), {
             let options = options.clone();
             move || page(options.clone())
-        })
+        });
+    router = match bundle {
         // Anything else is a file of the site root, or the app's 404 page.
-        .fallback(file_and_error_handler_with_context(context, page))
+        Bundle::Directory(_) => router.fallback(file_and_error_handler_with_context(context, page)),
+        Bundle::Embedded(site) => {
+            for asset in site.assets {
+                router = router.route(
+                    asset.path,
+                    get(move |headers: axum::http::HeaderMap| async move {
+                        assets::respond(asset, &headers)
+                    }),
+                );
+            }
+            // Anything else is the app's 404 page; no path reaches a disk.
+            let options = options.clone();
+            router.fallback(render_app_async_with_context(context, move || {
+                page(options.clone())
+            }))
+        }
+    };
+    router
         .route_layer(axum::middleware::from_fn(
             server_fn_status::server_fn_status,
         ))

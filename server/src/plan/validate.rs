@@ -58,7 +58,7 @@ pub fn parse_value(value: serde_json::Value) -> Result<NewPlan, InvalidPlan> {
     }
     // PostgreSQL cannot store a NUL in text and SQLite would keep it to
     // surprise every reader later, so no string anywhere may carry one.
-    if let Some(field) = nul_in(&value, String::new()) {
+    if let Some(field) = nul_in(&value) {
         let shown = if field.is_empty() { "the plan" } else { &field };
         return Err(invalid(
             Some(field.clone()),
@@ -98,27 +98,53 @@ fn invalid(field: Option<String>, message: impl Into<String>) -> InvalidPlan {
 }
 
 /// The JSON path of the first string (or key) holding a NUL, like
-/// `tasks[3].command.env.K`.
-fn nul_in(value: &serde_json::Value, path: String) -> Option<String> {
+/// `tasks[3].command.env.K`. The path is spelled out only for a hit:
+/// every plan is searched, and formatting a path for each of the values
+/// of a 10,000-task plan cost more than the search itself.
+fn nul_in(value: &serde_json::Value) -> Option<String> {
+    let mut path = Vec::new();
+    if !nul_below(value, &mut path) {
+        return None;
+    }
+    let mut out = String::new();
+    for step in path {
+        match step {
+            PathStep::Index(i) => out.push_str(&format!("[{i}]")),
+            PathStep::Key(k) if out.is_empty() => out.push_str(k),
+            PathStep::Key(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+        }
+    }
+    Some(out)
+}
+
+enum PathStep<'a> {
+    Index(usize),
+    Key(&'a str),
+}
+
+/// Whether a NUL is in `value`; on a hit `path` leads to it.
+fn nul_below<'a>(value: &'a serde_json::Value, path: &mut Vec<PathStep<'a>>) -> bool {
+    let mut step_into = |step: PathStep<'a>, key_has_nul: bool, value: &'a serde_json::Value| {
+        path.push(step);
+        let hit = key_has_nul || nul_below(value, path);
+        if !hit {
+            path.pop();
+        }
+        hit
+    };
     match value {
-        serde_json::Value::String(s) => s.contains('\0').then_some(path),
+        serde_json::Value::String(s) => s.contains('\0'),
         serde_json::Value::Array(items) => items
             .iter()
             .enumerate()
-            .find_map(|(i, v)| nul_in(v, format!("{path}[{i}]"))),
-        serde_json::Value::Object(map) => map.iter().find_map(|(k, v)| {
-            let at = if path.is_empty() {
-                k.clone()
-            } else {
-                format!("{path}.{k}")
-            };
-            if k.contains('\0') {
-                Some(at)
-            } else {
-                nul_in(v, at)
-            }
-        }),
-        _ => None,
+            .any(|(i, v)| step_into(PathStep::Index(i), false, v)),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| step_into(PathStep::Key(k), k.contains('\0'), v)),
+        _ => false,
     }
 }
 

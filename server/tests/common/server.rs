@@ -21,8 +21,9 @@ pub struct Server {
     pub base: String,
     pub http: reqwest::Client,
     shutdown: CancellationToken,
-    /// The database, for tests that reach around Baton.
-    pub db: TestDb,
+    /// The database, for tests that reach around Baton (shared by the
+    /// replicas of [`Server::start_on`]).
+    pub db: Arc<TestDb>,
     pub store: Arc<dyn Store>,
     _replica: Replica,
 }
@@ -34,7 +35,11 @@ impl Server {
 
     /// A server with `args` added to its command line (e.g. a users file).
     pub async fn start_with(kind: Kind, args: &[&str]) -> Self {
-        let db = TestDb::new(kind).await;
+        Server::start_on(Arc::new(TestDb::new(kind).await), args).await
+    }
+
+    /// A replica on `db`, which other servers may share (PostgreSQL).
+    pub async fn start_on(db: Arc<TestDb>, args: &[&str]) -> Self {
         let store = db.store().await;
         let base_args = [
             "baton",
