@@ -1,6 +1,8 @@
 //! The sweeper (SPEC §5), run by the leader: fails RUNNING runs whose
 //! replica went quiet or whose deadlines passed, so nothing stays RUNNING
-//! on a dead replica, and prunes heartbeat rows of replicas long gone.
+//! on a dead replica; drops the pins of AVAILABLE runs whose node is gone,
+//! so nothing stays AVAILABLE for a claimer that never comes; and prunes
+//! heartbeat rows of replicas long gone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,6 +52,16 @@ impl Sweeper {
         let report = self.store.run_sweep(self.stale_after, Ts::now()).await?;
         for (run_id, cause) in &report.failed {
             tracing::warn!(run_id, %cause, "swept a run: FAILED");
+        }
+        for run_id in self
+            .store
+            .run_unpin_stranded(self.stale_after, Ts::now())
+            .await?
+        {
+            tracing::warn!(
+                run_id,
+                "an AVAILABLE run lost its pin: no live replica carries its node label"
+            );
         }
         Ok(report)
     }

@@ -49,7 +49,7 @@ impl Promoter {
         let now = Ts::now();
         let fresh = matches!(&self.nodes, Some((at, _)) if at.elapsed() < self.nodes_max_age);
         if !fresh {
-            let labels = node_labels(self.store.as_ref(), self.stale_after, now).await?;
+            let labels = NodeLabels::read(self.store.as_ref(), self.stale_after, now).await?;
             self.nodes = Some((Instant::now(), labels));
         }
         let nodes = &self.nodes.as_ref().expect("just set").1;
@@ -92,27 +92,4 @@ impl Promoter {
             }
         }
     }
-}
-
-/// Which labels live replicas carry, and when each label was last seen.
-pub async fn node_labels(
-    store: &dyn Store,
-    stale_after: Duration,
-    now: Ts,
-) -> anyhow::Result<NodeLabels> {
-    let mut nodes = NodeLabels::default();
-    let live_since = now.minus(stale_after);
-    for replica in store.replica_list().await? {
-        for label in replica.info.labels {
-            if replica.last_heartbeat >= live_since {
-                nodes.live.insert(label.clone());
-            }
-            let seen = nodes
-                .last_seen
-                .entry(label)
-                .or_insert(replica.last_heartbeat);
-            *seen = (*seen).max(replica.last_heartbeat);
-        }
-    }
-    Ok(nodes)
 }

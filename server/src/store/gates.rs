@@ -191,6 +191,32 @@ pub struct NodeLabels {
     pub last_seen: HashMap<String, Ts>,
 }
 
+impl NodeLabels {
+    /// From the replicas' heartbeat rows: live = a heartbeat within
+    /// `stale_after` of `now`.
+    pub async fn read(
+        store: &dyn super::Store,
+        stale_after: std::time::Duration,
+        now: Ts,
+    ) -> super::Result<NodeLabels> {
+        let mut nodes = NodeLabels::default();
+        let live_since = now.minus(stale_after);
+        for replica in store.replica_list().await? {
+            for label in replica.info.labels {
+                if replica.last_heartbeat >= live_since {
+                    nodes.live.insert(label.clone());
+                }
+                let seen = nodes
+                    .last_seen
+                    .entry(label)
+                    .or_insert(replica.last_heartbeat);
+                *seen = (*seen).max(replica.last_heartbeat);
+            }
+        }
+        Ok(nodes)
+    }
+}
+
 /// What one round decided.
 #[derive(Debug, Default, PartialEq)]
 pub struct Decisions {
@@ -220,16 +246,18 @@ pub fn evaluate(
     let runs: Vec<Cow<PendingRun>> = pending
         .iter()
         .filter(|run| !run.held)
-        .map(|run| match pin_expired(run, nodes, now) {
-            Some(detail) => {
-                out.unpin.push((run.id, detail));
-                Cow::Owned(PendingRun {
-                    node: None,
-                    ..run.clone()
-                })
-            }
-            None => Cow::Borrowed(run),
-        })
+        .map(
+            |run| match run.pin().and_then(|pin| pin_expired(&pin, nodes, now)) {
+                Some(detail) => {
+                    out.unpin.push((run.id, detail));
+                    Cow::Owned(PendingRun {
+                        node: None,
+                        ..run.clone()
+                    })
+                }
+                None => Cow::Borrowed(run),
+            },
+        )
         .collect();
     let lines = version_lines(pending, &holders.versions);
     let halts = halt_lines(&holders.halts);
@@ -441,7 +469,7 @@ fn node_missing(run: &PendingRun, nodes: &NodeLabels, now: Ts) -> Option<Blocked
         Some(at) => format!("last seen {}", ago(*at, now)),
         None => "never seen".to_owned(),
     };
-    let then = match pin_released_at(run, nodes) {
+    let then = match run.pin().and_then(|pin| pin_released_at(&pin, nodes)) {
         Some(at) => format!("runs on any replica {}", from_now(at, now)),
         None => "pinned for good (reassign_after: never)".to_owned(),
     };
@@ -450,31 +478,80 @@ fn node_missing(run: &PendingRun, nodes: &NodeLabels, now: Ts) -> Option<Blocked
     )))
 }
 
+/// A run's pin to a node label, as the node gate judges it: PENDING runs
+/// in a promotion round, AVAILABLE ones in a sweep ([`PinnedRun`]).
+pub struct Pin<'a> {
+    pub node: &'a str,
+    /// `None`: pinned for good.
+    pub reassign_after_ms: Option<i64>,
+    pub created_at: Ts,
+}
+
+impl PendingRun {
+    fn pin(&self) -> Option<Pin<'_>> {
+        Some(Pin {
+            node: self.node.as_deref()?,
+            reassign_after_ms: self.reassign_after_ms,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// An AVAILABLE run pinned to a node label. Its replica may have died,
+/// or shut down and handed it back, after it was promoted: if no live
+/// replica carries the label it loses its pin after `reassign_after`, as a
+/// PENDING run does, or nothing could ever claim it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PinnedRun {
+    pub id: i64,
+    pub node: String,
+    pub reassign_after_ms: Option<i64>,
+    pub created_at: Ts,
+}
+
+/// The AVAILABLE runs pinned to a node (partial index
+/// `task_run_available_pinned`: nearly always none).
+pub const AVAILABLE_PINNED: &str = "SELECT id, node, reassign_after_ms, created_at FROM task_run
+    WHERE status = 'AVAILABLE' AND node IS NOT NULL";
+
+/// Those of `runs` whose pin expired at `now`, with the event detail.
+pub fn stranded(runs: &[PinnedRun], nodes: &NodeLabels, now: Ts) -> Vec<(i64, String)> {
+    runs.iter()
+        .filter_map(|run| {
+            let pin = Pin {
+                node: &run.node,
+                reassign_after_ms: run.reassign_after_ms,
+                created_at: run.created_at,
+            };
+            pin_expired(&pin, nodes, now).map(|detail| (run.id, detail))
+        })
+        .collect()
+}
+
 /// When a pinned run whose node is missing may run anywhere: its
 /// `reassign_after` counted from the later of the label's last heartbeat
 /// and the run's creation (seed 004: nothing waits forever on a dead node).
-fn pin_released_at(run: &PendingRun, nodes: &NodeLabels) -> Option<Ts> {
-    let label = run.node.as_deref()?;
-    let wait = std::time::Duration::from_millis(u64::try_from(run.reassign_after_ms?).ok()?);
+fn pin_released_at(pin: &Pin, nodes: &NodeLabels) -> Option<Ts> {
+    let wait = std::time::Duration::from_millis(u64::try_from(pin.reassign_after_ms?).ok()?);
     let since = nodes
         .last_seen
-        .get(label)
-        .map_or(run.created_at, |seen| (*seen).max(run.created_at));
+        .get(pin.node)
+        .map_or(pin.created_at, |seen| (*seen).max(pin.created_at));
     Some(since.plus(wait))
 }
 
-/// The event detail when a pinned run loses its pin this round.
-fn pin_expired(run: &PendingRun, nodes: &NodeLabels, now: Ts) -> Option<String> {
-    let label = run.node.as_deref()?;
+/// The event detail when a pin expires.
+fn pin_expired(pin: &Pin, nodes: &NodeLabels, now: Ts) -> Option<String> {
+    let label = pin.node;
     if nodes.live.contains(label) {
         return None;
     }
-    let at = pin_released_at(run, nodes)?;
+    let at = pin_released_at(pin, nodes)?;
     if at > now {
         return None;
     }
     let wait = humantime::format_duration(std::time::Duration::from_millis(
-        run.reassign_after_ms.unwrap_or(0).max(0) as u64,
+        pin.reassign_after_ms.unwrap_or(0).max(0) as u64,
     ));
     let seen = match nodes.last_seen.get(label) {
         Some(seen) => format!("last seen {}", ago(*seen, now)),

@@ -350,6 +350,11 @@ pub trait Store: Send + Sync + 'static {
     /// heartbeat deadline or hard deadline passed, creating automatic
     /// retries. Conditional on the run still being RUNNING on that replica.
     async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport>;
+    /// Drops the pin of every AVAILABLE run whose node label no live
+    /// replica carried for its `reassign_after` (its replica died or handed
+    /// it back at shutdown), so another replica may claim it. Returns the
+    /// ids unpinned.
+    async fn run_unpin_stranded(&self, stale_after: Duration, now: Ts) -> Result<Vec<i64>>;
     /// Graceful shutdown: the replica's runs go back to AVAILABLE, same
     /// attempt (fenced). Returns the ids handed back.
     async fn run_hand_back_many(

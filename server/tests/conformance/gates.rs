@@ -7,7 +7,7 @@ use app::model::{RunStatus, TaskStatus};
 use baton::store::{NodeLabels, Ts};
 use serde_json::json;
 
-use crate::common::store::{claim, done, noop_tasks, promote, task_named};
+use crate::common::store::{claim, done, noop_tasks, promote, replica, task_named};
 use crate::common::{Kind, TestDb, plan};
 use crate::{SECOND, per_backend, submit};
 
@@ -17,6 +17,7 @@ per_backend!(cases:
     plan_limit_caps_active_runs,
     run_at_and_node_gates_explain_themselves,
     pinned_runs_lose_their_pin_after_reassign_after,
+    an_available_run_whose_node_is_gone_loses_its_pin,
 );
 
 mod cases {
@@ -238,5 +239,98 @@ mod cases {
             task_named(&view, "forever").status,
             app::model::TaskStatus::Pending
         );
+    }
+
+    /// A pinned run promoted while its node was alive, then handed back
+    /// by that node's replica at shutdown (its heartbeat row deleted with
+    /// it), is AVAILABLE with nobody to claim it: the sweep drops its pin
+    /// after `reassign_after`, not before, and not while a replica with
+    /// the label is alive (invariant 7).
+    pub async fn an_available_run_whose_node_is_gone_loses_its_pin(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let stale_after = 10 * SECOND;
+        let t0 = Ts::now();
+        s.replica_upsert(&replica("r-gpu", &["gpu"]), t0)
+            .await
+            .unwrap();
+        let id = submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [
+                {"name": "gpu", "target": "a", "sleep": "0s", "node": "gpu", "reassign_after": "1m"},
+            ]}),
+        )
+        .await;
+        let mut nodes = NodeLabels::default();
+        nodes.live.insert("gpu".into());
+        assert_eq!(s.run_promote_round(&nodes, t0).await.unwrap().promoted, 1);
+        let gpu_labels = vec!["gpu".to_owned()];
+        let run = s
+            .run_claim_many(&claim("r-gpu", &gpu_labels, 5), t0)
+            .await
+            .unwrap()[0]
+            .id;
+        let back = s
+            .run_hand_back_many("r-gpu", &[run], "handed back at shutdown", t0)
+            .await
+            .unwrap();
+        assert_eq!(back, vec![run]);
+
+        // While r-gpu is alive the pin holds, however late it is.
+        let late = t0.plus(120 * SECOND);
+        s.replica_upsert(&replica("r-gpu", &["gpu"]), late)
+            .await
+            .unwrap();
+        assert!(
+            s.run_unpin_stranded(stale_after, late)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // It shuts down: its row goes, and the run waits for no one.
+        s.replica_delete("r-gpu").await.unwrap();
+        let none: Vec<String> = Vec::new();
+        assert!(
+            s.run_claim_many(&claim("r-plain", &none, 5), late)
+                .await
+                .unwrap()
+                .is_empty(),
+            "still pinned: a replica without the label may not take it"
+        );
+        let unpinned = s.run_unpin_stranded(stale_after, late).await.unwrap();
+        assert_eq!(
+            unpinned,
+            vec![run],
+            "reassign_after passed since it was made"
+        );
+        assert!(
+            s.run_unpin_stranded(stale_after, late)
+                .await
+                .unwrap()
+                .is_empty(),
+            "once"
+        );
+        let view = s.run_get(run).await.unwrap();
+        assert_eq!(view.status, RunStatus::Available);
+        assert_eq!(view.attempt, 1, "the same attempt, not a retry");
+        let last = view.events.last().unwrap();
+        assert_eq!(
+            (last.from, last.to),
+            (Some(RunStatus::Available), RunStatus::Available)
+        );
+        assert!(
+            last.detail
+                .as_deref()
+                .unwrap()
+                .starts_with("pin to node gpu dropped: no live replica carried it for 1m"),
+            "{last:?}"
+        );
+        let got = s
+            .run_claim_many(&claim("r-plain", &none, 5), late)
+            .await
+            .unwrap();
+        assert_eq!(got.iter().map(|r| r.id).collect::<Vec<_>>(), vec![run]);
+        let view = s.plan_get(id).await.unwrap();
+        assert_eq!(task_named(&view, "gpu").status, TaskStatus::Running);
     }
 }

@@ -17,6 +17,7 @@ pub mod endings;
 pub mod execution;
 pub mod liveness;
 pub mod outcomes;
+pub mod pins;
 pub mod promote;
 pub mod reads;
 pub mod schedules;

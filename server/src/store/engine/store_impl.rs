@@ -6,7 +6,7 @@ use std::time::Duration;
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 
 use super::{
-    Dialect, actions, approvals, brakes, deliveries, endings, execution, liveness, promote,
+    Dialect, actions, approvals, brakes, deliveries, endings, execution, liveness, pins, promote,
     read_one, reads, schedules, sessions, submit,
 };
 use crate::plan::NewPlan;
@@ -264,6 +264,10 @@ impl<D: Dialect> Store for D {
 
     async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport> {
         endings::run_sweep(self, stale_after, now).await
+    }
+
+    async fn run_unpin_stranded(&self, stale_after: Duration, now: Ts) -> Result<Vec<i64>> {
+        pins::run_unpin_stranded(self, stale_after, now).await
     }
 
     async fn run_hand_back_many(
