@@ -54,6 +54,11 @@ pub struct Settings {
     /// takes over within this time after the leader dies.
     #[arg(long, env = "BATON_LEADER_LEASE", default_value = duration_text(scheduler::DEFAULT_LEADER_LEASE), value_parser = humantime::parse_duration, global = true)]
     pub leader_lease: Duration,
+    /// The most of one run's output stored (`1MiB`, `512KiB`, a byte
+    /// count; 4 KiB to 1 GiB). Later output is discarded and the cut is
+    /// marked in the run's log.
+    #[arg(long, env = "BATON_MAX_LOG_BYTES", default_value = "1MiB", value_parser = crate::executor::output::parse_log_limit, global = true)]
+    pub max_log_bytes: usize,
     /// Where every plan's notifications are POSTed (besides the plan's own
     /// `webhooks`).
     #[arg(long, env = "BATON_WEBHOOK_URL", global = true)]
@@ -133,6 +138,7 @@ impl Settings {
             shutdown_grace: self.shutdown_grace,
             sweep_interval: self.sweep_interval,
             leader_lease: self.leader_lease,
+            max_log_bytes: self.max_log_bytes,
             delivery: DeliveryConfig {
                 secret: self
                     .webhook_secret

@@ -276,7 +276,7 @@ proptest! {
         let bytes: Vec<u8> = chunks.concat();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let lines = runtime.block_on(async {
-            let (log, mut rx) = LogSink::new();
+            let (log, mut rx) = LogSink::new(baton::executor::output::DEFAULT_MAX_RUN_LOG_BYTES);
             pump(Some(&bytes[..]), "stdout", log).await;
             let mut lines = Vec::new();
             while let Ok(line) = rx.try_recv() {

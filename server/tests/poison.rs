@@ -169,10 +169,11 @@ mod cases {
     }
 
     /// A command writing one 1 MB line, a NUL byte and 6 MB more: the run
-    /// ends DONE, its log holds the cut line and at most 4 MiB with the
-    /// cut marked, the NUL as `␀`, and its page stays small.
+    /// ends DONE, its log holds the cut line and at most `--max-log-bytes`
+    /// (2 MiB here; 1 MiB by default) with the cut marked, the NUL as `␀`,
+    /// and its page stays small.
     pub async fn hostile_output_is_bounded_and_stored(kind: Kind) {
-        let s = Server::start(kind).await;
+        let s = Server::start_with(kind, &["--max-log-bytes", "2MiB"]).await;
         let script = "head -c 1000000 /dev/zero | tr '\\0' x; echo; \
             printf 'nul:\\000:end\\n'; \
             yes 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' | head -c 6000000";
@@ -195,10 +196,17 @@ mod cases {
         );
         assert!(first.len() < 17 * 1024);
         assert_eq!(lines.next(), Some("nul:\u{2400}:end"));
-        assert!(log.len() <= 4 * 1024 * 1024 + 1024, "{} bytes", log.len());
+        assert!(log.len() <= 2 * 1024 * 1024 + 1024, "{} bytes", log.len());
         assert!(
-            log.trim_end().ends_with("later output is discarded]"),
-            "the cut is marked"
+            log.len() > 1024 * 1024,
+            "{} bytes: the setting counts",
+            log.len()
+        );
+        assert!(
+            log.trim_end().ends_with(
+                "this run's log reached 2 MiB (--max-log-bytes); later output is discarded]"
+            ),
+            "the cut is marked with its cause"
         );
         let page = s
             .http

@@ -74,9 +74,10 @@ pub struct LogSink {
 }
 
 impl LogSink {
-    pub fn new() -> (Self, mpsc::UnboundedReceiver<LogLine>) {
+    /// A sink that keeps at most `max_bytes` of the run's output.
+    pub fn new(max_bytes: usize) -> (Self, mpsc::UnboundedReceiver<LogLine>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let budget = output::Budget::default();
+        let budget = output::Budget::new(max_bytes);
         (LogSink { tx, budget }, rx)
     }
 
@@ -84,7 +85,7 @@ impl LogSink {
         let line = output::clean_line(line.as_ref());
         let line = match self.budget.charge(line.len()) {
             output::Charge::Keep => line,
-            output::Charge::JustRanOut => output::run_cut_marker(),
+            output::Charge::JustRanOut => self.budget.cut_marker(),
             output::Charge::Drop => return,
         };
         // A closed receiver means the run is being abandoned; nothing to keep.

@@ -59,6 +59,8 @@ pub struct SchedulerConfig {
     pub sweep_interval: Duration,
     /// How long a leader's lease lasts without renewal. Default 6 s.
     pub leader_lease: Duration,
+    /// The most of one run's output stored, in bytes. Default 1 MiB.
+    pub max_log_bytes: usize,
     /// Webhook signing and retries.
     pub delivery: DeliveryConfig,
 }
@@ -82,6 +84,7 @@ impl Default for SchedulerConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             leader_lease: DEFAULT_LEADER_LEASE,
+            max_log_bytes: crate::executor::output::DEFAULT_MAX_RUN_LOG_BYTES,
             delivery: DeliveryConfig {
                 secret: None,
                 max_attempts: DEFAULT_WEBHOOK_MAX_ATTEMPTS,

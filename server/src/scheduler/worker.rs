@@ -45,6 +45,8 @@ pub struct Worker {
     workers: usize,
     heartbeat_interval: Duration,
     shutdown_grace: Duration,
+    /// The most of one run's output stored (`--max-log-bytes`).
+    max_log_bytes: usize,
     running: RunTable,
     /// Runs stopped by shutdown, to hand back once their executions ended.
     handed: Mutex<Vec<i64>>,
@@ -72,6 +74,7 @@ impl Worker {
             workers: config.workers,
             heartbeat_interval: config.heartbeat_interval,
             shutdown_grace: config.shutdown_grace,
+            max_log_bytes: config.max_log_bytes,
             running: RunTable::default(),
             handed: Mutex::new(Vec::new()),
             finishes,
@@ -209,7 +212,7 @@ impl Worker {
     }
 
     async fn execute(self: Arc<Self>, run: ClaimedRun, handle: Arc<RunHandle>) {
-        let (log, lines) = LogSink::new();
+        let (log, lines) = LogSink::new(self.max_log_bytes);
         let writer = tokio::spawn(self.clone().write_logs(run.id, lines, handle.clone()));
         let ctx = RunContext {
             run_id: run.id,
