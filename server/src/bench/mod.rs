@@ -456,6 +456,17 @@ async fn span(target: &dyn Target, ids: &[i64]) -> anyhow::Result<(Ts, Ts)> {
 }
 
 async fn wait_done(target: &dyn Target, id: i64, within: Duration) -> anyhow::Result<PlanView> {
+    wait_done_polling(target, id, within, Duration::from_millis(1)).await
+}
+
+/// [`wait_done`], looking every `poll`: a plan of thousands of tasks is
+/// read whole each time, work that competes with the runs measured.
+async fn wait_done_polling(
+    target: &dyn Target,
+    id: i64,
+    within: Duration,
+    poll: Duration,
+) -> anyhow::Result<PlanView> {
     let deadline = Instant::now() + within;
     loop {
         let view = target.plan(id).await?;
@@ -463,7 +474,7 @@ async fn wait_done(target: &dyn Target, id: i64, within: Duration) -> anyhow::Re
             PlanStatus::Done => return Ok(view),
             PlanStatus::Failed | PlanStatus::Canceled => bail!("plan {id} ended {}", view.status),
             _ if Instant::now() > deadline => bail!("plan {id} not done within {within:?}"),
-            _ => tokio::time::sleep(Duration::from_millis(1)).await,
+            _ => tokio::time::sleep(poll).await,
         }
     }
 }
