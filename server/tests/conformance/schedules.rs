@@ -162,6 +162,18 @@ mod cases {
             let v = view(s, *id).await;
             assert_eq!(v.plans[0].tick_at, Some(at("2026-01-01T16:00:00Z").0));
         }
+        // The list reads every schedule's plans and ticks at once: each
+        // shows its own, newest first, exactly as its own page does.
+        let listed = s.schedule_list().await.unwrap();
+        assert_eq!(
+            listed.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+            ["all", "latest", "none"]
+        );
+        for v in &listed {
+            assert_eq!(v, &view(s, v.id).await, "{}", v.name);
+        }
+        assert_eq!(listed[0].plans.len(), 4, "13:00, 14:00, 15:00 and 16:00");
+        assert!(listed[2].plans.iter().all(|p| p.name.starts_with("none ")));
     }
 
     pub async fn overlap_skip_queue_and_allow(kind: Kind) {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use app::model::{PlanStatus, ScheduleView, ScheduledPlan, TaskStatus, TickView};
 
-use super::{Dialect, RowLock, Sql, actions, dependencies, optional, read_optional};
+use super::{Arg, Dialect, RowLock, Sql, actions, dependencies, optional, read_optional};
 use crate::plan::NewPlan;
 use crate::schedule::{self, CatchUp, NewSchedule, Overlap, Timing};
 use crate::store::signals::Signal;
@@ -103,6 +103,32 @@ fn conflict_on_name(result: Result<u64>, name: &str) -> Result<u64> {
     }
 }
 
+/// The columns create and update write, as `$1…$11`: name, cron, zone,
+/// overlap, catch-up and its limit, params, template, next tick, and when
+/// and by whom (`$10`, `$11`).
+fn definition_args<'a>(
+    s: &'a NewSchedule,
+    params: &'a str,
+    template: &'a str,
+    next: Option<Ts>,
+    actor: Actor<'a>,
+    now: Ts,
+) -> Vec<Arg<'a>> {
+    vec![
+        s.name.as_str().into(),
+        s.cron.as_str().into(),
+        s.time_zone.as_str().into(),
+        s.overlap.as_str().into(),
+        s.catch_up.as_str().into(),
+        s.catch_up.limit().into(),
+        params.into(),
+        template.into(),
+        next.into(),
+        now.into(),
+        actor.into(),
+    ]
+}
+
 /// Stores a new schedule; its first tick is the first after `now`.
 pub async fn schedule_create<D: Dialect>(
     d: &D,
@@ -122,19 +148,7 @@ pub async fn schedule_create<D: Dialect>(
                 params, template, next_tick_at, created_at, created_by, updated_at, updated_by)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $10, $11)"
                 .into(),
-            &[
-                s.name.as_str().into(),
-                s.cron.as_str().into(),
-                s.time_zone.as_str().into(),
-                s.overlap.as_str().into(),
-                s.catch_up.as_str().into(),
-                s.catch_up.limit().into(),
-                params.as_str().into(),
-                template.as_str().into(),
-                next.into(),
-                now.into(),
-                actor.into(),
-            ],
+            &definition_args(s, &params, &template, next, actor, now),
         )
         .await,
         &s.name,
@@ -185,25 +199,16 @@ pub async fn schedule_update<D: Dialect>(
     conflict_on_name(
         D::execute(
             &mut tx,
-            "UPDATE schedule SET name = $2, cron = $3, time_zone = $4, overlap = $5,
-                catch_up = $6, catch_up_limit = $7, params = $8, template = $9,
-                next_tick_at = $10, updated_at = $11, updated_by = $12
-             WHERE id = $1"
+            "UPDATE schedule SET name = $1, cron = $2, time_zone = $3, overlap = $4,
+                catch_up = $5, catch_up_limit = $6, params = $7, template = $8,
+                next_tick_at = $9, updated_at = $10, updated_by = $11
+             WHERE id = $12"
                 .into(),
             &[
-                id.into(),
-                s.name.as_str().into(),
-                s.cron.as_str().into(),
-                s.time_zone.as_str().into(),
-                s.overlap.as_str().into(),
-                s.catch_up.as_str().into(),
-                s.catch_up.limit().into(),
-                params.as_str().into(),
-                template.as_str().into(),
-                next.into(),
-                now.into(),
-                actor.into(),
-            ],
+                definition_args(s, &params, &template, next, actor, now),
+                vec![id.into()],
+            ]
+            .concat(),
         )
         .await,
         &s.name,
@@ -581,6 +586,7 @@ const RECENT: i64 = 10;
 
 #[derive(sqlx::FromRow)]
 struct RecentPlan {
+    schedule_id: i64,
     id: i64,
     name: String,
     schedule_tick_at: Option<Ts>,
@@ -590,6 +596,7 @@ struct RecentPlan {
 
 #[derive(sqlx::FromRow)]
 struct TickRow {
+    schedule_id: i64,
     tick_at: Ts,
     outcome: String,
     plan_id: Option<i64>,
@@ -607,38 +614,94 @@ pub async fn schedule_get<D: Dialect>(d: &D, id: i64) -> Result<ScheduleView> {
             what: "schedule",
             id,
         })?;
-    view::<D>(d, row).await
+    let mut views = views::<D>(d, vec![row]).await?;
+    Ok(views.pop().expect("one row, one view"))
 }
 
 /// Every schedule, by name.
 pub async fn schedule_list<D: Dialect>(d: &D) -> Result<Vec<ScheduleView>> {
     let sql = format!("SELECT {SCHEDULE_COLUMNS} FROM schedule ORDER BY name");
     let rows: Vec<ScheduleRow> = d.read(Sql::built(sql), &[]).await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        out.push(view::<D>(d, row).await?);
+    views::<D>(d, rows).await
+}
+
+/// Schedules per statement of [`recent`]: each is one bounded index scan.
+const RECENT_CHUNK: usize = 100;
+
+/// The newest [`RECENT`] rows of `from` for each schedule in `ids`, newest
+/// first: one statement per [`RECENT_CHUNK`] schedules, each schedule's
+/// part a scan of its own index (`plan_schedule`, `schedule_tick`'s key)
+/// that stops after [`RECENT`] rows. (A window over every row of every
+/// schedule would read a long-lived schedule's whole history, and
+/// SQLite has no LATERAL join.)
+async fn recent<D: Dialect, R: super::StoreRow>(
+    d: &D,
+    ids: &[i64],
+    columns: &str,
+    from: &str,
+    newest: &str,
+) -> Result<Vec<R>> {
+    let mut out = Vec::new();
+    for chunk in ids.chunks(RECENT_CHUNK) {
+        let sql = (1..=chunk.len())
+            .map(|i| {
+                format!(
+                    "SELECT * FROM (SELECT {columns} FROM {from} WHERE schedule_id = ${i}
+                     ORDER BY {newest} DESC LIMIT {RECENT}) AS s{i}"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        out.extend(d.read::<R>(Sql::built(sql), &super::id_args(chunk)).await?);
     }
     Ok(out)
 }
 
-async fn view<D: Dialect>(d: &D, row: ScheduleRow) -> Result<ScheduleView> {
-    let plans: Vec<RecentPlan> = d
-        .read(
-            "SELECT id, name, schedule_tick_at, created_at, queued FROM plan
-             WHERE schedule_id = $1 ORDER BY id DESC LIMIT $2"
-                .into(),
-            &[row.id.into(), RECENT.into()],
-        )
-        .await?;
+/// The pages' views of `rows`: their recent plans, those plans' statuses
+/// and their recent ticks read for all of them at once, not per schedule.
+async fn views<D: Dialect>(d: &D, rows: Vec<ScheduleRow>) -> Result<Vec<ScheduleView>> {
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let plans: Vec<RecentPlan> = recent(
+        d,
+        &ids,
+        "schedule_id, id, name, schedule_tick_at, created_at, queued",
+        "plan",
+        "id",
+    )
+    .await?;
     let statuses = plan_statuses::<D>(d, &plans.iter().map(|p| p.id).collect::<Vec<_>>()).await?;
-    let ticks: Vec<TickRow> = d
-        .read(
-            "SELECT tick_at, outcome, plan_id, detail, recorded_at, recorded_by
-             FROM schedule_tick WHERE schedule_id = $1 ORDER BY tick_at DESC LIMIT $2"
-                .into(),
-            &[row.id.into(), RECENT.into()],
-        )
-        .await?;
+    let ticks: Vec<TickRow> = recent(
+        d,
+        &ids,
+        "schedule_id, tick_at, outcome, plan_id, detail, recorded_at, recorded_by",
+        "schedule_tick",
+        "tick_at",
+    )
+    .await?;
+    let mut plans_of: HashMap<i64, Vec<RecentPlan>> = HashMap::new();
+    for p in plans {
+        plans_of.entry(p.schedule_id).or_default().push(p);
+    }
+    let mut ticks_of: HashMap<i64, Vec<TickRow>> = HashMap::new();
+    for t in ticks {
+        ticks_of.entry(t.schedule_id).or_default().push(t);
+    }
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let plans = plans_of.remove(&row.id).unwrap_or_default();
+            let ticks = ticks_of.remove(&row.id).unwrap_or_default();
+            view(row, plans, ticks, &statuses)
+        })
+        .collect())
+}
+
+fn view(
+    row: ScheduleRow,
+    plans: Vec<RecentPlan>,
+    ticks: Vec<TickRow>,
+    statuses: &HashMap<i64, PlanStatus>,
+) -> ScheduleView {
     let timing = row.timing();
     let next_ticks = match (&timing, row.paused_by.is_some(), row.next_tick_at) {
         (Ok(t), false, Some(next)) => {
@@ -649,7 +712,7 @@ async fn view<D: Dialect>(d: &D, row: ScheduleRow) -> Result<ScheduleView> {
         _ => Vec::new(),
     };
     let catch_up = row.catch_up();
-    Ok(ScheduleView {
+    ScheduleView {
         id: row.id,
         description: match &timing {
             Ok(t) => t.describe(),
@@ -692,22 +755,25 @@ async fn view<D: Dialect>(d: &D, row: ScheduleRow) -> Result<ScheduleView> {
         created_by: row.created_by,
         updated_at: row.updated_at.0,
         updated_by: row.updated_by,
-    })
+    }
 }
 
 /// The status of each plan in `ids`, from its tasks' statuses.
 async fn plan_statuses<D: Dialect>(d: &D, ids: &[i64]) -> Result<HashMap<i64, PlanStatus>> {
-    if ids.is_empty() {
-        return Ok(HashMap::new());
+    let mut counted: Vec<(i64, String, i64)> = Vec::new();
+    for chunk in ids.chunks(super::BATCH) {
+        let sql = format!(
+            "SELECT t.plan_id, {} AS status, COUNT(*) FROM task t
+             LEFT JOIN task_run r ON r.id = t.latest_run_id
+             WHERE t.plan_id IN ({}) GROUP BY 1, 2",
+            rows::task_status_sql!(),
+            super::placeholders(1, chunk.len())
+        );
+        counted.extend(
+            d.read::<(i64, String, i64)>(Sql::built(sql), &super::id_args(chunk))
+                .await?,
+        );
     }
-    let sql = format!(
-        "SELECT t.plan_id, {} AS status, COUNT(*) FROM task t
-         LEFT JOIN task_run r ON r.id = t.latest_run_id
-         WHERE t.plan_id IN ({}) GROUP BY 1, 2",
-        rows::task_status_sql!(),
-        super::placeholders(1, ids.len())
-    );
-    let counted: Vec<(i64, String, i64)> = d.read(Sql::built(sql), &super::id_args(ids)).await?;
     let mut counts: HashMap<i64, BTreeMap<TaskStatus, i64>> = HashMap::new();
     for (plan, status, n) in counted {
         if let Some(status) = TaskStatus::parse(&status) {
