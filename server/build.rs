@@ -119,7 +119,7 @@ fn embed_site(
             ("None".to_owned(), "None".to_owned())
         };
         table.push_str(&format!(
-            "    Asset {{ path: {url:?}, content_type: {:?}, etag: \"\\\"{:016x}\\\"\", immutable: {immutable}, raw: include_bytes!({:?}), gzip: {gzip}, brotli: {brotli} }},\n",
+            "    ::baton::dashboard::assets::Asset {{ path: {url:?}, content_type: {:?}, etag: \"\\\"{:016x}\\\"\", immutable: {immutable}, raw: include_bytes!({:?}), gzip: {gzip}, brotli: {brotli} }},\n",
             content_type(url),
             fnv1a(&bytes, 0xcbf2_9ce4_8422_2325),
             raw.display().to_string(),

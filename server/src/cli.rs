@@ -46,6 +46,9 @@ pub enum Command {
     /// Recurring plans: create, list, show, update, pause, resume,
     /// trigger, delete.
     Schedule(ScheduleArgs),
+    /// Delete finished plans older than a cutoff, once, now (the leader
+    /// does it every minute with `--retain-finished`).
+    Prune(crate::retention::PruneArgs),
     /// Measure end-to-end throughput and latency with no-op runs.
     Bench(BenchArgs),
     /// Read a password from standard input and print its hash for the
@@ -76,5 +79,6 @@ mod tests {
         assert_eq!(parsed.sweep_interval, defaults.sweep_interval);
         assert_eq!(parsed.leader_lease, defaults.leader_lease);
         assert_eq!(parsed.delivery.max_attempts, defaults.delivery.max_attempts);
+        assert_eq!(parsed.retain_finished, defaults.retain_finished);
     }
 }

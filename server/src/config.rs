@@ -59,6 +59,11 @@ pub struct Settings {
     /// marked in the run's log.
     #[arg(long, env = "BATON_MAX_LOG_BYTES", default_value = "1MiB", value_parser = crate::executor::output::parse_log_limit, global = true)]
     pub max_log_bytes: usize,
+    /// How long finished plans are kept (`30d`, `12h`; at least 1m), or
+    /// `forever`. The leader deletes older ones with their runs, events,
+    /// logs and deliveries.
+    #[arg(long, env = "BATON_RETAIN_FINISHED", default_value = crate::retention::DEFAULT_RETAIN, global = true)]
+    pub retain_finished: crate::retention::Retain,
     /// Where every plan's notifications are POSTed (besides the plan's own
     /// `webhooks`).
     #[arg(long, env = "BATON_WEBHOOK_URL", global = true)]
@@ -139,6 +144,10 @@ impl Settings {
             sweep_interval: self.sweep_interval,
             leader_lease: self.leader_lease,
             max_log_bytes: self.max_log_bytes,
+            retain_finished: match self.retain_finished {
+                crate::retention::Retain::Forever => None,
+                crate::retention::Retain::For(d) => Some(d),
+            },
             delivery: DeliveryConfig {
                 secret: self
                     .webhook_secret

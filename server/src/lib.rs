@@ -12,7 +12,8 @@
 //! - [`schedule`]: schedule files, cron timing and plan templates.
 //! - [`scheduler`]: promoter, claimer and worker loops, the ownership
 //!   watchdog and loop health.
-//! - [`liveness`]: replica heartbeat, leader lease, sweeper.
+//! - [`liveness`]: replica heartbeat, leader lease, sweeper;
+//!   [`retention`]: pruning finished plans.
 //! - [`executor`]: `command` (under its supervisor), `http`, `sleep`.
 //! - [`notifications`]: the webhook deliverer and signatures.
 //! - [`actions`]: operator actions, one dispatch for the API and the
@@ -39,6 +40,7 @@ pub mod faults;
 pub mod liveness;
 pub mod notifications;
 pub mod plan;
+pub mod retention;
 pub mod schedule;
 pub mod scheduler;
 pub mod secret;

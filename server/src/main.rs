@@ -1,7 +1,7 @@
 use clap::Parser;
 
 use baton::cli::{Cli, Command};
-use baton::dashboard::assets::{Asset, Site};
+use baton::dashboard::assets::Site;
 
 /// The dashboard's browser bundle, compiled in by `build.rs` (only into the
 /// binary: the tests that link the library need no copy of the wasm).
@@ -38,6 +38,7 @@ async fn run() -> anyhow::Result<()> {
         }
         Command::Target(args) => baton::client::target(args, cli.settings.listen).await,
         Command::Schedule(args) => baton::client::schedule(args, cli.settings.listen).await,
+        Command::Prune(args) => baton::retention::prune_command(&cli.settings, args).await,
         Command::Bench(args) => baton::bench::run(cli.settings, args).await,
         Command::HashPassword => baton::auth::hash_password_command(),
         Command::NewToken => baton::auth::new_token_command(),

@@ -37,6 +37,13 @@ impl Leadership {
             std::future::pending::<()>().await;
         }
     }
+
+    /// Returns once this replica no longer leads (at once if it does not,
+    /// or if the lease loop ended).
+    pub async fn until_deposed(&mut self) {
+        // Err: the lease loop ended, so this replica leads no more either.
+        let _ = self.leading.wait_for(|leading| !*leading).await;
+    }
 }
 
 pub struct LeaderLease {

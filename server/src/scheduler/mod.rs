@@ -39,6 +39,7 @@ pub use self::worker::Worker;
 use crate::executor::Registry;
 use crate::liveness::{LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
 use crate::notifications::{DELIVERY_ROUND_BOUND, Deliverer, DeliveryConfig};
+use crate::retention::Pruner;
 use crate::store::{ReplicaInfo, Store, Ts};
 
 /// Settings shared by a replica's loops.
@@ -61,6 +62,8 @@ pub struct SchedulerConfig {
     pub leader_lease: Duration,
     /// The most of one run's output stored, in bytes. Default 1 MiB.
     pub max_log_bytes: usize,
+    /// How long finished plans are kept; `None` = forever. Default 30 days.
+    pub retain_finished: Option<Duration>,
     /// Webhook signing and retries.
     pub delivery: DeliveryConfig,
 }
@@ -73,6 +76,7 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(6);
 pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 8;
+pub const DEFAULT_RETAIN_FINISHED: Duration = Duration::from_secs(30 * 86_400);
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
@@ -85,6 +89,7 @@ impl Default for SchedulerConfig {
             sweep_interval: DEFAULT_SWEEP_INTERVAL,
             leader_lease: DEFAULT_LEADER_LEASE,
             max_log_bytes: crate::executor::output::DEFAULT_MAX_RUN_LOG_BYTES,
+            retain_finished: Some(DEFAULT_RETAIN_FINISHED),
             delivery: DeliveryConfig {
                 secret: None,
                 max_attempts: DEFAULT_WEBHOOK_MAX_ATTEMPTS,
@@ -140,7 +145,7 @@ impl Replica {
     /// Writes the first heartbeat (a replica executes nothing before), then
     /// starts the loops: on every replica the heartbeat, claimer, worker,
     /// webhook deliverer and lease; on the leader also the promoter, the
-    /// schedule ticker and the sweeper.
+    /// schedule ticker, the sweeper and the pruner.
     ///
     /// Shutdown order: `shutdown` stops claiming and leading at once (the
     /// lease is released so another replica leads without waiting); the
@@ -231,6 +236,13 @@ impl Replica {
             .reporting_to(sweeping)
             .run(shutdown.clone()),
         );
+        if let Some(retain) = config.retain_finished {
+            loops.spawn(
+                "pruner",
+                Probe::detached(),
+                Pruner::new(store.clone(), leadership.clone(), retain).run(shutdown.clone()),
+            );
+        }
         let claiming = probe("claimer", config.poll_interval);
         loops.spawn(
             "claimer",

@@ -34,6 +34,9 @@ use std::time::Duration;
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
 
 pub use self::dashboard::{CHART_MINUTES, OverviewStats, RECENT_FAILURES};
+pub use self::engine::retention::{
+    BATCH_RUNS as PRUNE_BATCH_RUNS, Prunable, PruneCursor, PruneReport, PruneScan,
+};
 pub use self::engine::schedules::TickReport;
 pub use self::gates::NodeLabels;
 pub use self::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
@@ -407,6 +410,23 @@ pub trait Store: Send + Sync + 'static {
     async fn replica_delete(&self, replica_id: &str) -> Result<()>;
     /// Deletes heartbeat rows last written before `before`; returns how many.
     async fn replica_prune(&self, before: Ts) -> Result<u64>;
+
+    // ---- retention ----
+
+    /// Looks at up to `limit` plans created before `cutoff`, oldest first
+    /// (after `from`), and returns those that may be pruned: every task
+    /// terminal, nothing changed since `cutoff`, not queued, no webhook
+    /// delivery pending.
+    async fn plan_prune_scan(
+        &self,
+        cutoff: Ts,
+        from: Option<PruneCursor>,
+        limit: i64,
+    ) -> Result<PruneScan>;
+    /// Deletes those of `ids` that may still be pruned, with their tasks,
+    /// runs, events, logs, notification claims and deliveries, in one
+    /// transaction.
+    async fn plan_prune(&self, ids: &[i64], cutoff: Ts) -> Result<PruneReport>;
 
     // ---- dashboard sessions (SPEC §9) ----
 

@@ -91,6 +91,22 @@ impl TestDb {
         .map_err(|e| e.to_string())
     }
 
+    /// The one number a `SELECT COUNT(*) …` outside Baton answers.
+    pub async fn count(&self, sql: &str) -> i64 {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match self.kind {
+            Kind::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(self.url()).await.expect("open");
+                sqlx::query_scalar(sql).fetch_one(&pool).await
+            }
+            Kind::Postgres => {
+                let pool = sqlx::PgPool::connect(self.url()).await.expect("open");
+                sqlx::query_scalar(sql).fetch_one(&pool).await
+            }
+        }
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Checks every plan's `open_tasks` against its tasks: the count the
     /// finish and skip paths keep must equal the tasks neither DONE nor
     /// SKIPPED, or PIPELINE_COMPLETED would come early or never.

@@ -13,6 +13,8 @@
 //!   heartbeats;
 //! - `notifications`: notification claims, the outbox, deliveries;
 //! - `dashboard`: the reads behind the dashboard;
+//! - `retention`: pruning finished plans, whole and with nothing left
+//!   behind, never an open or recently changed one;
 //! - `sessions`: sign-in sessions;
 //! - `workflow`: halt on failure, dependencies and stages, approvals,
 //!   pausing plans and targets, target capacity;
@@ -32,6 +34,7 @@ mod gates;
 mod liveness;
 mod notifications;
 mod plans;
+mod retention;
 mod schedules;
 mod sessions;
 mod workflow;

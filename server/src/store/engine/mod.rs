@@ -20,6 +20,7 @@ pub mod outcomes;
 pub mod pins;
 pub mod promote;
 pub mod reads;
+pub mod retention;
 pub mod schedules;
 pub mod sessions;
 mod shared;

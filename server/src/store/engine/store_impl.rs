@@ -7,7 +7,7 @@ use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunVie
 
 use super::{
     Dialect, actions, approvals, brakes, deliveries, endings, execution, liveness, pins, promote,
-    read_one, reads, schedules, sessions, submit,
+    read_one, reads, retention, schedules, sessions, submit,
 };
 use crate::plan::NewPlan;
 use crate::schedule::NewSchedule;
@@ -19,8 +19,8 @@ use crate::store::sessions::Session;
 use crate::store::signals::Signals;
 use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{
-    Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, ReplicaInfo,
-    ReplicaRecord, Result, Store, StoreError, TickReport, Ts,
+    Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, PruneCursor,
+    PruneReport, PruneScan, ReplicaInfo, ReplicaRecord, Result, Store, StoreError, TickReport, Ts,
 };
 
 #[async_trait::async_trait]
@@ -336,6 +336,19 @@ impl<D: Dialect> Store for D {
 
     async fn replica_prune(&self, before: Ts) -> Result<u64> {
         liveness::replica_prune(self, before).await
+    }
+
+    async fn plan_prune_scan(
+        &self,
+        cutoff: Ts,
+        from: Option<PruneCursor>,
+        limit: i64,
+    ) -> Result<PruneScan> {
+        retention::plan_prune_scan(self, cutoff, from, limit).await
+    }
+
+    async fn plan_prune(&self, ids: &[i64], cutoff: Ts) -> Result<PruneReport> {
+        retention::plan_prune(self, ids, cutoff).await
     }
 
     async fn session_insert(&self, session: &Session, now: Ts) -> Result<()> {

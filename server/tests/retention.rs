@@ -1,0 +1,135 @@
+//! Retention through the binary, on both backends: `baton prune` counts
+//! with `--dry-run` and deletes without, refusing absurd windows; a
+//! leader started with `BATON_RETAIN_FINISHED` prunes on its own. Plans
+//! are aged by moving their timestamps two hours back in the database,
+//! as if they had finished then.
+
+mod common;
+
+use std::process::Output;
+use std::time::Duration;
+
+use app::model::PlanStatus;
+use common::process::{Baton, Options, spawn_baton};
+use common::{Kind, TestDb, eventually};
+use serde_json::json;
+
+async fn prune(db: &TestDb, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("prune")
+        .args(args)
+        .env("BATON_DATABASE_URL", db.url())
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .await
+        .expect("run baton prune")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Moves every plan and run two hours into the past.
+async fn age_everything(db: &TestDb) {
+    let shift = match db.kind {
+        Kind::Sqlite => "- 7200000000",
+        Kind::Postgres => "- interval '2 hours'",
+    };
+    db.execute(&format!(
+        "UPDATE plan SET created_at = created_at {shift};
+         UPDATE task_run SET created_at = created_at {shift}, started_at = started_at {shift},
+             finished_at = finished_at {shift};"
+    ))
+    .await;
+}
+
+/// Submits a one-task plan and waits until it is DONE (or, with
+/// `start: false`, returns at once).
+async fn finished_plan(server: &Baton, name: &str, start: bool) -> i64 {
+    let view = server
+        .submit(json!({"name": name, "start": start,
+            "tasks": [{"name": "a", "target": name, "sleep": "0s"}]}))
+        .await;
+    if start {
+        eventually(Duration::from_secs(20), "the plan is DONE", || async {
+            let plan = server.plan(view.id).await?;
+            (plan.status == PlanStatus::Done).then_some(())
+        })
+        .await;
+    }
+    view.id
+}
+
+async fn plans(db: &TestDb) -> i64 {
+    db.count("SELECT COUNT(*) FROM plan").await
+}
+
+async fn prune_by_command_and_by_the_leader(kind: Kind) {
+    let db = TestDb::new(kind).await;
+    let mut server = spawn_baton(db.url()).await;
+    finished_plan(&server, "old-1", true).await;
+    finished_plan(&server, "old-2", true).await;
+    let waiting = finished_plan(&server, "not-started", false).await;
+    age_everything(&db).await;
+
+    // Absurd windows are refused, naming the value; nothing changes.
+    for bad in ["0s", "10s", "forever", "yesterday", "-1h"] {
+        let out = prune(&db, &[&format!("--older-than={bad}")]).await;
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{bad}: {stderr}");
+        assert!(stderr.contains(bad), "{bad}: {stderr}");
+    }
+    let out = prune(&db, &["--older-than", "1h", "--dry-run"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("would delete 2 finished plans (about 2 runs)"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(plans(&db).await, 3, "a dry run deletes nothing");
+    // Younger than three hours: nothing to do.
+    let out = prune(&db, &["--older-than", "3h"]).await;
+    assert!(
+        text(&out.stdout).starts_with("nothing to prune"),
+        "{}",
+        text(&out.stdout)
+    );
+    // With the server running beside it.
+    let out = prune(&db, &["--older-than", "1h"]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("deleted 2 plans: 2 tasks, 2 runs, 8 events"),
+        "{stdout}"
+    );
+    assert_eq!(plans(&db).await, 1);
+    assert!(server.plan(waiting).await.is_some(), "not started: kept");
+
+    // The leader of a replica started with a retention window prunes on
+    // its own, at its first round.
+    finished_plan(&server, "old-3", true).await;
+    age_everything(&db).await;
+    server.sigterm_and_wait(Duration::from_secs(30)).await;
+    let server = Baton::start(
+        db.url(),
+        &Options::default().env("BATON_RETAIN_FINISHED", "1h"),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        "the leader prunes old-3",
+        || async { (plans(&db).await == 1).then_some(()) },
+    )
+    .await;
+    assert!(server.plan(waiting).await.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_prune_by_command_and_by_the_leader() {
+    prune_by_command_and_by_the_leader(Kind::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_prune_by_command_and_by_the_leader() {
+    prune_by_command_and_by_the_leader(Kind::Postgres).await;
+}
