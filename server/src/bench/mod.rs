@@ -25,6 +25,7 @@
 mod cpu_meter;
 mod failover;
 mod graph;
+mod prune;
 mod render;
 
 use std::sync::Arc;
@@ -124,6 +125,11 @@ pub struct BenchArgs {
     /// sizes ten times apart (submit time and time to DONE per task).
     #[arg(long)]
     pub graph: bool,
+    /// Measure claim latency with and without pruning running: seeds
+    /// `--seed-plans` x `--seed-tasks` finished runs, then times
+    /// submit -> RUNNING while the history is deleted.
+    #[arg(long, conflicts_with_all = ["render", "seed", "graph", "failover"])]
+    pub prune: bool,
 }
 
 impl BenchArgs {
@@ -167,17 +173,20 @@ impl Target for ApiClient {
 }
 
 pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
-    if args.render || args.seed {
+    let seed_spec = crate::store::seed::SeedSpec {
+        plans: args.seed_plans,
+        tasks: args.seed_tasks,
+        big_plan_tasks: args.seed_big_plan,
+    };
+    if args.render || args.seed || args.prune {
         anyhow::ensure!(
             args.seed_plans >= 1 && args.seed_tasks >= 1 && args.seed_big_plan >= 1,
             "--seed-plans, --seed-tasks and --seed-big-plan must be at least 1"
         );
         anyhow::ensure!(args.requests >= 1, "--requests must be at least 1");
-        let spec = crate::store::seed::SeedSpec {
-            plans: args.seed_plans,
-            tasks: args.seed_tasks,
-            big_plan_tasks: args.seed_big_plan,
-        };
+    }
+    if args.render || args.seed {
+        let spec = seed_spec;
         return if args.seed {
             render::seed_configured(&settings, spec).await
         } else {
@@ -211,6 +220,9 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     let count = args.replicas.unwrap_or(if postgres { 2 } else { 1 }).max(1);
     if args.graph {
         return graph::run(url, count, &config).await;
+    }
+    if args.prune {
+        return prune::run(url, count, &config, seed_spec).await;
     }
     println!(
         "baton bench: {}, {count} in-process replicas x {} workers, poll {:?}",

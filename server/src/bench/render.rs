@@ -120,7 +120,7 @@ impl Seeded {
     }
 }
 
-async fn seed_with_progress(url: &str, spec: SeedSpec) -> anyhow::Result<Seeded> {
+pub(super) async fn seed_with_progress(url: &str, spec: SeedSpec) -> anyhow::Result<Seeded> {
     let total = spec.plans * spec.tasks;
     let mut progress = Progress::new(total as u64, "runs seeded");
     let seeded = seed(url, spec, |runs| {

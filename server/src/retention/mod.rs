@@ -40,7 +40,7 @@ pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// Plans looked at per search.
 const SCAN: i64 = 200;
 /// The pause after each deleting transaction.
-pub const PAUSE: Duration = Duration::from_millis(20);
+pub const PAUSE: Duration = Duration::from_millis(50);
 
 impl FromStr for Retain {
     type Err = String;

@@ -218,9 +218,12 @@ async fn new_phase<D: Dialect>(tx: &mut D::Tx, plan_id: i64) -> Result<()> {
     Ok(())
 }
 
-/// No row lock: nothing deletes plans, and a plan action holding the plan
-/// row while it locks runs would invert the order of a finish, which locks
-/// its runs and then the plan row (`notify_plans`).
+/// No row lock: a plan action holding the plan row while it locks runs
+/// would invert the order of a finish, which locks its runs and then the
+/// plan row (`notify_plans`). Retention deletes a plan only with its task
+/// rows locked, so an action that gets past this check and then locks
+/// tasks either finds them (the prune waits, re-checks and keeps the plan)
+/// or finds none and says so.
 async fn plan_exists<D: Dialect>(tx: &mut D::Tx, id: i64) -> Result<()> {
     let found: Option<(i64,)> =
         optional::<D, _>(tx, "SELECT id FROM plan WHERE id = $1", &[id.into()]).await?;

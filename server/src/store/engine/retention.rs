@@ -20,7 +20,7 @@ use super::{BATCH, Dialect, RowLock, Sql, id_args, placeholders};
 use crate::store::{Result, Ts};
 
 /// About how many runs (with their events and logs) one deletion takes.
-pub const BATCH_RUNS: i64 = 2_000;
+pub const BATCH_RUNS: i64 = 500;
 
 /// Where a search for plans to prune goes on from: after this plan in
 /// (created_at, id) order.
