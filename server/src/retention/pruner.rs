@@ -8,14 +8,20 @@ use tokio_util::sync::CancellationToken;
 
 use super::{PAUSE, PRUNE_EVERY, prune};
 use crate::liveness::Leadership;
+use crate::scheduler::Probe;
 use crate::store::{Store, Ts};
 
-/// The leader's pruning loop.
+/// The most one round works: a backlog (a first start with years of
+/// history, a window just shortened) is worked off over several rounds,
+/// so each round ends in time for `/readyz` and a deposed leader stops
+/// soon.
+const ROUND_BUDGET: Duration = Duration::from_secs(30);
+
 pub struct Pruner {
     store: Arc<dyn Store>,
     leadership: Leadership,
     retain: Duration,
-    every: Duration,
+    probe: Probe,
 }
 
 impl Pruner {
@@ -24,14 +30,23 @@ impl Pruner {
             store,
             leadership,
             retain,
-            every: PRUNE_EVERY,
+            probe: Probe::detached(),
         }
     }
 
+    /// Reports each round to `probe` (for `/readyz`).
+    pub fn reporting_to(mut self, probe: Probe) -> Self {
+        self.probe = probe;
+        self
+    }
+
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.every);
+        let mut tick = tokio::time::interval(PRUNE_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            if !self.leadership.is_leader() {
+                self.probe.idle();
+            }
             tokio::select! {
                 _ = self.leadership.until_leading() => {}
                 _ = shutdown.cancelled() => return,
@@ -43,32 +58,47 @@ impl Pruner {
             if !self.leadership.is_leader() {
                 continue;
             }
-            // Stops between batches when leadership or the process ends,
-            // so a deposed leader does not keep deleting beside the new one
-            // (which would be harmless, only wasted: each batch re-checks).
-            let stop = shutdown.child_token();
-            let lost = {
-                let mut leadership = self.leadership.clone();
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    leadership.until_deposed().await;
-                    stop.cancel();
-                })
-            };
-            let cutoff = Ts::now().minus(self.retain);
-            match prune(&*self.store, cutoff, PAUSE, &stop, |_| {}).await {
-                Ok(r) if r.plans > 0 => tracing::info!(
-                    plans = r.plans,
-                    runs = r.runs,
-                    events = r.events,
-                    logs = r.logs,
-                    "pruned finished plans older than {}",
-                    humantime::format_duration(self.retain)
-                ),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "pruning finished plans failed; will retry"),
+            match self.round(&shutdown).await {
+                Ok(()) => self.probe.round_done(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "pruning finished plans failed; will retry");
+                    self.probe.round_failed(&e);
+                }
             }
-            lost.abort();
         }
+    }
+
+    /// One round: prunes until done, the budget is spent, leadership is
+    /// lost or the process stops, whichever comes first (always between
+    /// batches: each is whole plans).
+    async fn round(&self, shutdown: &CancellationToken) -> anyhow::Result<()> {
+        let stop = shutdown.child_token();
+        let watcher = {
+            let mut leadership = self.leadership.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = leadership.until_deposed() => {}
+                    _ = tokio::time::sleep(ROUND_BUDGET) => {}
+                }
+                stop.cancel();
+            })
+        };
+        let cutoff = Ts::now().minus(self.retain);
+        let pruned = prune(&*self.store, cutoff, PAUSE, &stop, |_| {}).await;
+        watcher.abort();
+        let r = pruned?;
+        if r.plans > 0 {
+            tracing::info!(
+                plans = r.plans,
+                runs = r.runs,
+                events = r.events,
+                logs = r.logs,
+                more = stop.is_cancelled(),
+                "pruned finished plans older than {}",
+                humantime::format_duration(self.retain)
+            );
+        }
+        Ok(())
     }
 }

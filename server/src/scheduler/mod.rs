@@ -237,10 +237,13 @@ impl Replica {
             .run(shutdown.clone()),
         );
         if let Some(retain) = config.retain_finished {
+            let pruning = probe("pruner", crate::retention::PRUNE_EVERY);
             loops.spawn(
                 "pruner",
-                Probe::detached(),
-                Pruner::new(store.clone(), leadership.clone(), retain).run(shutdown.clone()),
+                pruning.clone(),
+                Pruner::new(store.clone(), leadership.clone(), retain)
+                    .reporting_to(pruning)
+                    .run(shutdown.clone()),
             );
         }
         let claiming = probe("claimer", config.poll_interval);

@@ -85,6 +85,9 @@ impl std::ops::DerefMut for WriteTx {
     }
 }
 
+/// `journal_size_limit`: 64 MiB, above the backstop checkpoint's 40 MB.
+const JOURNAL_SIZE_LIMIT: &str = "67108864";
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path`.
     pub async fn open(path: &str) -> Result<Self> {
@@ -102,6 +105,11 @@ impl SqliteStore {
             // checkpoint rather than per commit.
             .synchronous(SqliteSynchronous::Normal)
             .pragma("wal_autocheckpoint", BACKSTOP_PAGES)
+            // The WAL file keeps the size of its largest burst (a prune
+            // round writes many pages at once); past this, a checkpoint
+            // that empties it also truncates it, so disk use stays
+            // bounded with retention on.
+            .pragma("journal_size_limit", JOURNAL_SIZE_LIMIT)
             .busy_timeout(Duration::from_secs(30))
             .foreign_keys(true)
             .row_buffer_size(ROW_BUFFER);
