@@ -17,7 +17,8 @@ use crate::executor::Registry;
 use crate::scheduler::{Replica, SchedulerView, new_replica_id};
 use crate::store::{self, ReplicaInfo, Store, Ts};
 
-/// The version every replica reports.
+/// The version of the package; replicas report [`VERSION_LONG`], which
+/// names the commit too, so a rolling upgrade shows which build each runs.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// `baton --version`: the version and the commit built (from `build.rs`).
@@ -50,7 +51,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         replica_id: new_replica_id(),
         hostname: gethostname::gethostname().to_string_lossy().into_owned(),
         labels: settings.labels(),
-        version: VERSION.to_owned(),
+        version: VERSION_LONG.to_owned(),
         started_at: Ts::now(),
     };
     let replica = Replica::start(
