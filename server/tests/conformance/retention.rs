@@ -379,6 +379,13 @@ mod cases {
             .await
             .unwrap();
         assert!(scan.prunable.is_empty(), "their runs finished later");
+        // One transaction never takes more than a bounded batch.
+        let too_many = vec![ids[0]; 501];
+        assert!(matches!(
+            s.plan_prune(&too_many, cutoff).await,
+            Err(StoreError::Invalid(m)) if m.contains("501")
+        ));
+        s.plan_get(ids[0]).await.unwrap();
     }
 
     pub async fn prunes_racing_retries_never_leave_half_a_plan(kind: Kind) {

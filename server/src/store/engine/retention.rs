@@ -17,7 +17,7 @@
 //! SQLite each batch holds the single writer for a few milliseconds.
 
 use super::{BATCH, Dialect, RowLock, Sql, id_args, placeholders};
-use crate::store::{Result, Ts};
+use crate::store::{Result, StoreError, Ts};
 
 /// About how many runs (with their events and logs) one deletion takes.
 pub const BATCH_RUNS: i64 = 500;
@@ -160,9 +160,14 @@ fn task_states_args(cutoff: Ts, ids: &[i64]) -> Vec<super::Arg<'static>> {
 /// Deletes the plans of `ids` that may still be pruned, with their tasks,
 /// runs, events, logs, dependencies, notification claims, deliveries and
 /// submission keys, in one transaction. A plan an action touched since the
-/// scan is kept.
+/// scan is kept. At most [`BATCH`] ids; more are refused, nothing changed.
 pub async fn plan_prune<D: Dialect>(d: &D, ids: &[i64], cutoff: Ts) -> Result<PruneReport> {
-    let ids = &ids[..ids.len().min(BATCH)];
+    if ids.len() > BATCH {
+        return Err(StoreError::Invalid(format!(
+            "at most {BATCH} plans are pruned in one transaction, not {}",
+            ids.len()
+        )));
+    }
     if ids.is_empty() {
         return Ok(PruneReport::default());
     }
