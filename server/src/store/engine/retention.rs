@@ -132,6 +132,9 @@ pub async fn plan_prune_scan<D: Dialect>(
         PruneCursor { created_at, id }
     });
     let ids: Vec<i64> = old.iter().map(|(id, _)| *id).collect();
+    if ids.is_empty() {
+        return Ok(PruneScan::default());
+    }
     let states: Vec<(i64, i64, i64, i64)> = d
         .read(task_states_sql(ids.len()), &task_states_args(cutoff, &ids))
         .await?;
@@ -144,15 +147,12 @@ pub async fn plan_prune_scan<D: Dialect>(
 }
 
 fn task_states_sql(n: usize) -> Sql {
-    Sql::built(TASK_STATES.replace("{ids}", &placeholders(2, n.max(1))))
+    Sql::built(TASK_STATES.replace("{ids}", &placeholders(2, n)))
 }
 
+/// `ids` is never empty: both callers return before.
 fn task_states_args(cutoff: Ts, ids: &[i64]) -> Vec<super::Arg<'static>> {
     let mut args = vec![cutoff.into()];
-    if ids.is_empty() {
-        // `IN ($2)` with an id no plan has: the statement stays valid.
-        args.push(0i64.into());
-    }
     args.extend(id_args(ids));
     args
 }
