@@ -124,6 +124,28 @@ async fn prune_by_command_and_by_the_leader(kind: Kind) {
     assert!(server.plan(waiting).await.is_some());
 }
 
+/// A mistyped SQLite path is refused, naming it, and no empty database is
+/// left there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_refuses_a_missing_sqlite_file_and_creates_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo.db");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["prune", "--older-than", "7d", "--dry-run"])
+        .env(
+            "BATON_DATABASE_URL",
+            format!("sqlite://{}", missing.display()),
+        )
+        .output()
+        .await
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("no SQLite database at"), "{stderr}");
+    assert!(stderr.contains("typo.db"), "{stderr}");
+    assert!(!missing.exists(), "prune created {}", missing.display());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_prune_by_command_and_by_the_leader() {
     prune_by_command_and_by_the_leader(Kind::Sqlite).await;

@@ -31,7 +31,19 @@ fn parse_older_than(s: &str) -> Result<Duration, String> {
 }
 
 pub async fn prune_command(settings: &Settings, args: PruneArgs) -> anyhow::Result<()> {
-    let store = crate::store::connect(&settings.database_url.0).await?;
+    let url = &settings.database_url.0;
+    // Opening SQLite creates a missing file; a mistyped path must not
+    // leave an empty database behind.
+    if let Some(path) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        anyhow::ensure!(
+            std::path::Path::new(path).is_file(),
+            "no SQLite database at {path}: nothing to prune (check BATON_DATABASE_URL)"
+        );
+    }
+    let store = crate::store::connect(url).await?;
     // Refuses an unmigrated database rather than searching without the
     // index the search needs.
     store.ready().await?;
