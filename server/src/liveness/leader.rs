@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::scheduler::Probe;
@@ -44,6 +45,41 @@ impl Leadership {
         // Err: the lease loop ended, so this replica leads no more either.
         let _ = self.leading.wait_for(|leading| !*leading).await;
     }
+
+    /// The rhythm of a loop only the leader runs (sweeper, schedule
+    /// ticker, pruner): returns `true` once this replica leads and `tick`
+    /// says a round is due, `false` at shutdown. While it follows, `probe`
+    /// hears that the loop is idle, so `/readyz` does not count it stalled.
+    pub async fn next_round(
+        &mut self,
+        tick: &mut Interval,
+        probe: &Probe,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        loop {
+            if !self.is_leader() {
+                probe.idle();
+            }
+            tokio::select! {
+                _ = self.until_leading() => {}
+                _ = shutdown.cancelled() => return false,
+            }
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.cancelled() => return false,
+            }
+            if self.is_leader() {
+                return true;
+            }
+        }
+    }
+}
+
+/// A round every `every`, late rounds delayed rather than bunched.
+pub fn round_interval(every: Duration) -> Interval {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    tick
 }
 
 pub struct LeaderLease {

@@ -8,7 +8,7 @@ mod replica_views;
 mod run_heartbeat;
 mod sweeper;
 
-pub use self::leader::{LeaderLease, Leadership};
+pub use self::leader::{LeaderLease, Leadership, round_interval};
 pub use self::replica_heartbeat::ReplicaHeartbeat;
 pub use self::replica_views::replica_views;
 pub use self::run_heartbeat::{RunHandle, RunHeartbeat, RunTable};

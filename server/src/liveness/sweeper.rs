@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::Leadership;
+use super::{Leadership, round_interval};
 use crate::scheduler::Probe;
 use crate::store::{Store, SweepReport, Ts};
 
@@ -67,24 +67,13 @@ impl Sweeper {
     }
 
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut tick = round_interval(self.interval);
         let mut pruned_at: Option<Instant> = None;
-        loop {
-            if !self.leadership.is_leader() {
-                self.probe.idle();
-            }
-            tokio::select! {
-                _ = self.leadership.until_leading() => {}
-                _ = shutdown.cancelled() => return,
-            }
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = shutdown.cancelled() => return,
-            }
-            if !self.leadership.is_leader() {
-                continue;
-            }
+        while self
+            .leadership
+            .next_round(&mut tick, &self.probe, &shutdown)
+            .await
+        {
             match self.run_once().await {
                 Ok(_) => self.probe.round_done(),
                 Err(e) => {

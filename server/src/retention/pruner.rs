@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{PAUSE, PRUNE_EVERY, prune};
-use crate::liveness::Leadership;
+use crate::liveness::{Leadership, round_interval};
 use crate::scheduler::Probe;
 use crate::store::{Store, Ts};
 
@@ -40,24 +40,13 @@ impl Pruner {
         self
     }
 
-    pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(PRUNE_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            if !self.leadership.is_leader() {
-                self.probe.idle();
-            }
-            tokio::select! {
-                _ = self.leadership.until_leading() => {}
-                _ = shutdown.cancelled() => return,
-            }
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = shutdown.cancelled() => return,
-            }
-            if !self.leadership.is_leader() {
-                continue;
-            }
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut tick = round_interval(PRUNE_EVERY);
+        let mut leadership = self.leadership.clone();
+        while leadership
+            .next_round(&mut tick, &self.probe, &shutdown)
+            .await
+        {
             match self.round(&shutdown).await {
                 Ok(()) => self.probe.round_done(),
                 Err(e) => {

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
 use super::health::Probe;
-use crate::liveness::Leadership;
+use crate::liveness::{Leadership, round_interval};
 use crate::store::{Store, TickReport, Ts};
 
 /// The least a tick may be late and still fire as on time; the grace is
@@ -83,24 +83,12 @@ impl Ticker {
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.poll_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            if !self.leadership.is_leader() {
-                self.probe.idle();
-                let mut leadership = self.leadership.clone();
-                tokio::select! {
-                    _ = leadership.until_leading() => {}
-                    _ = shutdown.cancelled() => return,
-                }
-            }
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = shutdown.cancelled() => return,
-            }
-            if !self.leadership.is_leader() {
-                continue;
-            }
+        let mut tick = round_interval(self.poll_interval);
+        let mut leadership = self.leadership.clone();
+        while leadership
+            .next_round(&mut tick, &self.probe, &shutdown)
+            .await
+        {
             match self.run_once().await {
                 Ok(_) => self.probe.round_done(),
                 Err(e) => {
