@@ -74,11 +74,11 @@ pub async fn prune_command(settings: &Settings, args: PruneArgs) -> anyhow::Resu
         }
     });
     let mut progress = Progress::new(plans, "plans pruned");
-    let report = prune(&*store, cutoff, PAUSE, &stop, |p| {
+    let report = prune(&*store, cutoff, PAUSE, &stop, |done| {
         progress.update(
-            p.done.plans,
-            plans.max(p.done.plans),
-            &format!(", {} runs", p.done.runs),
+            done.plans,
+            plans.max(done.plans),
+            &format!(", {} runs", done.runs),
         )
     })
     .await?;

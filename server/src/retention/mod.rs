@@ -75,30 +75,20 @@ impl fmt::Display for Retain {
     }
 }
 
-/// Where a prune stands, for a progress line.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PruneProgress {
-    /// What has been deleted so far.
-    pub done: PruneReport,
-    /// Plans looked at so far.
-    pub scanned: u64,
-}
-
 /// Deletes every plan that may be pruned with `cutoff`, a batch per
 /// transaction, pausing `pause` after each; stops early when `stop`
-/// fires. `on_batch` hears the running totals.
+/// fires. `on_batch` hears the running totals (for a progress line).
 pub async fn prune(
     store: &dyn Store,
     cutoff: Ts,
     pause: Duration,
     stop: &CancellationToken,
-    mut on_batch: impl FnMut(&PruneProgress),
+    mut on_batch: impl FnMut(&PruneReport),
 ) -> anyhow::Result<PruneReport> {
-    let mut progress = PruneProgress::default();
+    let mut done = PruneReport::default();
     let mut from: Option<PruneCursor> = None;
     loop {
         let scan = store.plan_prune_scan(cutoff, from, SCAN).await?;
-        progress.scanned += SCAN as u64;
         // Whole plans per transaction, about BATCH_RUNS runs each.
         let mut batch: Vec<i64> = Vec::new();
         let mut runs = 0;
@@ -111,10 +101,10 @@ pub async fn prune(
                 .is_none_or(|next| runs + next.runs.max(1) > BATCH_RUNS);
             if full {
                 if stop.is_cancelled() {
-                    return Ok(progress.done);
+                    return Ok(done);
                 }
-                progress.done.add(store.plan_prune(&batch, cutoff).await?);
-                on_batch(&progress);
+                done.add(store.plan_prune(&batch, cutoff).await?);
+                on_batch(&done);
                 batch.clear();
                 runs = 0;
                 tokio::time::sleep(pause).await;
@@ -122,7 +112,7 @@ pub async fn prune(
         }
         match scan.next {
             Some(next) if !stop.is_cancelled() => from = Some(next),
-            _ => return Ok(progress.done),
+            _ => return Ok(done),
         }
     }
 }
