@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crate::error::DashboardError;
 use crate::model::{Identity, PlanStatus};
 use crate::views::{
-    Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, ScheduleAction,
-    SchedulePage, SchedulesPage, TargetChange, TargetsPage,
+    Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, RunsPage,
+    ScheduleAction, SchedulePage, SchedulesPage, TargetChange, TargetsPage,
 };
 
 /// Longest run log tail a page shows; the full log is a link away.
@@ -41,6 +41,23 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// The plan with the tasks from `offset` on, [`crate::views::TASKS_PER_PAGE`]
     /// of them.
     async fn plan(&self, id: i64, offset: i64) -> Result<PlanPage, DashboardError>;
+    /// Runs matching `query` with ids below `before`, newest first; a
+    /// filter that cannot be read is [`DashboardError::Invalid`] naming it.
+    async fn runs(
+        &self,
+        query: crate::search::RunQuery,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<RunsPage, DashboardError>;
+    /// Applies `action` on behalf of `who` to the runs `query` matches, if
+    /// they are still `expected` in number.
+    async fn bulk(
+        &self,
+        who: &Identity,
+        action: crate::search::BulkAction,
+        query: crate::search::RunQuery,
+        expected: i64,
+    ) -> Result<crate::search::BulkResult, DashboardError>;
     /// The run with its events and the last `log_lines` lines of its log.
     async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError>;
     async fn replicas(&self) -> Result<ReplicasPage, DashboardError>;

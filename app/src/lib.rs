@@ -1,7 +1,8 @@
 //! Baton's dashboard, rendered on the server and hydrated in the browser.
 //!
 //! Layout:
-//! - [`model`]: the JSON view types shared with the REST API.
+//! - [`model`]: the JSON view types shared with the REST API; [`search`]:
+//!   the runs search's filter and results.
 //! - [`views`]: what each page loads; [`error`]: the error its server
 //!   functions return.
 //! - `backend` (ssr only): the trait through which server functions reach
@@ -19,6 +20,7 @@
 pub mod error;
 pub mod model;
 pub mod query;
+pub mod search;
 pub mod views;
 
 #[cfg(feature = "ssr")]
@@ -38,7 +40,7 @@ use crate::components::session::{
 };
 use crate::pages::{
     deliveries::DeliveriesListPage, login::LoginPage, overview::OverviewPage, plan::PlanDetailPage,
-    plans::PlansListPage, replicas::ReplicasListPage, run::RunDetailPage,
+    plans::PlansListPage, replicas::ReplicasListPage, run::RunDetailPage, runs::RunsListPage,
     schedules::ScheduleDetailPage, schedules::SchedulesListPage, submit::SubmitPage,
     targets::TargetsListPage,
 };
@@ -132,6 +134,7 @@ pub fn App() -> impl IntoView {
                             <NavLink href="/" label="Overview" />
                             <NavLink href="/plans" label="Plans" />
                             <NavLink href="/plans/new" label="Submit" />
+                            <NavLink href="/runs" label="Runs" />
                             <NavLink href="/schedules" label="Schedules" />
                             <NavLink href="/targets" label="Targets" />
                             <NavLink href="/replicas" label="Replicas" />
@@ -147,6 +150,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/plans") view=PlansListPage ssr=SsrMode::Async />
                         <Route path=path!("/plans/new") view=SubmitPage ssr=SsrMode::Async />
                         <Route path=path!("/plans/:id") view=PlanDetailPage ssr=SsrMode::Async />
+                        <Route path=path!("/runs") view=RunsListPage ssr=SsrMode::Async />
                         <Route path=path!("/runs/:id") view=RunDetailPage ssr=SsrMode::Async />
                         <Route path=path!("/schedules") view=SchedulesListPage ssr=SsrMode::Async />
                         <Route path=path!("/schedules/:id") view=ScheduleDetailPage ssr=SsrMode::Async />

@@ -182,6 +182,19 @@ impl ScheduleAction {
     }
 }
 
+/// `/runs`: one page of the runs search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunsPage {
+    pub now: DateTime<Utc>,
+    pub list: crate::search::RunList,
+    /// The filter as the server read it, relative times made absolute:
+    /// what a bulk action carries, so it acts on the set that was shown.
+    pub resolved: crate::search::RunQuery,
+    /// How many runs each bulk action would change; only for a filtered
+    /// search (no bulk action acts on every run there is).
+    pub counts: Option<crate::search::BulkCounts>,
+}
+
 /// `/runs/:id`: the run, its history and the end of its log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunPage {

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 
 use crate::bench::BenchArgs;
 use crate::client::{
-    ApproveArgs, PausedArgs, PlanArg, ScheduleArgs, StatusArgs, SubmitArgs, TargetArgs,
+    ApproveArgs, PausedArgs, PlanArg, RunsArgs, ScheduleArgs, StatusArgs, SubmitArgs, TargetArgs,
 };
 use crate::config::Settings;
 
@@ -32,6 +32,9 @@ pub enum Command {
     Submit(SubmitArgs),
     /// Show the newest plans, or one plan's tasks, from a running server.
     Status(StatusArgs),
+    /// Search runs across plans, newest first: by status, target, plan,
+    /// replica, actor, error text, finish time.
+    Runs(RunsArgs),
     /// Approve a task waiting for approval, or every such task of a plan.
     Approve(ApproveArgs),
     /// Pause a plan: none of its runs is promoted until it is resumed.

@@ -16,6 +16,7 @@
 //!   [`retention`]: pruning finished plans.
 //! - [`executor`]: `command` (under its supervisor), `http`, `sleep`.
 //! - [`notifications`]: the webhook deliverer and signatures.
+//! - [`run_filter`]: the runs search's filter, checked.
 //! - [`actions`]: operator actions, one dispatch for the API and the
 //!   dashboard.
 //! - [`api`]: the REST API; [`dashboard`]: the Leptos routes; [`auth`]:
@@ -41,6 +42,7 @@ pub mod liveness;
 pub mod notifications;
 pub mod plan;
 pub mod retention;
+pub mod run_filter;
 pub mod schedule;
 pub mod scheduler;
 pub mod secret;

@@ -215,6 +215,129 @@ async fn bad_plans_are_refused_with_the_field_and_change_nothing() {
 /// Whatever refuses a request (a handler, axum's extractors, the body
 /// limit), the API answers with the status that names the problem and the
 /// JSON error format; the dashboard never overflows on a page number.
+/// `GET /api/v1/runs` filters as the store does, pages by `next_before`,
+/// and refuses what it cannot read with 422 naming the parameter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_runs_search_filters_pages_and_refuses_bad_input() {
+    let s = Server::start(Kind::Sqlite).await;
+    let task = |name: &str, target: &str, argv: Value| json!({"name": name, "target": target, "command": {"argv": argv}});
+    let (status, body) = s
+        .post(
+            "/api/v1/plans",
+            json!({"name": "Search Me", "tasks": [
+                task("ok", "db/orders", json!(["true"])),
+                task("boom", "db/users", json!(["sh", "-c", "echo deadlock >&2; exit 3"])),
+                task("fine", "svc/api", json!(["true"])),
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    s.wait_plan(1, PlanStatus::Failed).await;
+    let search = |query: &'static str| {
+        let s = &s;
+        async move {
+            let list: app::search::RunList = s.get(&format!("/api/v1/runs?{query}")).await;
+            list.runs
+                .iter()
+                .map(|r| (r.task_name.clone(), r.status))
+                .collect::<Vec<_>>()
+        }
+    };
+    use app::model::RunStatus::{Done, Failed};
+    assert_eq!(search("status=failed").await, [("boom".to_owned(), Failed)]);
+    assert_eq!(search("target=db/").await.len(), 2);
+    assert_eq!(search("plan=search%20me&status=DONE").await.len(), 2);
+    assert_eq!(search("error=CODE%203").await.len(), 1);
+    assert_eq!(
+        search("since=1h&target=svc").await,
+        [("fine".to_owned(), Done)]
+    );
+    assert!(search("until=1h").await.is_empty());
+    assert!(
+        search("target=%25").await.is_empty(),
+        "a % is a character, not a wildcard"
+    );
+    // Newest first, one a page, through every run and no further.
+    let mut seen = Vec::new();
+    let mut path = "/api/v1/runs?limit=1".to_owned();
+    loop {
+        let page: app::search::RunList = s.get(&path).await;
+        seen.extend(page.runs.iter().map(|r| r.id));
+        match page.next_before {
+            Some(next) => path = format!("/api/v1/runs?limit=1&before={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 3);
+    assert!(seen.windows(2).all(|w| w[0] > w[1]), "{seen:?}");
+
+    // Bulk: counted, refused at another count, applied at the one seen.
+    let counts: Value = s.get("/api/v1/runs/bulk?status=FAILED&plan=search").await;
+    assert_eq!(counts, json!({"ended_badly": 1, "live": 0}));
+    let retry = |expected: i64| json!({"action": "retry", "filter": {"status": "FAILED"}, "expected": expected});
+    let (status, body) = s.post("/api/v1/runs/bulk", retry(2)).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        body["error"],
+        "the filter now matches 1 runs to retry, you saw 2; nothing was changed, look again"
+    );
+    let (status, body) = s.post("/api/v1/runs/bulk", retry(1)).await;
+    assert_eq!(
+        (status, &body),
+        (200, &json!({"action": "retry", "changed": 1}))
+    );
+    let plan: PlanView = s.get("/api/v1/plans/1").await;
+    let boom = plan.tasks.iter().find(|t| t.name == "boom").unwrap();
+    assert_eq!(boom.attempt, Some(2), "retried once");
+    for (body, field) in [
+        (
+            json!({"action": "retry", "filter": {}, "expected": 1}),
+            "filter",
+        ),
+        (json!({"action": "retry", "expected": 1}), "filter"),
+        (
+            json!({"action": "retry", "filter": {"since": "soon"}, "expected": 1}),
+            "filter.since",
+        ),
+        (
+            json!({"action": "retry", "filter": {"status": "FAILED"}, "expected": -1}),
+            "expected",
+        ),
+    ] {
+        let (status, answer) = s.post("/api/v1/runs/bulk", body.clone()).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+        assert_eq!(answer["field"], field, "{body}: {answer}");
+    }
+    let (status, answer) = s
+        .post(
+            "/api/v1/runs/bulk",
+            json!({"action": "delete", "filter": {"status": "FAILED"}, "expected": 1}),
+        )
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    let (status, answer) = s.get_status("/api/v1/runs/bulk").await;
+    assert_eq!((status, answer["field"].as_str()), (422, Some("filter")));
+
+    let long = format!("plan={}", "x".repeat(201));
+    for (query, field) in [
+        ("status=LOST", "status"),
+        ("since=tomorrowish", "since"),
+        ("since=1h&until=2h", "until"),
+        ("actor=a%00b", "actor"),
+        (long.as_str(), "plan"),
+        ("before=0", "before"),
+        ("before=-3", "before"),
+        ("before=x", "before"),
+        ("limit=0", "limit"),
+        ("limit=501", "limit"),
+        ("limit=99999999999999999999", "limit"),
+    ] {
+        let (status, body) = s.get_status(&format!("/api/v1/runs?{query}")).await;
+        assert_eq!(status, 422, "{query}: {body}");
+        assert_eq!(body["field"], field, "{query}: {body}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_refusal_has_its_status_and_json() {
     let s = Server::start(Kind::Postgres).await;
@@ -524,6 +647,8 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
     let plan_json: Value = s.get("/api/v1/plans/1").await;
     let list: Value = s.get("/api/v1/plans").await;
     let run: Value = s.get(&format!("/api/v1/runs/{run_id}")).await;
+    let runs: Value = s.get("/api/v1/runs?status=DONE&plan=doc").await;
+    let counts: Value = s.get("/api/v1/runs/bulk?status=DONE").await;
     let replicas: Value = s.get("/api/v1/replicas").await;
     let capped = s
         .http
@@ -562,6 +687,9 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         ("PlanSummary", &list["plans"][0]),
         ("RunView", &run),
         ("EventView", &run["events"][0]),
+        ("RunList", &runs),
+        ("RunSummary", &runs["runs"][0]),
+        ("BulkCounts", &counts),
         ("ReplicaView", &replicas[0]),
         ("TargetView", &targets[0]),
         ("PausedView", &paused),

@@ -252,6 +252,10 @@ mod cases {
                 w.url("/api/v1/targets/capacity"),
                 Some(json!({"target": "db/orders", "capacity": 1})),
             ),
+            (
+                w.url("/api/v1/runs/bulk"),
+                Some(json!({"action": "cancel", "filter": {"target": "db/"}, "expected": 1})),
+            ),
         ] {
             let mut request = http.post(&url).bearer_auth(&w.victor_token);
             if let Some(body) = body {

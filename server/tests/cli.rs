@@ -291,6 +291,86 @@ async fn a_failed_plan_exits_non_zero_and_a_bad_file_writes_nothing() {
     );
 }
 
+/// `baton runs` lists what the search finds, and `--act` retries it only
+/// at the count expected, refusing to guess without a terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_lists_the_search_and_acts_on_it_at_the_count_expected() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = spawn_baton(db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fails.json"),
+        r#"{"name": "cli-runs", "tasks": [
+            {"name": "boom", "target": "db/a", "command": {"argv": ["sh", "-c", "exit 3"]}},
+            {"name": "ok", "target": "db/b", "sleep": "0s"}]}"#,
+    )
+    .unwrap();
+    let out = baton(&server, &dir, &["submit", "fails.json", "--wait"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+
+    let out = baton(
+        &server,
+        &dir,
+        &["runs", "--target", "db/", "--status", "failed"],
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("boom #1") && stdout.contains("exited with code 3"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("ok #1"), "{stdout}");
+    let out = baton(&server, &dir, &["runs", "--limit", "1"]).await;
+    assert!(
+        text(&out.stdout).contains("(more: --before "),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // No terminal: it says how many and asks for the count.
+    let out = baton(
+        &server,
+        &dir,
+        &["runs", "--status", "failed", "--act", "retry"],
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("1 runs would be retried; pass --expect 1"),
+        "{stderr}"
+    );
+    let out = baton(
+        &server,
+        &dir,
+        &[
+            "runs", "--status", "failed", "--act", "retry", "--expect", "2",
+        ],
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("now matches 1 runs to retry, you saw 2"),
+        "{stderr}"
+    );
+    let out = baton(
+        &server,
+        &dir,
+        &[
+            "runs", "--status", "failed", "--act", "retry", "--expect", "1",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "retried 1 runs\n");
+    let store = db.store().await;
+    let plan = store.plan_get(1).await.unwrap();
+    let boom = plan.tasks.iter().find(|t| t.name == "boom").unwrap();
+    assert_eq!(boom.attempt, Some(2));
+}
+
 /// `baton hash-password` and `baton new-token` make what the users file
 /// holds: a hash the server verifies, a token whose hash is printed.
 #[test]

@@ -7,6 +7,7 @@ pub mod plan;
 pub mod plans;
 pub mod replicas;
 pub mod run;
+pub mod runs;
 pub mod schedules;
 pub mod submit;
 pub mod targets;

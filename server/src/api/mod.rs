@@ -107,6 +107,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/schedules/{id}/pause", post(schedules::pause))
         .route("/schedules/{id}/resume", post(schedules::resume))
         .route("/schedules/{id}/trigger", post(schedules::trigger))
+        .route("/runs", get(runs::search))
+        .route("/runs/bulk", get(runs::bulk_counts).post(runs::bulk))
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/log", get(runs::log))
         .route("/replicas", get(replicas::list))

@@ -1,13 +1,124 @@
-//! `/api/v1/runs/{id}`: one attempt with its event history, and its log.
+//! `/api/v1/runs`: the runs search; `/api/v1/runs/{id}`: one attempt with
+//! its event history, and its log.
 
 use app::model::RunView;
+use app::search::{BulkCounts, BulkRequest, BulkResult, RunList, RunQuery};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
+use serde::Deserialize;
 
 use super::error::parse_id;
-use super::{ApiResult, ApiState};
+use super::{ApiError, ApiResult, ApiState};
+use crate::auth::Operator;
+use crate::run_filter::{self, RunFilter};
+use crate::store::Ts;
+
+/// Runs per page when the client names no limit, and the most it may ask.
+const DEFAULT_LIMIT: i64 = 50;
+const MAX_LIMIT: i64 = 500;
+
+/// The search's filter plus the page it wants.
+#[derive(Debug, Deserialize)]
+pub struct SearchQuery {
+    #[serde(flatten)]
+    filter: RunQuery,
+    before: Option<String>,
+    limit: Option<String>,
+}
+
+/// `GET /api/v1/runs?status=&target=&plan=&replica=&actor=&error=&since=&until=&before=&limit=`
+pub async fn search(
+    State(state): State<ApiState>,
+    Query(q): Query<SearchQuery>,
+) -> ApiResult<Json<RunList>> {
+    let filter = run_filter::parse(&q.filter, Ts::now())
+        .map_err(|e| ApiError::invalid(e.field, e.message))?;
+    let limit = whole("limit", q.limit.as_deref())?.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("limit must be between 1 and {MAX_LIMIT}"),
+        ));
+    }
+    let before = whole("before", q.before.as_deref())?;
+    if before.is_some_and(|b| b < 1) {
+        return Err(ApiError::invalid(
+            "before",
+            "before is a run id from `next_before`, a positive whole number",
+        ));
+    }
+    Ok(Json(state.store.run_search(&filter, before, limit).await?))
+}
+
+/// `GET /api/v1/runs/bulk?<filter>`: how many runs each bulk action
+/// would change, to show before asking.
+pub async fn bulk_counts(
+    State(state): State<ApiState>,
+    Query(q): Query<RunQuery>,
+) -> ApiResult<Json<BulkCounts>> {
+    let filter = bulk_filter(&q, "")?;
+    Ok(Json(state.store.run_bulk_counts(&filter).await?))
+}
+
+/// `POST /api/v1/runs/bulk` `{"action", "filter", "expected"}`: the action
+/// on every run the filter matches that it applies to, if they are
+/// `expected` in number; otherwise 409 and nothing changes.
+pub async fn bulk(
+    State(state): State<ApiState>,
+    Operator(who): Operator,
+    Json(request): Json<BulkRequest>,
+) -> ApiResult<Json<BulkResult>> {
+    let filter = bulk_filter(&request.filter, "filter.")?;
+    if request.expected < 0 {
+        return Err(ApiError::invalid(
+            "expected",
+            "expected is the number of runs you were shown, not negative",
+        ));
+    }
+    let result = state
+        .store
+        .run_bulk(
+            &filter,
+            request.action,
+            request.expected,
+            &who.name,
+            Ts::now(),
+        )
+        .await?;
+    tracing::info!(
+        actor = %who.name,
+        action = request.action.as_str(),
+        changed = result.changed,
+        "bulk action"
+    );
+    Ok(Json(result))
+}
+
+/// A bulk action's filter: readable, and narrowing something, so that no
+/// one acts on every run there is by leaving the form empty.
+fn bulk_filter(q: &RunQuery, prefix: &str) -> ApiResult<RunFilter> {
+    let filter = run_filter::parse(q, Ts::now())
+        .map_err(|e| ApiError::invalid(&format!("{prefix}{}", e.field), e.message))?;
+    if filter == RunFilter::default() {
+        return Err(ApiError::invalid(
+            "filter",
+            "a bulk action needs a filter (status=FAILED, target=db/, …); an empty one would \
+             match every run",
+        ));
+    }
+    Ok(filter)
+}
+
+fn whole(field: &str, text: Option<&str>) -> ApiResult<Option<i64>> {
+    match text.map(str::trim).filter(|t| !t.is_empty()) {
+        None => Ok(None),
+        Some(t) => t.parse().map(Some).map_err(|_| {
+            ApiError::invalid(field, format!("{field} must be a whole number, not `{t}`"))
+        }),
+    }
+}
 
 pub async fn get(
     State(state): State<ApiState>,

@@ -79,6 +79,32 @@ async fn bench(
         ("run", format!("/runs/{a_run}")),
         ("replicas", "/replicas".to_owned()),
         ("deliveries", "/deliveries".to_owned()),
+        // The runs search, one filter at a time; "rare" filters match too
+        // few of the newest runs to fill a page and go through an index.
+        ("runs, newest", "/runs".to_owned()),
+        ("runs, status FAILED", "/runs?status=FAILED".to_owned()),
+        ("runs, status PENDING", "/runs?status=PENDING".to_owned()),
+        ("runs, target db/ (common)", "/runs?target=db/".to_owned()),
+        ("runs, target (rare)", "/runs?target=db/shard-42".to_owned()),
+        ("runs, plan name", "/runs?plan=seed-9999".to_owned()),
+        (
+            "runs, replica (common)",
+            "/runs?replica=r-seed-1".to_owned(),
+        ),
+        ("runs, replica (rare)", "/runs?replica=r-retired".to_owned()),
+        ("runs, actor (common)", "/runs?actor=alice".to_owned()),
+        ("runs, actor (rare)", "/runs?actor=ops-oncall".to_owned()),
+        ("runs, error text", "/runs?error=deadlock".to_owned()),
+        ("runs, since 1h", "/runs?since=1h".to_owned()),
+        (
+            "runs, 2 h window 12 h ago",
+            "/runs?since=14h&until=12h".to_owned(),
+        ),
+        // A page from the middle of the history, as an Older link reaches.
+        (
+            "runs, older page",
+            format!("/runs?before={}", seeded.runs / 2),
+        ),
     ];
     println!(
         "{:<28} {:>9} {:>9} {:>9} {:>10}",

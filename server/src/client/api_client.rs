@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use app::model::{ErrorBody, PlanList, PlanView};
+use app::search::{BulkCounts, RunList, RunQuery};
 use reqwest::{RequestBuilder, Response, header};
 use serde::de::DeserializeOwned;
 
@@ -121,6 +122,39 @@ impl ApiClient {
         let request = self
             .http
             .get(format!("{}/api/v1/plans", self.base))
+            .query(&query);
+        self.send(request).await
+    }
+
+    /// `GET /api/v1/runs`: runs matching `filter`, newest first.
+    pub async fn runs(
+        &self,
+        filter: &RunQuery,
+        before: Option<i64>,
+        limit: i64,
+    ) -> anyhow::Result<RunList> {
+        let mut query: Vec<(&str, String)> = filter
+            .pairs()
+            .into_iter()
+            .map(|(name, value)| (name, value.to_owned()))
+            .collect();
+        query.push(("limit", limit.to_string()));
+        if let Some(before) = before {
+            query.push(("before", before.to_string()));
+        }
+        let request = self
+            .http
+            .get(format!("{}/api/v1/runs", self.base))
+            .query(&query);
+        self.send(request).await
+    }
+
+    /// `GET /api/v1/runs/bulk`: how many runs each bulk action would change.
+    pub async fn runs_bulk_counts(&self, filter: &RunQuery) -> anyhow::Result<BulkCounts> {
+        let query: Vec<(&str, &str)> = filter.pairs();
+        let request = self
+            .http
+            .get(format!("{}/api/v1/runs/bulk", self.base))
             .query(&query);
         self.send(request).await
     }

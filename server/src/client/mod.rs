@@ -1,7 +1,6 @@
-//! `baton submit`, `status`, `approve`, `pause`, `resume`, `target` and
-//! `schedule`: the
-//! operator's command line, a client
-//! of a running server's REST API.
+//! `baton submit`, `status`, `runs`, `approve`, `pause`, `resume`, `target`
+//! and `schedule`: the operator's command line, a client of a running
+//! server's REST API.
 //!
 //! They talk HTTP rather than open the database themselves so a plan passes
 //! the same validation as any other submit and wakes the replicas at once,
@@ -10,6 +9,7 @@
 mod api_client;
 pub mod progress;
 mod render;
+mod runs;
 mod schedules;
 mod status;
 mod submit;
@@ -18,6 +18,7 @@ mod workflow;
 use clap::Args;
 
 pub use self::api_client::{ApiClient, PlanFormat};
+pub use self::runs::{RunsArgs, runs};
 pub use self::schedules::{ScheduleArgs, schedule};
 pub use self::status::{StatusArgs, status};
 pub use self::submit::{SubmitArgs, submit};

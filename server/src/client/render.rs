@@ -2,6 +2,7 @@
 //! columns an operator can read and `grep`.
 
 use app::model::{PausedView, PlanList, PlanView, TargetView, TaskStatus, TaskView};
+use app::search::RunList;
 
 /// A plan's header and one line per task.
 pub fn plan(view: &PlanView, base: &str) -> String {
@@ -31,6 +32,41 @@ pub fn plan(view: &PlanView, base: &str) -> String {
         ]
     }));
     out.push_str(&table(&rows));
+    out
+}
+
+/// One line per run, newest first, and how to ask for the next page.
+pub fn run_list(list: &RunList) -> String {
+    if list.runs.is_empty() {
+        return "no run matches\n".to_owned();
+    }
+    let mut rows = vec![header(&[
+        "RUN", "PLAN", "TASK", "TARGET", "STATUS", "REPLICA", "FINISHED", "ERROR",
+    ])];
+    rows.extend(list.runs.iter().map(|r| {
+        vec![
+            r.id.to_string(),
+            format!("{} {}", r.plan_id, r.plan_name),
+            format!("{} #{}", r.task_name, r.attempt),
+            r.target.clone(),
+            r.status.to_string(),
+            r.replica_id.clone().unwrap_or_default(),
+            r.finished_at
+                .map(|at| at.format("%Y-%m-%d %H:%M:%SZ").to_string())
+                .unwrap_or_default(),
+            r.error
+                .as_deref()
+                .and_then(|e| e.lines().next())
+                .unwrap_or_default()
+                .chars()
+                .take(60)
+                .collect(),
+        ]
+    }));
+    let mut out = table(&rows);
+    if let Some(next) = list.next_before {
+        out.push_str(&format!("(more: --before {next})\n"));
+    }
     out
 }
 

@@ -9,15 +9,17 @@ use std::time::Duration;
 use app::backend::{DashboardSource, PlanFilter};
 use app::error::DashboardError;
 use app::model::{Identity, TaskView};
+use app::search::{BulkAction, BulkResult, RunQuery};
 use app::views::{
     Action, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage,
-    ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE, TargetChange, TargetsPage,
-    TaskPlace, TieCounts, awaits_approval, graph_drawn,
+    RunsPage, ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE, TargetChange,
+    TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
 };
 
 use crate::executor::CommandPolicy;
 use crate::liveness::replica_views;
 use crate::plan;
+use crate::run_filter::{self, RunFilter};
 use crate::schedule;
 use crate::store::{Store, StoreError, Ts};
 
@@ -124,6 +126,64 @@ impl DashboardSource for StoreSource {
             elsewhere,
             cut,
         })
+    }
+
+    async fn runs(
+        &self,
+        query: RunQuery,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<RunsPage, DashboardError> {
+        let now = Ts::now();
+        let filter = run_filter::parse(&query, now).map_err(|e| DashboardError::Invalid {
+            message: e.to_string(),
+            field: Some(e.field.to_owned()),
+        })?;
+        let list = self
+            .store
+            .run_search(&filter, before, limit)
+            .await
+            .map_err(failed)?;
+        let counts = if filter == RunFilter::default() {
+            None
+        } else {
+            Some(self.store.run_bulk_counts(&filter).await.map_err(failed)?)
+        };
+        let resolved = RunQuery {
+            since: filter.since.map(|t| t.to_string()),
+            until: filter.until.map(|t| t.to_string()),
+            ..query
+        };
+        Ok(RunsPage {
+            now: now.0,
+            list,
+            resolved,
+            counts,
+        })
+    }
+
+    async fn bulk(
+        &self,
+        who: &Identity,
+        action: BulkAction,
+        query: RunQuery,
+        expected: i64,
+    ) -> Result<BulkResult, DashboardError> {
+        may_act(who)?;
+        let filter = run_filter::parse(&query, Ts::now()).map_err(|e| DashboardError::Invalid {
+            message: e.to_string(),
+            field: Some(e.field.to_owned()),
+        })?;
+        if filter == RunFilter::default() {
+            return Err(DashboardError::Invalid {
+                message: "a bulk action needs a filter; an empty one would match every run".into(),
+                field: None,
+            });
+        }
+        self.store
+            .run_bulk(&filter, action, expected, &who.name, Ts::now())
+            .await
+            .map_err(failed)
     }
 
     async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError> {

@@ -19,6 +19,7 @@ pub mod notify;
 mod plan_list;
 mod postgres;
 mod rows;
+pub mod run_search;
 pub mod scratch;
 pub mod seed;
 mod sessions;
@@ -338,6 +339,30 @@ pub trait Store: Send + Sync + 'static {
         lines: &[LogLine],
     ) -> Result<bool>;
     async fn run_get(&self, id: i64) -> Result<RunView>;
+    /// Runs matching `filter` with ids below `before`, newest first, at
+    /// most `limit` (the runs search).
+    async fn run_search(
+        &self,
+        filter: &crate::run_filter::RunFilter,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<app::search::RunList>;
+    /// How many runs `filter` matches that Retry/Skip and Cancel apply to.
+    async fn run_bulk_counts(
+        &self,
+        filter: &crate::run_filter::RunFilter,
+    ) -> Result<app::search::BulkCounts>;
+    /// Applies `action` to every run `filter` matches that it applies to,
+    /// in one transaction, if they are `expected` in number (a conflict
+    /// naming both counts otherwise, and nothing changes).
+    async fn run_bulk(
+        &self,
+        filter: &crate::run_filter::RunFilter,
+        action: app::search::BulkAction,
+        expected: i64,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<app::search::BulkResult>;
     async fn run_log(&self, id: i64) -> Result<String>;
     /// The last `limit` lines of a run's log and how many it has in all.
     async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail>;

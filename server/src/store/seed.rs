@@ -211,7 +211,8 @@ struct Chunk {
 
 /// A chunk of finished plans of `tasks` tasks each, one run per task;
 /// plan j of the chunk was created `(plans_after - j) * spacing` µs ago and
-/// its tasks ran 100 ms apart. One run in 97 failed.
+/// its tasks ran 100 ms apart. One run in 97 failed. Each run has two
+/// events (submitted, finished).
 fn finished_plans_sql(d: &Dialect, tasks: i64, c: Chunk, now: i64, spacing: i64) -> Vec<String> {
     let Chunk {
         first_plan,
@@ -225,17 +226,20 @@ fn finished_plans_sql(d: &Dialect, tasks: i64, c: Chunk, now: i64, spacing: i64)
     let run_created =
         format!("{now} - ({plans_after} - i / {tasks}) * {spacing} + (i % {tasks}) * 100000");
     let failed = "(i % 97 = 96)";
-    let error = "'exited with code 1: seeded failure'";
+    // A third of the failures are deadlocks, for the error search.
+    let error = "CASE WHEN i % 3 = 0 THEN 'ERROR: deadlock detected (seeded)'
+        ELSE 'exited with code 1: seeded failure' END";
     // A plan's open tasks are its FAILED ones: the runs numbered
     // 96 mod 97 among its `tasks` runs.
     let plan_sql = format!(
         "WITH {series} INSERT INTO plan (id, name, description, parallel_limit, created_at,
             created_by, webhooks, open_tasks)
          SELECT {first_plan} + i + 1, 'seed-' || CAST({first_plan} + i + 1 AS TEXT),
-            'seeded history', NULL, {created}, 'seed', '[]',
+            'seeded history', NULL, {created}, {submitter}, '[]',
             ((i + 1) * {tasks}) / 97 - (i * {tasks}) / 97 FROM s",
         series = d.series(plans),
         created = d.ts(&format!("{now} - ({plans_after} - i) * {spacing}")),
+        submitter = submitter(&format!("{first_plan} + i + 1")),
     );
     let task_sql = format!(
         "WITH {series} INSERT INTO task (id, plan_id, name, target, exclusive, version, run_at,
@@ -255,24 +259,54 @@ fn finished_plans_sql(d: &Dialect, tasks: i64, c: Chunk, now: i64, spacing: i64)
          SELECT {run_id}, {run_id}, {run_plan}, 1,
             CASE WHEN {failed} THEN 'FAILED' ELSE 'DONE' END,
             'db/shard-' || CAST(i % 200 AS TEXT), {t}, CAST(i % {tasks} AS TEXT), NULL, 3600000,
-            1, NULL, 'r-seed', {created}, {started}, {finished}, {started}, NULL, NULL, NULL,
+            1, NULL, {replica}, {created}, {started}, {finished}, {started}, NULL, NULL, NULL,
             CASE WHEN {failed} THEN 1 ELSE 0 END, CASE WHEN {failed} THEN {error} ELSE NULL END,
             NULL FROM s",
         series = d.series(plans * tasks),
         t = d.bool(true),
+        replica = replica(&run_id),
         created = d.ts(&run_created),
         started = d.ts(&format!("{run_created} + 20000")),
         finished = d.ts(&format!("{run_created} + 80000")),
     );
+    // Each run's first and last events: submitted by its plan's
+    // submitter, finished by its replica.
+    let created_sql = format!(
+        "WITH {series} INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor,
+            at, detail)
+         SELECT {run_id}, NULL, 'PENDING', NULL, {submitter}, {created}, 'submitted' FROM s",
+        series = d.series(plans * tasks),
+        submitter = submitter(&run_plan),
+        created = d.ts(&run_created),
+    );
     let event_sql = format!(
         "WITH {series} INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor,
             at, detail)
-         SELECT {run_id}, 'RUNNING', CASE WHEN {failed} THEN 'FAILED' ELSE 'DONE' END, 'r-seed',
-            'r-seed', {finished}, CASE WHEN {failed} THEN {error} ELSE NULL END FROM s",
+         SELECT {run_id}, 'RUNNING', CASE WHEN {failed} THEN 'FAILED' ELSE 'DONE' END, {replica},
+            {replica}, {finished}, CASE WHEN {failed} THEN {error} ELSE NULL END FROM s",
         series = d.series(plans * tasks),
+        replica = replica(&run_id),
         finished = d.ts(&format!("{run_created} + 80000")),
     );
-    vec![plan_sql, task_sql, run_sql, event_sql]
+    vec![plan_sql, task_sql, run_sql, created_sql, event_sql]
+}
+
+/// Who submitted plan `plan` (an SQL expression): `ops-oncall` one plan in
+/// a thousand, `alice` one in ten, else `seed` — a rare and a common actor
+/// for the runs search.
+fn submitter(plan: &str) -> String {
+    format!(
+        "CASE WHEN ({plan}) % 1000 = 3 THEN 'ops-oncall' WHEN ({plan}) % 10 = 0 THEN 'alice'
+            ELSE 'seed' END"
+    )
+}
+
+/// The replica that ran run `run` (an SQL expression): three busy ones,
+/// and `r-retired` with one run in 2,000 — a rare replica for the search.
+fn replica(run: &str) -> String {
+    format!(
+        "CASE WHEN ({run}) % 2000 = 7 THEN 'r-retired' ELSE 'r-seed-' || CAST(({run}) % 3 AS TEXT) END"
+    )
 }
 
 /// Every seeded task sleeps 0 s, should anyone run it.

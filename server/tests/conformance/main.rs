@@ -13,8 +13,12 @@
 //!   heartbeats;
 //! - `notifications`: notification claims, the outbox, deliveries;
 //! - `dashboard`: the reads behind the dashboard;
+//! - `bulk`: bulk Retry, Cancel and Skip on a runs search, bound to the
+//!   count the operator saw, and operators racing one;
 //! - `retention`: pruning finished plans, whole and with nothing left
 //!   behind, never an open or recently changed one;
+//! - `run_search`: the runs search, every filter against a plain reading
+//!   of the history, paged, on both sides of the probe's reach;
 //! - `sessions`: sign-in sessions;
 //! - `workflow`: halt on failure, dependencies and stages, approvals,
 //!   pausing plans and targets, target capacity;
@@ -27,6 +31,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bulk;
 mod claim_finish;
 mod concurrency;
 mod dashboard;
@@ -35,6 +40,7 @@ mod liveness;
 mod notifications;
 mod plans;
 mod retention;
+mod run_search;
 mod schedules;
 mod sessions;
 mod workflow;

@@ -198,7 +198,7 @@ pub async fn create_runs<D: Dialect>(
 
 /// [`Dialect::runs_cancel`], announced: a RUNNING run's replica hears it
 /// and stops the execution (or notices through its fence).
-async fn cancel_runs<D: Dialect>(
+pub async fn cancel_runs<D: Dialect>(
     tx: &mut D::Tx,
     run_ids: &[i64],
     actor: Actor<'_>,
@@ -213,7 +213,7 @@ async fn cancel_runs<D: Dialect>(
 
 /// A retry or a start begins a new phase of the plan: its failure or
 /// completion notifies again (seed 002).
-async fn new_phase<D: Dialect>(tx: &mut D::Tx, plan_id: i64) -> Result<()> {
+pub async fn new_phase<D: Dialect>(tx: &mut D::Tx, plan_id: i64) -> Result<()> {
     D::execute(tx, notify::CLAIM_DELETE.into(), &[plan_id.into()]).await?;
     Ok(())
 }

@@ -10,6 +10,7 @@
 pub mod actions;
 pub mod approvals;
 pub mod brakes;
+pub mod bulk;
 pub mod deliveries;
 pub mod dependencies;
 pub mod dialect;

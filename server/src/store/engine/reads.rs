@@ -2,11 +2,13 @@
 //! replicas, deliveries and the overview. None takes a lock or writes.
 
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
+use app::search::RunList;
 
 use super::{Dialect, Sql, read_one, read_optional};
+use crate::run_filter::RunFilter;
 use crate::store::dashboard::{self, OverviewStats};
 use crate::store::{ReplicaRecord, Result, StoreError, Ts};
-use crate::store::{notify, plan_list, rows};
+use crate::store::{notify, plan_list, rows, run_search};
 
 pub async fn plan_get<D: Dialect>(d: &D, id: i64) -> Result<PlanView> {
     let plan: rows::PlanRow = read_optional(d, rows::PLAN_GET, &[id.into()])
@@ -59,6 +61,83 @@ pub async fn plan_list<D: Dialect>(
     )
     .await?;
     plan_list::page(page, total)
+}
+
+/// Runs matching `filter` with ids below `before` (all when `None`),
+/// newest first, at most `limit`: the probe, then the rest when the probe
+/// leaves the page short ([`run_search`]).
+pub async fn run_search<D: Dialect>(
+    d: &D,
+    filter: &RunFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<RunList> {
+    let mut upper = match before {
+        Some(before) => before,
+        None => {
+            let (max,): (Option<i64>,) = read_one(d, "SELECT MAX(id) FROM task_run", &[]).await?;
+            max.unwrap_or(0).saturating_add(1)
+        }
+    };
+    // A run that finished before `until` was created before it: start
+    // below the runs created later, instead of reading through them.
+    if let Some(until) = filter.until {
+        let created_later =
+            first_run_created_since(d, until.plus(run_search::CLOCK_MARGIN), upper).await?;
+        upper = upper.min(created_later);
+    }
+    let lower = upper.saturating_sub(run_search::PROBE_IDS).max(0);
+    let search = run_search::Search::new(D::BACKEND, filter);
+    // One row past the page says whether there is a next one.
+    let wanted = limit.saturating_add(1);
+    let mut rows: Vec<run_search::RunSummaryRow> = d
+        .read(
+            Sql::built(search.probe_sql()).unprepared(),
+            &search.args(upper, lower, wanted),
+        )
+        .await?;
+    if (rows.len() as i64) < wanted && lower > 0 {
+        let rest: Vec<run_search::RunSummaryRow> = d
+            .read(
+                Sql::built(search.rest_sql()).unprepared(),
+                &search.args(lower, 0, wanted - rows.len() as i64),
+            )
+            .await?;
+        rows.extend(rest);
+    }
+    run_search::page(rows, limit as usize)
+}
+
+/// An id from which on every run below `upper` was created at or after
+/// `at`, found by bisecting the ids: run ids are handed out in creation
+/// order, so `created_at` rises with them (within the replicas' clock
+/// skew, which [`run_search::CLOCK_MARGIN`] absorbs). About 20 primary-key
+/// lookups for a million runs.
+async fn first_run_created_since<D: Dialect>(d: &D, at: Ts, upper: i64) -> Result<i64> {
+    // Every run with an id >= `hi` was created at or after `at`; the run
+    // `lo` (when not 0) was created before it.
+    let (mut lo, mut hi) = (0_i64, upper);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let next: Option<(i64, Ts)> = read_optional(
+            d,
+            "SELECT id, created_at FROM task_run WHERE id >= $1 ORDER BY id LIMIT 1",
+            &[mid.into()],
+        )
+        .await?;
+        match next {
+            Some((id, created)) if id < hi => {
+                if created >= at {
+                    hi = id;
+                } else {
+                    lo = id;
+                }
+            }
+            // No run in [mid, hi): the bound holds from mid on.
+            _ => hi = mid,
+        }
+    }
+    Ok(hi)
 }
 
 pub async fn run_get<D: Dialect>(d: &D, id: i64) -> Result<RunView> {

@@ -6,8 +6,8 @@ use std::time::Duration;
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 
 use super::{
-    Dialect, actions, approvals, brakes, deliveries, endings, execution, liveness, pins, promote,
-    read_one, reads, retention, schedules, sessions, submit,
+    Dialect, actions, approvals, brakes, bulk, deliveries, endings, execution, liveness, pins,
+    promote, read_one, reads, retention, schedules, sessions, submit,
 };
 use crate::plan::NewPlan;
 use crate::schedule::NewSchedule;
@@ -244,6 +244,33 @@ impl<D: Dialect> Store for D {
 
     async fn run_get(&self, id: i64) -> Result<RunView> {
         reads::run_get(self, id).await
+    }
+
+    async fn run_search(
+        &self,
+        filter: &crate::run_filter::RunFilter,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<app::search::RunList> {
+        reads::run_search(self, filter, before, limit).await
+    }
+
+    async fn run_bulk_counts(
+        &self,
+        filter: &crate::run_filter::RunFilter,
+    ) -> Result<app::search::BulkCounts> {
+        bulk::bulk_counts(self, filter).await
+    }
+
+    async fn run_bulk(
+        &self,
+        filter: &crate::run_filter::RunFilter,
+        action: app::search::BulkAction,
+        expected: i64,
+        actor: Actor<'_>,
+        now: Ts,
+    ) -> Result<app::search::BulkResult> {
+        bulk::bulk_apply(self, filter, action, expected, actor, now).await
     }
 
     async fn run_log(&self, id: i64) -> Result<String> {

@@ -1,0 +1,340 @@
+//! `/runs`: every run across plans, newest first, filtered by status,
+//! target, plan, replica, actor, error text and finish time. The filter
+//! is the page's query string, so a search is a link to share, and the
+//! form works without JavaScript; older pages follow the `before` cursor.
+
+use leptos::prelude::*;
+use leptos_router::components::Form;
+use leptos_router::hooks::use_query_map;
+
+use crate::components::actions::{BUTTON, PLAIN, outcome};
+use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::loaded::loaded;
+use crate::components::notice::EmptyState;
+use crate::components::session::may_act;
+use crate::components::status::RunStatusBadge;
+use crate::components::tables::{DataTable, LINK, TD};
+use crate::components::time::MaybeAgo;
+use crate::error::DashboardError;
+use crate::model::RunStatus;
+use crate::search::{BulkAction, BulkCounts, RunQuery, RunSummary};
+use crate::views::RunsPage;
+
+pub const PAGE_SIZE: i64 = 50;
+
+/// One page of the runs matching the filter, below run `before`.
+#[server(prefix = "/_fn", endpoint = "runs")]
+#[allow(clippy::too_many_arguments)]
+pub async fn load_runs(
+    status: Option<String>,
+    target: Option<String>,
+    plan: Option<String>,
+    replica: Option<String>,
+    actor: Option<String>,
+    error: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    before: Option<i64>,
+) -> Result<RunsPage, DashboardError> {
+    let query = RunQuery {
+        status,
+        target,
+        plan,
+        replica,
+        actor,
+        error,
+        since,
+        until,
+    };
+    crate::backend::source()?
+        .runs(query, before.filter(|b| *b > 0), PAGE_SIZE)
+        .await
+}
+
+/// Applies `action` to the runs the filter matches, if they are still
+/// `expected`; answers with the result line.
+#[server(prefix = "/_fn", endpoint = "runs_bulk")]
+#[allow(clippy::too_many_arguments)]
+pub async fn bulk_act(
+    action: BulkAction,
+    status: Option<String>,
+    target: Option<String>,
+    plan: Option<String>,
+    replica: Option<String>,
+    actor: Option<String>,
+    error: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    expected: i64,
+) -> Result<String, DashboardError> {
+    let who = crate::backend::identity()?;
+    let query = RunQuery {
+        status,
+        target,
+        plan,
+        replica,
+        actor,
+        error,
+        since,
+        until,
+    };
+    let done = crate::backend::source()?
+        .bulk(&who, action, query, expected)
+        .await?;
+    let runs = if done.changed == 1 { "run" } else { "runs" };
+    let past = done.action.past();
+    Ok(format!(
+        "{}{} {} {runs}.",
+        past[..1].to_uppercase(),
+        &past[1..],
+        done.changed
+    ))
+}
+
+/// A link to the runs matching `query`, from the newest.
+pub fn runs_href(query: &RunQuery) -> String {
+    match query.to_query_string(&[]) {
+        q if q.is_empty() => "/runs".to_owned(),
+        q => format!("/runs?{q}"),
+    }
+}
+
+/// A link to the runs with one field set: `runs_with("target", "db/x")`.
+pub fn runs_with(field: &str, value: &str) -> String {
+    format!("/runs?{field}={}", crate::query::encode_value(value))
+}
+
+#[component]
+pub fn RunsListPage() -> impl IntoView {
+    let query_map = use_query_map();
+    let field = move |name: &str| query_map.read().get(name).unwrap_or_default();
+    let query = move || RunQuery {
+        status: Some(field("status")),
+        target: Some(field("target")),
+        plan: Some(field("plan")),
+        replica: Some(field("replica")),
+        actor: Some(field("actor")),
+        error: Some(field("error")),
+        since: Some(field("since")),
+        until: Some(field("until")),
+    };
+    let before = move || field("before").parse::<i64>().ok();
+    let tick = use_tick(REFRESH_EVERY);
+    let bulk = ServerAction::<BulkAct>::new();
+    let data = Resource::new(
+        move || (query(), before(), tick.get(), bulk.version().get()),
+        |(q, before, _, _)| {
+            load_runs(
+                q.status, q.target, q.plan, q.replica, q.actor, q.error, q.since, q.until, before,
+            )
+        },
+    );
+    let text_input = move |name: &'static str, label: &'static str, hint: &'static str| {
+        view! {
+            <label class="flex flex-col gap-1 text-sm text-slate-700">
+                {label}
+                <input
+                    id=format!("runs-{name}")
+                    type="search"
+                    name=name
+                    placeholder=hint
+                    prop:value=move || field(name)
+                    class="w-40 rounded-sm border border-slate-400 bg-white px-2 py-1 text-sm"
+                />
+            </label>
+        }
+    };
+
+    view! {
+        <section class="space-y-4">
+            <h1 class="text-2xl font-semibold tracking-tight">"Runs"</h1>
+            <Form method="GET" action="/runs" attr:class="flex flex-wrap items-end gap-3" attr:id="run-filter">
+                <label class="flex flex-col gap-1 text-sm text-slate-700">
+                    "Status"
+                    <select
+                        id="runs-status"
+                        name="status"
+                        class="rounded-sm border border-slate-400 bg-white px-2 py-1 text-sm"
+                    >
+                        <option value="" selected=move || field("status").is_empty()>"Any"</option>
+                        {RunStatus::ALL
+                            .into_iter()
+                            .map(|s| {
+                                view! {
+                                    <option
+                                        value=s.as_str()
+                                        selected=move || field("status").eq_ignore_ascii_case(s.as_str())
+                                    >
+                                        {s.as_str()}
+                                    </option>
+                                }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                {text_input("target", "Target starts with", "db/")}
+                {text_input("plan", "Plan name contains", "release")}
+                {text_input("replica", "Replica", "replica id")}
+                {text_input("actor", "Actor", "who acted")}
+                {text_input("error", "Error contains", "deadlock")}
+                {text_input("since", "Finished since", "1h, 2026-11-25T10:00")}
+                {text_input("until", "Finished before", "30m")}
+                <button
+                    type="submit"
+                    class="rounded-sm border border-slate-400 bg-white px-3 py-1 text-sm font-medium hover:bg-slate-100 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-blue-600"
+                >
+                    "Search"
+                </button>
+                <a class=format!("{LINK} py-1 text-sm") href="/runs">"Clear"</a>
+            </Form>
+            <div id="bulk-result" role="status" aria-live="polite">
+                {move || bulk.value().get().map(outcome)}
+            </div>
+            {loaded(
+                data,
+                move |p| {
+                    let bar = p
+                        .counts
+                        .map(|counts| view! { <BulkBar bulk counts resolved=p.resolved.clone() /> });
+                    view! {
+                        {bar}
+                        <RunTable p query=query() before=before() />
+                    }
+                        .into_any()
+                },
+            )}
+        </section>
+    }
+}
+
+/// Retry, Cancel and Skip for every run the search matches that each
+/// applies to, with the count the operator confirms; the form carries the
+/// filter as the server read it and that count.
+#[component]
+fn BulkBar(bulk: ServerAction<BulkAct>, counts: BulkCounts, resolved: RunQuery) -> impl IntoView {
+    let allowed = may_act();
+    let buttons = BulkAction::ALL
+        .into_iter()
+        .map(|action| {
+            let n = counts.of(action);
+            let label = format!("{} {n}", action.label());
+            let name = action.as_str();
+            if n == 0 || !allowed {
+                let why = (!allowed).then_some("Only operators can do this");
+                return view! {
+                    <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title=why data-bulk=name>
+                        {label}
+                    </button>
+                }
+                .into_any();
+            }
+            let runs = if n == 1 { "run" } else { "runs" };
+            let question = format!(
+                "{} the {n} {runs} this search matches? {}",
+                action.label(),
+                match action {
+                    BulkAction::Retry => "Each task gets a new attempt.",
+                    BulkAction::Cancel => "Running ones are stopped.",
+                    BulkAction::Skip => "Their tasks count as done for what waits on them.",
+                }
+            );
+            let hidden = resolved
+                .pairs()
+                .into_iter()
+                .map(|(field, value)| view! { <input type="hidden" name=field value=value.to_owned() /> })
+                .collect_view();
+            view! {
+                <details class="relative inline-block">
+                    <summary class=format!("{BUTTON} btn-danger cursor-pointer list-none") data-bulk=name>
+                        {format!("{label}…")}
+                    </summary>
+                    <div class="popover">
+                        <p class="text-slate-700">{question}</p>
+                        <ActionForm action=bulk attr:class="inline">
+                            <input type="hidden" name="action" value=name />
+                            {hidden}
+                            <input type="hidden" name="expected" value=n />
+                            <button type="submit" class=format!("{BUTTON} btn-danger") data-bulk-confirm=name>
+                                {format!("Yes, {} {n} {runs}", action.as_str())}
+                            </button>
+                        </ActionForm>
+                    </div>
+                </details>
+            }
+            .into_any()
+        })
+        .collect_view();
+    view! {
+        <div id="bulk" class="flex flex-wrap items-center justify-end gap-2 text-sm text-slate-700">
+            <span>"Act on every run this search matches:"</span>
+            {buttons}
+        </div>
+    }
+}
+
+#[component]
+fn RunTable(p: RunsPage, query: RunQuery, before: Option<i64>) -> impl IntoView {
+    let RunsPage { now, list, .. } = p;
+    if list.runs.is_empty() {
+        let message = if before.is_some() {
+            "No older run matches."
+        } else if query.is_filtered() {
+            "No run matches these filters. Widen or clear them to see more."
+        } else {
+            "No runs yet. Submit a plan and its runs appear here."
+        };
+        return view! { <EmptyState id="runs-empty">{message}</EmptyState> }.into_any();
+    }
+    let newest = before.map(|_| {
+        view! { <a class=LINK rel="first" href=runs_href(&query)>"← Newest"</a> }
+    });
+    let older = list.next_before.map(|next| {
+        let href = format!(
+            "/runs?{}",
+            query.to_query_string(&[("before", next.to_string())])
+        );
+        view! { <a class=LINK rel="next" href=href>"Older →"</a> }
+    });
+    let shown = list.runs.len();
+    view! {
+        <DataTable
+            id="runs"
+            caption="Runs, newest first"
+            columns=vec!["Run", "Plan", "Task", "Target", "Status", "Replica", "Finished", "Error"]
+        >
+            {list.runs.into_iter().map(|run| view! { <RunRow run now /> }).collect_view()}
+        </DataTable>
+        <nav aria-label="Pages" class="flex items-center justify-between gap-3 text-sm text-slate-700">
+            <span>{newest}</span>
+            <span id="runs-shown">{format!("{shown} runs shown")}</span>
+            <span>{older}</span>
+        </nav>
+    }
+    .into_any()
+}
+
+#[component]
+fn RunRow(run: RunSummary, now: chrono::DateTime<chrono::Utc>) -> impl IntoView {
+    let replica = run.replica_id.clone().map(|r| {
+        view! { <a class=LINK href=runs_with("replica", &r)>{r.clone()}</a> }
+    });
+    let error = run.error.clone().unwrap_or_default();
+    view! {
+        <tr class="hover:bg-slate-50" data-run-id=run.id>
+            <td class=format!("{TD} font-mono tabular-nums")>
+                <a class=LINK href=format!("/runs/{}", run.id)>{format!("#{}", run.id)}</a>
+            </td>
+            <td class=TD>
+                <a class=LINK href=format!("/plans/{}", run.plan_id)>{run.plan_name}</a>
+            </td>
+            <td class=TD>{format!("{} #{}", run.task_name, run.attempt)}</td>
+            <td class=format!("{TD} font-mono")>
+                <a class=LINK href=runs_with("target", &run.target)>{run.target.clone()}</a>
+            </td>
+            <td class=TD><RunStatusBadge status=run.status /></td>
+            <td class=format!("{TD} font-mono")>{replica}</td>
+            <td class=TD><MaybeAgo at=run.finished_at now /></td>
+            <td class=format!("{TD} max-w-xs truncate text-slate-700") title=error.clone()>{error.clone()}</td>
+        </tr>
+    }
+}

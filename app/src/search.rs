@@ -1,0 +1,210 @@
+//! The runs search: the filter as an operator types it (query parameters
+//! of the Runs page and `GET /api/v1/runs`, flags of `baton runs`), and
+//! one page of what it found.
+//!
+//! The filter crosses as text and is checked on the server, once, for all
+//! three: the page, the API and the command line cannot disagree about
+//! what `since=1h` or `status=failed` means.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::model::RunStatus;
+
+/// A runs search as typed. Every field is optional; empty means "any".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunQuery {
+    /// A run status, any case.
+    pub status: Option<String>,
+    /// The start of a target's name: `db/` finds `db/orders` and `db/users`.
+    pub target: Option<String>,
+    /// Part of the plan's name, any case.
+    pub plan: Option<String>,
+    /// The replica that ran it, exactly.
+    pub replica: Option<String>,
+    /// Someone who acted on it (submitted, retried, cancelled, approved),
+    /// exactly.
+    pub actor: Option<String>,
+    /// Part of a FAILED or CANCELED run's error, any case.
+    pub error: Option<String>,
+    /// Finished at or after: a time (RFC 3339, or `2026-11-25T10:00` in
+    /// UTC) or a duration ago (`1h`, `30m`, `7d`).
+    pub since: Option<String>,
+    /// Finished before; the same forms as `since`.
+    pub until: Option<String>,
+}
+
+impl RunQuery {
+    /// The fields as `(name, value)`, empty ones left out, in the order
+    /// they appear in a URL.
+    pub fn pairs(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("status", &self.status),
+            ("target", &self.target),
+            ("plan", &self.plan),
+            ("replica", &self.replica),
+            ("actor", &self.actor),
+            ("error", &self.error),
+            ("since", &self.since),
+            ("until", &self.until),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| {
+            value
+                .as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(|v| (name, v))
+        })
+        .collect()
+    }
+
+    /// Whether any field narrows the search.
+    pub fn is_filtered(&self) -> bool {
+        !self.pairs().is_empty()
+    }
+
+    /// The query string (without `?`) for these fields plus `extra`.
+    pub fn to_query_string(&self, extra: &[(&str, String)]) -> String {
+        self.pairs()
+            .into_iter()
+            .map(|(name, value)| (name, value.to_owned()))
+            .chain(extra.iter().map(|(n, v)| (*n, v.clone())))
+            .map(|(name, value)| format!("{name}={}", crate::query::encode_value(&value)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+/// One run as the search lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub id: i64,
+    pub plan_id: i64,
+    pub plan_name: String,
+    pub task_id: i64,
+    pub task_name: String,
+    pub target: String,
+    pub attempt: i64,
+    pub status: RunStatus,
+    pub replica_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The error's first 300 characters; the run's page has all of it.
+    pub error: Option<String>,
+}
+
+/// A page of runs, newest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunList {
+    pub runs: Vec<RunSummary>,
+    /// Pass as `before` for the next, older page; absent on the last page.
+    pub next_before: Option<i64>,
+}
+
+/// An action on every run a search matches that it applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BulkAction {
+    /// A new attempt of each task whose latest run FAILED or was CANCELED.
+    Retry,
+    /// Cancels each PENDING, AVAILABLE or RUNNING run.
+    Cancel,
+    /// Skips each task whose latest run FAILED or was CANCELED.
+    Skip,
+}
+
+impl BulkAction {
+    pub const ALL: [BulkAction; 3] = [BulkAction::Retry, BulkAction::Cancel, BulkAction::Skip];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BulkAction::Retry => "retry",
+            BulkAction::Cancel => "cancel",
+            BulkAction::Skip => "skip",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<BulkAction> {
+        Self::ALL
+            .into_iter()
+            .find(|a| a.as_str().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// "Retry", for a button.
+    pub fn label(self) -> &'static str {
+        match self {
+            BulkAction::Retry => "Retry",
+            BulkAction::Cancel => "Cancel",
+            BulkAction::Skip => "Skip",
+        }
+    }
+
+    /// "retried", for the result line.
+    pub fn past(self) -> &'static str {
+        match self {
+            BulkAction::Retry => "retried",
+            BulkAction::Cancel => "canceled",
+            BulkAction::Skip => "skipped",
+        }
+    }
+}
+
+/// `POST /api/v1/runs/bulk`: an action on the runs `filter` matches, bound
+/// to how many the operator saw (`expected`): if the filter matches
+/// another number by the time the action runs, nothing changes (409).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkRequest {
+    pub action: BulkAction,
+    #[serde(default)]
+    pub filter: RunQuery,
+    pub expected: i64,
+}
+
+/// How many runs an action on a search would change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkCounts {
+    /// FAILED or CANCELED runs that are their task's latest, not skipped:
+    /// what Retry and Skip change.
+    pub ended_badly: i64,
+    /// PENDING, AVAILABLE or RUNNING runs: what Cancel changes.
+    pub live: i64,
+}
+
+impl BulkCounts {
+    pub fn of(&self, action: BulkAction) -> i64 {
+        match action {
+            BulkAction::Retry | BulkAction::Skip => self.ended_badly,
+            BulkAction::Cancel => self.live,
+        }
+    }
+}
+
+/// What a bulk action did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkResult {
+    pub action: BulkAction,
+    /// Runs changed: retried, canceled, or whose task was skipped.
+    pub changed: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunQuery;
+
+    #[test]
+    fn empty_fields_are_left_out_and_values_encoded() {
+        let q = RunQuery {
+            status: Some("FAILED".into()),
+            target: Some("  ".into()),
+            error: Some("dead lock&x".into()),
+            ..RunQuery::default()
+        };
+        assert!(q.is_filtered());
+        assert_eq!(
+            q.to_query_string(&[("before", "42".into())]),
+            "status=FAILED&error=dead%20lock%26x&before=42"
+        );
+        assert!(!RunQuery::default().is_filtered());
+    }
+}

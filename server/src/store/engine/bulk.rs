@@ -1,0 +1,173 @@
+//! Bulk actions: Retry, Cancel or Skip every run a runs search matches
+//! that the action applies to, in one transaction, refused unless the
+//! filter still matches as many runs as the operator was shown.
+//!
+//! The count is taken again inside the transaction, with the tasks' rows
+//! locked (PostgreSQL; SQLite's writer lock serialises the whole
+//! transaction): a run that failed, or was retried by someone else, since
+//! the page was drawn changes the count, and nothing is done to runs the
+//! operator never saw.
+
+use std::collections::BTreeSet;
+
+use app::search::{BulkAction, BulkCounts, BulkResult};
+
+use super::actions::{cancel_runs, create_runs, new_phase};
+use super::{BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placeholders, read_one};
+use crate::run_filter::RunFilter;
+use crate::store::notify::PlanOutcomes;
+use crate::store::run_search::Search;
+use crate::store::signals::Signal;
+use crate::store::{Actor, Result, StoreError, Ts};
+
+/// Most runs one bulk action changes: a filter that matches more is
+/// refused, so that one click never rewrites a whole history.
+pub const MAX_RUNS: i64 = 10_000;
+
+/// The runs `action` applies to, as a condition on run `r` and task `t`.
+/// Each is driven by a small partial index (`task_run_ended_badly`, the
+/// live-status ones), so counting stays cheap with a million runs.
+fn applies(action: BulkAction) -> &'static str {
+    match action {
+        BulkAction::Retry | BulkAction::Skip => {
+            "r.status IN ('FAILED', 'CANCELED') AND t.latest_run_id = r.id AND t.skipped_at IS NULL"
+        }
+        BulkAction::Cancel => {
+            "(r.status = 'PENDING' OR r.status = 'AVAILABLE' OR r.status = 'RUNNING')"
+        }
+    }
+}
+
+/// How many runs Retry/Skip and Cancel would change, each counted up to
+/// [`MAX_RUNS`] + 1.
+pub async fn bulk_counts<D: Dialect>(d: &D, filter: &RunFilter) -> Result<BulkCounts> {
+    let search = Search::new(D::BACKEND, filter);
+    let count = |action| {
+        let sql = format!(
+            "SELECT COUNT(*) FROM ({}) AS m",
+            search.matching_sql(applies(action), "")
+        );
+        Sql::built(sql).unprepared()
+    };
+    let args = search.args(i64::MAX, 0, MAX_RUNS + 1);
+    let (ended_badly,): (i64,) = read_one(d, count(BulkAction::Retry), &args).await?;
+    let (live,): (i64,) = read_one(d, count(BulkAction::Cancel), &args).await?;
+    Ok(BulkCounts { ended_badly, live })
+}
+
+/// Applies `action` to the runs `filter` matches, if they are `expected`
+/// in number.
+pub async fn bulk_apply<D: Dialect>(
+    d: &D,
+    filter: &RunFilter,
+    action: BulkAction,
+    expected: i64,
+    actor: Actor<'_>,
+    now: Ts,
+) -> Result<BulkResult> {
+    let search = Search::new(D::BACKEND, filter);
+    let sql = search.matching_sql(applies(action), D::row_lock(RowLock::Tasks));
+    let mut tx = d.begin().await?;
+    let matched: Vec<(i64, i64, i64)> = D::fetch_all(
+        &mut tx,
+        Sql::built(sql).unprepared(),
+        &search.args(i64::MAX, 0, MAX_RUNS + 1),
+    )
+    .await?;
+    let n = matched.len() as i64;
+    if n > MAX_RUNS {
+        return Err(StoreError::Invalid(format!(
+            "the filter matches more than {MAX_RUNS} runs to {}; narrow it",
+            action.as_str()
+        )));
+    }
+    if n != expected {
+        return Err(StoreError::Conflict(format!(
+            "the filter now matches {n} runs to {}, you saw {expected}; nothing was changed, look again",
+            action.as_str()
+        )));
+    }
+    if n == 0 {
+        return Err(StoreError::Conflict(format!(
+            "the filter matches no run to {}; nothing was changed",
+            action.as_str()
+        )));
+    }
+    let runs: Vec<i64> = matched.iter().map(|m| m.0).collect();
+    let tasks: Vec<i64> = matched.iter().map(|m| m.1).collect();
+    let plans: BTreeSet<i64> = matched.iter().map(|m| m.2).collect();
+    let detail = format!("{} by {actor} (bulk, {n} runs)", action.past());
+    let mut deliveries = false;
+    match action {
+        BulkAction::Retry => {
+            create_runs::<D>(
+                &mut tx,
+                &tasks,
+                &vec![None; tasks.len()],
+                actor,
+                &detail,
+                now,
+            )
+            .await?;
+            for plan in &plans {
+                new_phase::<D>(&mut tx, *plan).await?;
+            }
+        }
+        BulkAction::Cancel => {
+            cancel_runs::<D>(&mut tx, &runs, actor, now).await?;
+        }
+        BulkAction::Skip => {
+            skip_tasks::<D>(&mut tx, &tasks, &runs, actor, &detail, now).await?;
+            let progressed = PlanOutcomes {
+                progressed: plans.into_iter().collect(),
+                ..Default::default()
+            };
+            let targets = d.notify_targets();
+            let notified = outcomes::notify_plans::<D>(&mut tx, &targets, progressed, now).await?;
+            deliveries = outcomes::announce_deliveries::<D>(&mut tx, &notified).await?;
+        }
+    }
+    D::commit(tx).await?;
+    if action == BulkAction::Cancel {
+        d.signals().raise(Signal::Canceled);
+    }
+    d.signals().raise(Signal::Changed);
+    if deliveries {
+        d.signals().raise(Signal::Deliveries);
+    }
+    Ok(BulkResult { action, changed: n })
+}
+
+/// Marks `tasks` skipped, records it on each one's latest run (`runs`),
+/// and releases what waited for them.
+async fn skip_tasks<D: Dialect>(
+    tx: &mut D::Tx,
+    tasks: &[i64],
+    runs: &[i64],
+    actor: Actor<'_>,
+    detail: &str,
+    now: Ts,
+) -> Result<()> {
+    for chunk in tasks.chunks(BATCH) {
+        let sql = format!(
+            "UPDATE task SET skipped_at = $1, skipped_by = $2 WHERE id IN ({})",
+            placeholders(3, chunk.len())
+        );
+        let mut args = vec![now.into(), actor.into()];
+        args.extend(super::id_args(chunk));
+        D::execute(tx, Sql::built(sql), &args).await?;
+    }
+    for chunk in runs.chunks(BATCH) {
+        let sql = format!(
+            "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+             SELECT id, status, status, $1, $2, $3 FROM task_run WHERE id IN ({})",
+            placeholders(4, chunk.len())
+        );
+        let mut args = vec![actor.into(), now.into(), detail.into()];
+        args.extend(super::id_args(chunk));
+        D::execute(tx, Sql::built(sql), &args).await?;
+    }
+    dependencies::completed::<D>(tx, tasks, now).await?;
+    D::announce(tx, Signal::Changed).await?;
+    Ok(())
+}
