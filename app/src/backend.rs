@@ -41,13 +41,15 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// The plan with the tasks from `offset` on, [`crate::views::TASKS_PER_PAGE`]
     /// of them.
     async fn plan(&self, id: i64, offset: i64) -> Result<PlanPage, DashboardError>;
-    /// Runs matching `query` with ids below `before`, newest first; a
+    /// Runs matching `query` with ids below `before`, newest first, and
+    /// with `confirm` how many runs that bulk action would change; a
     /// filter that cannot be read is [`DashboardError::Invalid`] naming it.
     async fn runs(
         &self,
         query: crate::search::RunQuery,
         before: Option<i64>,
         limit: i64,
+        confirm: Option<crate::search::BulkAction>,
     ) -> Result<RunsPage, DashboardError>;
     /// Applies `action` on behalf of `who` to the runs `query` matches, if
     /// they are still `expected` in number.

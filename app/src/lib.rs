@@ -108,6 +108,7 @@ pub fn App() -> impl IntoView {
             let _ = el.set_attribute("data-hydrated", "true");
         }
     });
+    crate::components::keys::slash_focuses_search();
 
     // Pages wait for their data before the first byte (SsrMode::Async):
     // the HTML is complete without JavaScript, and a missing plan or run

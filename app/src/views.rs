@@ -190,9 +190,9 @@ pub struct RunsPage {
     /// The filter as the server read it, relative times made absolute:
     /// what a bulk action carries, so it acts on the set that was shown.
     pub resolved: crate::search::RunQuery,
-    /// How many runs each bulk action would change; only for a filtered
-    /// search (no bulk action acts on every run there is).
-    pub counts: Option<crate::search::BulkCounts>,
+    /// The bulk action asked about (`confirm=`) and how many runs it
+    /// would change.
+    pub confirm: Option<(crate::search::BulkAction, i64)>,
 }
 
 /// `/runs/:id`: the run, its history and the end of its log.

@@ -21,15 +21,12 @@ async function hydrated(page: Page, url: string) {
 
 test.describe.configure({ mode: 'serial' });
 
-// A word no other test's error holds.
-const word = `lockwait${Date.now()}`;
-
 test('the Runs page finds a failed run by its error, and its links narrow the search', async ({ page, request }) => {
   const id = await submit(request, {
     name: 'e2e-search',
     tasks: [
       { name: 'fine', target: 'db/search-a', sleep: '0s' },
-      { name: 'stuck', target: 'db/search-b', command: { argv: ['sh', '-c', `echo ${word} >&2; exit 4`] } },
+      { name: 'stuck', target: 'db/search-b', command: { argv: ['sh', '-c', 'exit 4'] } },
     ],
   });
   await expect
@@ -55,12 +52,27 @@ test('the Runs page finds a failed run by its error, and its links narrow the se
   await expect(page.locator('#runs-error')).toHaveValue('EXITED WITH CODE 4');
   await expect(page.locator('#runs tbody tr')).toHaveCount(1);
 
+  // Retry every run the search matches: the count is confirmed first,
+  // and the result says how many changed.
+  await page.locator('#bulk a[data-bulk=retry]').click();
+  await expect(page).toHaveURL(/confirm=retry/);
+  await expect(page.locator('#bulk-confirm')).toContainText('Retry the 1 run this search matches?');
+  await page.locator('#bulk-confirm button[data-bulk-confirm=retry]').click();
+  await expect(page.locator('#bulk-result')).toContainText('Retried 1 run.');
+  await expect
+    .poll(async () => {
+      const plan = await (await request.get(`/api/v1/plans/${id}`)).json();
+      return plan.tasks.find((t: { name: string }) => t.name === 'stuck').attempt;
+    })
+    .toBe(2);
   // The target is a link to every run on it.
   await rows.first().locator('a', { hasText: 'db/search-b' }).click();
   await expect(page).toHaveURL(/\/runs\?target=db\/search-b$/);
-  await expect(page.locator('#runs tbody tr')).toHaveCount(1);
+  // Both attempts ran there, the retry newest first.
+  await expect(page.locator('#runs tbody tr')).toHaveCount(2);
+  await expect(page.locator('#runs tbody tr').first()).toContainText('stuck #2');
   // The run number opens the run.
-  await page.locator('#runs tbody tr').first().locator('a', { hasText: '#' }).first().click();
+  await page.locator('#runs tbody tr').last().locator('a', { hasText: '#' }).first().click();
   await expect(page).toHaveURL(/\/runs\/\d+$/);
   await expect(page.locator('main')).toContainText('exited with code 4');
 });
@@ -74,6 +86,24 @@ test('a filter that cannot be read is named, and a plain search works without Ja
   await page.fill('#runs-target', 'db/search-');
   await page.click('#run-filter button[type=submit]');
   await expect(page).toHaveURL(/target=db%2Fsearch-|target=db\/search-/);
-  await expect(page.locator('#runs tbody tr')).toHaveCount(2);
+  // fine #1, and stuck's two attempts.
+  await expect(page.locator('#runs tbody tr')).toHaveCount(3);
   await context.close();
+});
+
+test('/ goes to the search box: the page\'s own, else the Runs page\'s; never while typing', async ({ page }) => {
+  await hydrated(page, '/plans');
+  await page.keyboard.press('/');
+  await expect(page.locator('#plan-search')).toBeFocused();
+  await page.keyboard.type('a/b');
+  await expect(page.locator('#plan-search')).toHaveValue('a/b');
+
+  await hydrated(page, '/runs');
+  await page.keyboard.press('/');
+  await expect(page.locator('#runs-target')).toBeFocused();
+
+  await hydrated(page, '/replicas');
+  await page.keyboard.press('/');
+  await expect(page).toHaveURL(/\/runs\?focus=search$/);
+  await expect(page.locator('#runs-target')).toBeFocused();
 });

@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod chart;
 pub mod graph;
+pub mod keys;
 pub mod live;
 pub mod loaded;
 pub mod notice;

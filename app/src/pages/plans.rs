@@ -95,6 +95,7 @@ pub fn PlansListPage() -> impl IntoView {
                     "Name contains"
                     <input
                         id="plan-search"
+                        data-search
                         type="search"
                         name="q"
                         prop:value=q

@@ -17,10 +17,13 @@ use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::MaybeAgo;
 use crate::error::DashboardError;
 use crate::model::RunStatus;
-use crate::search::{BulkAction, BulkCounts, RunQuery, RunSummary};
+use crate::search::{BulkAction, RunQuery, RunSummary};
 use crate::views::RunsPage;
 
 pub const PAGE_SIZE: i64 = 50;
+
+/// Most runs one bulk action changes (the server's limit, said up front).
+const MAX_BULK_RUNS: i64 = 10_000;
 
 /// One page of the runs matching the filter, below run `before`.
 #[server(prefix = "/_fn", endpoint = "runs")]
@@ -35,6 +38,7 @@ pub async fn load_runs(
     since: Option<String>,
     until: Option<String>,
     before: Option<i64>,
+    confirm: Option<BulkAction>,
 ) -> Result<RunsPage, DashboardError> {
     let query = RunQuery {
         status,
@@ -47,7 +51,7 @@ pub async fn load_runs(
         until,
     };
     crate::backend::source()?
-        .runs(query, before.filter(|b| *b > 0), PAGE_SIZE)
+        .runs(query, before.filter(|b| *b > 0), PAGE_SIZE, confirm)
         .await
 }
 
@@ -119,13 +123,23 @@ pub fn RunsListPage() -> impl IntoView {
         until: Some(field("until")),
     };
     let before = move || field("before").parse::<i64>().ok();
+    let confirm = move || BulkAction::parse(&field("confirm"));
     let tick = use_tick(REFRESH_EVERY);
     let bulk = ServerAction::<BulkAct>::new();
     let data = Resource::new(
-        move || (query(), before(), tick.get(), bulk.version().get()),
-        |(q, before, _, _)| {
+        move || {
+            (
+                query(),
+                before(),
+                confirm(),
+                tick.get(),
+                bulk.version().get(),
+            )
+        },
+        |(q, before, confirm, _, _)| {
             load_runs(
                 q.status, q.target, q.plan, q.replica, q.actor, q.error, q.since, q.until, before,
+                confirm,
             )
         },
     );
@@ -137,6 +151,8 @@ pub fn RunsListPage() -> impl IntoView {
                     id=format!("runs-{name}")
                     type="search"
                     name=name
+                    data-search={(name == "target").then_some("")}
+                    autofocus={name == "target" && field("focus") == "search"}
                     placeholder=hint
                     prop:value=move || field(name)
                     class="w-40 rounded-sm border border-slate-400 bg-white px-2 py-1 text-sm"
@@ -193,9 +209,9 @@ pub fn RunsListPage() -> impl IntoView {
             {loaded(
                 data,
                 move |p| {
-                    let bar = p
-                        .counts
-                        .map(|counts| view! { <BulkBar bulk counts resolved=p.resolved.clone() /> });
+                    let bar = query()
+                        .is_filtered()
+                        .then(|| view! { <BulkBar bulk p=p.clone() query=query() /> });
                     view! {
                         {bar}
                         <RunTable p query=query() before=before() />
@@ -208,66 +224,95 @@ pub fn RunsListPage() -> impl IntoView {
 }
 
 /// Retry, Cancel and Skip for every run the search matches that each
-/// applies to, with the count the operator confirms; the form carries the
-/// filter as the server read it and that count.
+/// applies to. Each is a link to the same search with `confirm=<action>`,
+/// which counts the runs it would change (counting is not free with a
+/// large history, so it happens only on the way to an action) and asks;
+/// the confirming form carries the filter as the server read it and that
+/// count.
 #[component]
-fn BulkBar(bulk: ServerAction<BulkAct>, counts: BulkCounts, resolved: RunQuery) -> impl IntoView {
+fn BulkBar(bulk: ServerAction<BulkAct>, p: RunsPage, query: RunQuery) -> impl IntoView {
     let allowed = may_act();
-    let buttons = BulkAction::ALL
+    let links = BulkAction::ALL
         .into_iter()
         .map(|action| {
-            let n = counts.of(action);
-            let label = format!("{} {n}", action.label());
             let name = action.as_str();
-            if n == 0 || !allowed {
-                let why = (!allowed).then_some("Only operators can do this");
+            let label = format!("{} all…", action.label());
+            if !allowed {
                 return view! {
-                    <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title=why data-bulk=name>
+                    <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title="Only operators can do this" data-bulk=name>
                         {label}
                     </button>
                 }
                 .into_any();
             }
-            let runs = if n == 1 { "run" } else { "runs" };
-            let question = format!(
-                "{} the {n} {runs} this search matches? {}",
-                action.label(),
-                match action {
-                    BulkAction::Retry => "Each task gets a new attempt.",
-                    BulkAction::Cancel => "Running ones are stopped.",
-                    BulkAction::Skip => "Their tasks count as done for what waits on them.",
-                }
-            );
-            let hidden = resolved
-                .pairs()
-                .into_iter()
-                .map(|(field, value)| view! { <input type="hidden" name=field value=value.to_owned() /> })
-                .collect_view();
-            view! {
-                <details class="relative inline-block">
-                    <summary class=format!("{BUTTON} btn-danger cursor-pointer list-none") data-bulk=name>
-                        {format!("{label}…")}
-                    </summary>
-                    <div class="popover">
-                        <p class="text-slate-700">{question}</p>
-                        <ActionForm action=bulk attr:class="inline">
-                            <input type="hidden" name="action" value=name />
-                            {hidden}
-                            <input type="hidden" name="expected" value=n />
-                            <button type="submit" class=format!("{BUTTON} btn-danger") data-bulk-confirm=name>
-                                {format!("Yes, {} {n} {runs}", action.as_str())}
-                            </button>
-                        </ActionForm>
-                    </div>
-                </details>
-            }
-            .into_any()
+            let href = format!("/runs?{}", query.to_query_string(&[("confirm", name.to_owned())]));
+            view! { <a class=format!("{BUTTON} btn-danger") href=href data-bulk=name>{label}</a> }.into_any()
         })
         .collect_view();
+    let panel = p.confirm.filter(|_| allowed).map(|(action, n)| {
+        view! { <BulkConfirm bulk action n resolved=p.resolved.clone() back=runs_href(&query) /> }
+    });
     view! {
-        <div id="bulk" class="flex flex-wrap items-center justify-end gap-2 text-sm text-slate-700">
-            <span>"Act on every run this search matches:"</span>
-            {buttons}
+        <div id="bulk" class="space-y-2">
+            <div class="flex flex-wrap items-center justify-end gap-2 text-sm text-slate-700">
+                <span>"Every run this search matches:"</span>
+                {links}
+            </div>
+            {panel}
+        </div>
+    }
+}
+
+/// The question before a bulk action, with the count it is bound to.
+#[component]
+fn BulkConfirm(
+    bulk: ServerAction<BulkAct>,
+    action: BulkAction,
+    n: i64,
+    resolved: RunQuery,
+    back: String,
+) -> impl IntoView {
+    let runs = if n == 1 { "run" } else { "runs" };
+    let body = if n == 0 {
+        view! { <p>{format!("No run this search matches can be {}.", action.past())}</p> }
+            .into_any()
+    } else if n > MAX_BULK_RUNS {
+        view! {
+            <p>{format!("More than {MAX_BULK_RUNS} runs match; narrow the search to {} them.", action.as_str())}</p>
+        }
+        .into_any()
+    } else {
+        let hidden = resolved
+            .pairs()
+            .into_iter()
+            .map(|(field, value)| view! { <input type="hidden" name=field value=value.to_owned() /> })
+            .collect_view();
+        let question = format!(
+            "{} the {n} {runs} this search matches? {}",
+            action.label(),
+            match action {
+                BulkAction::Retry => "Each task gets a new attempt.",
+                BulkAction::Cancel => "Running ones are stopped.",
+                BulkAction::Skip => "Their tasks count as done for what waits on them.",
+            }
+        );
+        view! {
+            <p>{question}</p>
+            <ActionForm action=bulk attr:class="inline">
+                <input type="hidden" name="action" value=action.as_str() />
+                {hidden}
+                <input type="hidden" name="expected" value=n />
+                <button type="submit" class=format!("{BUTTON} btn-danger") data-bulk-confirm=action.as_str()>
+                    {format!("Yes, {} {n} {runs}", action.as_str())}
+                </button>
+            </ActionForm>
+        }
+        .into_any()
+    };
+    view! {
+        <div id="bulk-confirm" class="rounded-sm border border-amber-300 bg-amber-50 px-3 py-2 text-sm text-slate-800 space-y-2">
+            {body}
+            <a class=LINK href=back>"Never mind"</a>
         </div>
     }
 }

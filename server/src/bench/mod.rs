@@ -81,6 +81,11 @@ pub struct BenchArgs {
     /// Skip the full-queue phase.
     #[arg(long)]
     pub no_queued: bool,
+    /// A/B of an index's cost on the hot path: drop this index (a name
+    /// from migrations/) from the scratch databases before measuring.
+    /// Repeatable.
+    #[arg(long = "drop-index", hide = true)]
+    pub drop_index: Vec<String>,
     /// Send the load to this running server instead of in-process replicas.
     #[arg(long)]
     pub server: Option<String>,
@@ -234,6 +239,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     // neither sees the other's history.
     let scratch = Scratch::new(url).await?;
     let stores = scratch.stores(count).await?;
+    scratch.drop_indexes(&args.drop_index).await?;
     let replicas = Replicas::start(&stores, &config).await?;
     // Submit through the first replica's store, as the API of a server
     // does: its commits wake that replica's loops directly.
@@ -299,6 +305,7 @@ async fn measure_queued(
     let scratch = Scratch::new(url).await?;
     // Pools are opened (and migrations checked) before the clock starts.
     let stores = scratch.stores(count).await?;
+    scratch.drop_indexes(&args.drop_index).await?;
     let target = InProcess(stores[0].clone());
     let plans = throughput_plans(args);
     let total = args.throughput_runs();

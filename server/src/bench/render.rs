@@ -86,12 +86,21 @@ async fn bench(
         ("runs, status PENDING", "/runs?status=PENDING".to_owned()),
         ("runs, target db/ (common)", "/runs?target=db/".to_owned()),
         ("runs, target (rare)", "/runs?target=db/shard-42".to_owned()),
+        // Only in the oldest 2,000 runs: read back through everything.
+        (
+            "runs, target (oldest only)",
+            "/runs?target=db/legacy".to_owned(),
+        ),
         ("runs, plan name", "/runs?plan=seed-9999".to_owned()),
         (
             "runs, replica (common)",
             "/runs?replica=r-seed-1".to_owned(),
         ),
         ("runs, replica (rare)", "/runs?replica=r-retired".to_owned()),
+        (
+            "runs, replica (oldest only)",
+            "/runs?replica=r-legacy".to_owned(),
+        ),
         ("runs, actor (common)", "/runs?actor=alice".to_owned()),
         ("runs, actor (rare)", "/runs?actor=ops-oncall".to_owned()),
         ("runs, error text", "/runs?error=deadlock".to_owned()),
@@ -99,6 +108,12 @@ async fn bench(
         (
             "runs, 2 h window 12 h ago",
             "/runs?since=14h&until=12h".to_owned(),
+        ),
+        // Before a bulk action: the page counts what it would change (here
+        // every FAILED run, about 10,000 of them).
+        (
+            "runs, Retry all confirm",
+            "/runs?status=FAILED&confirm=retry".to_owned(),
         ),
         // A page from the middle of the history, as an Older link reaches.
         (

@@ -133,6 +133,7 @@ impl DashboardSource for StoreSource {
         query: RunQuery,
         before: Option<i64>,
         limit: i64,
+        confirm: Option<BulkAction>,
     ) -> Result<RunsPage, DashboardError> {
         let now = Ts::now();
         let filter = run_filter::parse(&query, now).map_err(|e| DashboardError::Invalid {
@@ -144,10 +145,12 @@ impl DashboardSource for StoreSource {
             .run_search(&filter, before, limit)
             .await
             .map_err(failed)?;
-        let counts = if filter == RunFilter::default() {
-            None
-        } else {
-            Some(self.store.run_bulk_counts(&filter).await.map_err(failed)?)
+        let confirm = match confirm {
+            Some(action) if filter != RunFilter::default() => {
+                let counts = self.store.run_bulk_counts(&filter).await.map_err(failed)?;
+                Some((action, counts.of(action)))
+            }
+            _ => None,
         };
         let resolved = RunQuery {
             since: filter.since.map(|t| t.to_string()),
@@ -158,7 +161,7 @@ impl DashboardSource for StoreSource {
             now: now.0,
             list,
             resolved,
-            counts,
+            confirm,
         })
     }
 

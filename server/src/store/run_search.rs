@@ -5,23 +5,26 @@
 //! [`PROBE_IDS`] run ids below the cursor through the primary key, every
 //! filter tested on each row: a filter that matches often (a busy target,
 //! DONE, the replica that ran most of the history) fills the page there.
-//! Only when the probe leaves the page short does the *rest* go through
-//! the filters' indexes, sorted by id (`ORDER BY r.id + 0` so that no
-//! planner walks the primary key instead and reads the whole table for
-//! a handful of old matches):
+//! Only when the probe leaves the page short does the *rest* read on, in
+//! two parts merged by id: the live runs (PENDING, AVAILABLE, RUNNING:
+//! few, through their status indexes), and the finished runs through the
+//! filters' indexes, none of which gets an entry per run:
 //!
-//! | filter | index |
+//! | filter | finished runs through |
 //! |---|---|
-//! | status PENDING, AVAILABLE, RUNNING | the live-status partial indexes |
-//! | status FAILED, CANCELED; error text | `task_run_ended_badly` |
-//! | target prefix | `task_target` on the task, then `(task_id, attempt)` |
-//! | plan name | a scan of `plan`, then `task (plan_id, name)`, then `(task_id, attempt)` |
-//! | replica | `task_run_replica` (finished runs), `task_run_running` |
-//! | actor | `run_event_actor` |
-//! | since, until | `task_run_finished` |
+//! | actor | `plan_created_by` (who submitted the plan: one entry per plan), then as for a plan name; `run_event_actor` (later actions on runs) |
+//! | plan name | a scan of `plan`; each task's latest run (`task.latest_run_id`) and the earlier attempts, which are all FAILED or CANCELED (`task_run_ended_badly`) |
+//! | target, replica, status, error, since, until | the primary key, newest first (or `task_run_ended_badly`, `task_run_finished`, as the planner judges) |
 //!
-//! DONE alone has no index: the rest then walks on through the primary
-//! key, which finds DONE runs at once wherever they are common.
+//! The target and replica filters have no index: each one tried cost the
+//! hot path 13-16 % of throughput (the migration says more). A target or
+//! replica used lately fills the page in the probe; one absent from recent
+//! history is found by reading back through the primary key, the slow
+//! searches (docs/benchmarks.md#runs-search).
+//!
+//! PostgreSQL keeps no index on a run's task (dropped from the hot path in
+//! migration 0005), which is why the plan search goes by the task's
+//! latest run rather than by task id.
 //!
 //! `until` also moves where the probe starts: run ids rise with creation
 //! time, and a run that finished before `until` was created before it,
@@ -29,11 +32,10 @@
 //! (plus [`CLOCK_MARGIN`]) and starts there. A window of last night is
 //! then read where it lies, not sorted out of the whole history.
 //!
-//! Each filter is written twice, as a test of one row (probe) and as a
-//! condition an index can drive (rest); the two select the same runs, and
+//! Each filter is written as a test of one row, and where it has an index
+//! as a condition that index can drive; the two select the same runs, and
 //! the conformance suite holds them to it.
 
-use app::model::RunStatus;
 use app::search::{RunList, RunSummary};
 
 use super::engine::Arg;
@@ -54,21 +56,23 @@ pub const CLOCK_MARGIN: std::time::Duration = std::time::Duration::from_secs(300
 /// Longest error text a result carries.
 pub const ERROR_CHARS: i64 = 300;
 
-/// The highest character, appended to a prefix to bound its range.
-const LAST_CHAR: char = '\u{10FFFF}';
-
-/// One filter as SQL: the row test, and the indexable form when it has one.
+/// One filter as SQL: the row test, and the form an index of finished
+/// runs can drive, when it has one.
 struct Condition {
     probe: String,
-    indexed: Option<String>,
+    finished: Option<String>,
 }
 
 /// A search's two statements and their arguments. Arguments `$1`..`$3`
 /// are the id range (`$2 <= id < $1`) and the row limit; the filters' own
 /// start at `$4`.
 pub struct Search {
+    backend: Backend,
     conditions: Vec<Condition>,
     values: Vec<Value>,
+    /// False when a filter matches finished runs only (a final status,
+    /// error text, a finish time): the rest then skips the live runs.
+    live: bool,
 }
 
 /// A filter argument, owned so that patterns built here outlive the call.
@@ -80,104 +84,109 @@ enum Value {
 impl Search {
     pub fn new(backend: Backend, filter: &RunFilter) -> Search {
         let mut search = Search {
+            backend,
             conditions: Vec::new(),
             values: Vec::new(),
+            live: true,
         };
         if let Some(status) = filter.status {
-            search.status(status);
+            let test = format!("r.status = '{}'", status.as_str());
+            search.live &= !status.is_terminal();
+            search.add(test, None);
         }
         if let Some(prefix) = &filter.target {
-            search.target(backend, prefix);
+            // No index: see migrations/*/…_run_search.sql. The rest reads
+            // back through the primary key.
+            let n = search.arg(Value::Text(prefix.clone()));
+            search.add(format!("SUBSTR(r.target, 1, LENGTH({n})) = {n}"), None);
         }
         if let Some(name) = &filter.plan {
             let n = search.arg(Value::Text(name_pattern(name)));
-            let plans =
-                format!("SELECT pp.id FROM plan pp WHERE LOWER(pp.name) LIKE {n} ESCAPE '\\'");
+            let named = format!("LOWER(pp.name) LIKE {n} ESCAPE '\\'");
+            // Every attempt but a task's latest FAILED or was CANCELED: a
+            // new attempt is made for no other. The plans are found once.
+            let runs = format!(
+                "WITH named AS (SELECT pp.id FROM plan pp WHERE {named})
+                 SELECT tp.latest_run_id FROM task tp JOIN named ON tp.plan_id = named.id
+                    WHERE tp.latest_run_id IS NOT NULL
+                 UNION ALL SELECT rb.id FROM task_run rb JOIN named ON rb.plan_id = named.id
+                    WHERE rb.status IN ('FAILED', 'CANCELED')"
+            );
+            let finished = search.ids_in(&runs);
             search.add(
-                format!("LOWER(p.name) LIKE {n} ESCAPE '\\'"),
-                Some(format!(
-                    "r.task_id IN (SELECT tp.id FROM task tp WHERE tp.plan_id IN ({plans}))"
-                )),
+                format!("EXISTS (SELECT 1 FROM plan pp WHERE pp.id = r.plan_id AND {named})"),
+                Some(finished),
             );
         }
         if let Some(replica) = &filter.replica {
+            // No index, as for the target.
             let n = search.arg(Value::Text(replica.clone()));
             search.add(
                 format!(
                     "r.replica_id = {n} AND (r.finished_at IS NOT NULL OR r.status = 'RUNNING')"
                 ),
-                Some(format!(
-                    "((r.finished_at IS NOT NULL AND r.replica_id = {n})
-                        OR (r.status = 'RUNNING' AND r.replica_id = {n}))"
-                )),
+                None,
             );
         }
         if let Some(actor) = &filter.actor {
             let n = search.arg(Value::Text(actor.clone()));
             // The predicate of the partial index `run_event_actor`, spelled
-            // out so that both planners see the index applies.
-            let acted =
-                format!("e.actor = {n} AND e.replica_id IS NULL AND e.actor <> 'scheduler'");
+            // as the migration of each backend does, so that both planners
+            // see the index applies.
+            let acted = match backend {
+                Backend::Postgres => format!(
+                    "e.actor = {n} AND e.actor <> 'scheduler' AND e.actor IS DISTINCT FROM e.replica_id
+                        AND e.detail IS DISTINCT FROM 'submitted'"
+                ),
+                Backend::Sqlite => format!(
+                    "e.actor = {n} AND e.actor <> 'scheduler' AND e.actor IS NOT e.replica_id
+                        AND e.detail IS NOT 'submitted'"
+                ),
+            };
+            // A plan's runs were submitted by who submitted the plan; the
+            // plan's runs are found as for the plan search.
+            let runs = format!(
+                "WITH mine AS (SELECT pa.id FROM plan pa WHERE pa.created_by = {n})
+                 SELECT tp.latest_run_id FROM task tp JOIN mine ON tp.plan_id = mine.id
+                    WHERE tp.latest_run_id IS NOT NULL
+                 UNION ALL SELECT rb.id FROM task_run rb JOIN mine ON rb.plan_id = mine.id
+                    WHERE rb.status IN ('FAILED', 'CANCELED')
+                 UNION ALL SELECT e.run_id FROM run_event e WHERE {acted}"
+            );
+            let finished = search.ids_in(&runs);
             search.add(
-                format!("EXISTS (SELECT 1 FROM run_event e WHERE e.run_id = r.id AND {acted})"),
-                Some(format!(
-                    "r.id IN (SELECT e.run_id FROM run_event e WHERE {acted})"
-                )),
+                format!(
+                    "(EXISTS (SELECT 1 FROM plan pa WHERE pa.id = r.plan_id AND pa.created_by = {n})
+                      OR EXISTS (SELECT 1 FROM run_event e WHERE e.run_id = r.id AND {acted}))"
+                ),
+                Some(finished),
             );
         }
         if let Some(text) = &filter.error {
             let n = search.arg(Value::Text(name_pattern(text)));
-            let test = format!(
-                "r.status IN ('FAILED', 'CANCELED') AND LOWER(r.error) LIKE {n} ESCAPE '\\'"
+            search.live = false;
+            search.add(
+                format!(
+                    "r.status IN ('FAILED', 'CANCELED') AND LOWER(r.error) LIKE {n} ESCAPE '\\'"
+                ),
+                None,
             );
-            search.add(test.clone(), Some(test));
         }
         if let Some(since) = filter.since {
             let n = search.arg(Value::Time(since));
-            let test = format!("r.finished_at >= {n}");
-            search.add(test.clone(), Some(test));
+            search.live = false;
+            search.add(format!("r.finished_at >= {n}"), None);
         }
         if let Some(until) = filter.until {
             let n = search.arg(Value::Time(until));
-            let test = format!("r.finished_at < {n}");
-            search.add(test.clone(), Some(test));
+            search.live = false;
+            search.add(format!("r.finished_at < {n}"), None);
         }
         search
     }
 
-    fn status(&mut self, status: RunStatus) {
-        let test = format!("r.status = '{}'", status.as_str());
-        let indexed = match status {
-            RunStatus::Done => None,
-            // SQLite uses a partial index only when the query repeats its
-            // WHERE clause; PostgreSQL proves it either way.
-            RunStatus::Failed | RunStatus::Canceled => {
-                Some(format!("{test} AND r.status IN ('FAILED', 'CANCELED')"))
-            }
-            _ => Some(test.clone()),
-        };
-        self.add(test, indexed);
-    }
-
-    fn target(&mut self, backend: Backend, prefix: &str) {
-        let collate = match backend {
-            Backend::Postgres => " COLLATE \"C\"",
-            Backend::Sqlite => "",
-        };
-        let n = self.arg(Value::Text(prefix.to_owned()));
-        let hi = self.arg(Value::Text(format!("{prefix}{LAST_CHAR}")));
-        let test = format!("SUBSTR(r.target, 1, LENGTH({n})) = {n}");
-        let tasks = format!(
-            "SELECT tt.id FROM task tt WHERE tt.target{collate} >= {n} AND tt.target{collate} < {hi}"
-        );
-        self.add(
-            test.clone(),
-            Some(format!("r.task_id IN ({tasks}) AND {test}")),
-        );
-    }
-
-    fn add(&mut self, probe: String, indexed: Option<String>) {
-        self.conditions.push(Condition { probe, indexed });
+    fn add(&mut self, probe: String, finished: Option<String>) {
+        self.conditions.push(Condition { probe, finished });
     }
 
     /// Adds a filter argument; its placeholder.
@@ -186,25 +195,50 @@ impl Search {
         format!("${}", self.values.len() + 3)
     }
 
+    /// `r.id` is one of the ids `subquery` returns. On PostgreSQL the ids
+    /// are gathered first (`ARRAY(…)`) and looked up by primary key; as a
+    /// semi-join its planner would read all of `task_run` to hash them.
+    fn ids_in(&self, subquery: &str) -> String {
+        match self.backend {
+            Backend::Postgres => format!("r.id = ANY(ARRAY({subquery}))"),
+            Backend::Sqlite => format!("r.id IN ({subquery})"),
+        }
+    }
+
     /// The probe: every filter tested on each run of the id range, newest
     /// first through the primary key.
     pub fn probe_sql(&self) -> String {
         let tests: Vec<&str> = self.conditions.iter().map(|c| c.probe.as_str()).collect();
-        select(&tests, "r.id")
+        select(&["r.id < $1 AND r.id >= $2"], &tests)
     }
 
-    /// The rest: through the filters' indexes when one has an index, else
-    /// on down the primary key.
-    pub fn rest_sql(&self) -> String {
-        if self.conditions.iter().all(|c| c.indexed.is_none()) {
-            return self.probe_sql();
-        }
+    /// The rest's finished runs: through the filters' indexes of finished
+    /// runs, or on down the primary key when none has one.
+    pub fn rest_finished_sql(&self) -> String {
         let tests: Vec<&str> = self
             .conditions
             .iter()
-            .map(|c| c.indexed.as_deref().unwrap_or(&c.probe))
+            .map(|c| c.finished.as_deref().unwrap_or(&c.probe))
             .collect();
-        select(&tests, "r.id + 0")
+        select(
+            &["r.id < $1 AND r.id >= $2", "r.finished_at IS NOT NULL"],
+            &tests,
+        )
+    }
+
+    /// The rest's live runs, through their status indexes; `None` when the
+    /// filter matches finished runs only.
+    pub fn rest_live_sql(&self) -> Option<String> {
+        if !self.live {
+            return None;
+        }
+        let live = self.ids_in(
+            "SELECT id FROM task_run WHERE status = 'PENDING'
+             UNION ALL SELECT id FROM task_run WHERE status = 'AVAILABLE'
+             UNION ALL SELECT id FROM task_run WHERE status = 'RUNNING'",
+        );
+        let tests: Vec<&str> = self.conditions.iter().map(|c| c.probe.as_str()).collect();
+        Some(select(&["r.id < $1 AND r.id >= $2", &live], &tests))
     }
 
     /// The runs every filter matches and `applies` (a condition on `r`
@@ -234,24 +268,22 @@ impl Search {
     }
 }
 
-/// The statement for `tests`, ordered by `order` (the id, or an
-/// expression of it that no index provides).
-fn select(tests: &[&str], order: &str) -> String {
-    // With an expression order the id range must not drive the plan either.
-    let range = if order == "r.id" {
-        "r.id < $1 AND r.id >= $2"
-    } else {
-        "r.id + 0 < $1 AND r.id + 0 >= $2"
-    };
-    let mut wheres = vec![range];
-    wheres.extend_from_slice(tests);
+/// The statement: runs meeting `scope` and every filter's `tests`,
+/// newest first, at most `$3`, with their task's and plan's names. The
+/// page is chosen from `task_run` alone, and only its runs are joined:
+/// joined first, every match was (a rare target's 5,000 runs, each with
+/// its task and plan, to keep 50).
+fn select(scope: &[&str], tests: &[&str]) -> String {
+    let wheres: Vec<&str> = scope.iter().chain(tests).copied().collect();
     format!(
         "SELECT r.id, r.plan_id, p.name AS plan_name, r.task_id, t.name AS task_name, r.target,
             r.attempt, r.status, r.replica_id, r.created_at, r.finished_at,
             SUBSTR(r.error, 1, {ERROR_CHARS}) AS error
-        FROM task_run r JOIN task t ON t.id = r.task_id JOIN plan p ON p.id = r.plan_id
-        WHERE {}
-        ORDER BY {order} DESC LIMIT $3",
+        FROM (SELECT r.id FROM task_run r WHERE {}
+            ORDER BY r.id DESC LIMIT $3) page
+        JOIN task_run r ON r.id = page.id
+        JOIN task t ON t.id = r.task_id JOIN plan p ON p.id = r.plan_id
+        ORDER BY r.id DESC",
         wheres.join("\n AND ")
     )
 }

@@ -94,6 +94,29 @@ impl Scratch {
         Ok(stores)
     }
 
+    /// Drops these indexes (A/B of an index's cost: `baton bench
+    /// --drop-index`). Names are plain identifiers, checked here.
+    pub async fn drop_indexes(&self, names: &[String]) -> anyhow::Result<()> {
+        for name in names {
+            anyhow::ensure!(
+                !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "`{name}` is not an index name (lower-case letters, digits, _)"
+            );
+            let sql = sqlx::AssertSqlSafe(format!("DROP INDEX {name}"));
+            if self.admin_url.is_some() {
+                let mut c = PgConnection::connect(&self.url).await?;
+                sqlx::query(sql).execute(&mut c).await?;
+            } else {
+                let mut c = sqlx::sqlite::SqliteConnection::connect(&self.url).await?;
+                sqlx::query(sql).execute(&mut c).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Drops a PostgreSQL scratch database (closing other connections).
     pub async fn drop_database(&self) -> anyhow::Result<()> {
         if let (Some(admin_url), Some(name)) = (&self.admin_url, &self.name) {

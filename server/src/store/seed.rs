@@ -246,10 +246,11 @@ fn finished_plans_sql(d: &Dialect, tasks: i64, c: Chunk, now: i64, spacing: i64)
             node, timeout_ms, max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
             latest_run_id, skipped_at, skipped_by, reassign_after_ms)
          SELECT {run_id}, {run_plan}, 'task-' || CAST(i % {tasks} AS TEXT),
-            'db/shard-' || CAST(i % 200 AS TEXT), {t}, CAST(i % {tasks} AS TEXT), NULL, NULL,
+            {target}, {t}, CAST(i % {tasks} AS TEXT), NULL, NULL,
             3600000, 1, NULL, NULL, '{SLEEP}', {run_id}, NULL, NULL, NULL FROM s",
         series = d.series(plans * tasks),
         t = d.bool(true),
+        target = target(&run_id),
     );
     let run_sql = format!(
         "WITH {series} INSERT INTO task_run (id, task_id, plan_id, attempt, status, target,
@@ -258,12 +259,13 @@ fn finished_plans_sql(d: &Dialect, tasks: i64, c: Chunk, now: i64, spacing: i64)
             waiting_cause, result_code, error, reassign_after_ms)
          SELECT {run_id}, {run_id}, {run_plan}, 1,
             CASE WHEN {failed} THEN 'FAILED' ELSE 'DONE' END,
-            'db/shard-' || CAST(i % 200 AS TEXT), {t}, CAST(i % {tasks} AS TEXT), NULL, 3600000,
+            {target}, {t}, CAST(i % {tasks} AS TEXT), NULL, 3600000,
             1, NULL, {replica}, {created}, {started}, {finished}, {started}, NULL, NULL, NULL,
             CASE WHEN {failed} THEN 1 ELSE 0 END, CASE WHEN {failed} THEN {error} ELSE NULL END,
             NULL FROM s",
         series = d.series(plans * tasks),
         t = d.bool(true),
+        target = target(&run_id),
         replica = replica(&run_id),
         created = d.ts(&run_created),
         started = d.ts(&format!("{run_created} + 20000")),
@@ -301,11 +303,24 @@ fn submitter(plan: &str) -> String {
     )
 }
 
+/// The target of run `run` (an SQL expression over the series `i`): 200
+/// shards in turn, and on a fresh database the oldest 2,000 runs on
+/// `db/legacy-0` and `-1`, targets absent from recent history — the runs
+/// search's slowest case.
+fn target(run: &str) -> String {
+    format!(
+        "CASE WHEN ({run}) <= 2000 THEN 'db/legacy-' || CAST(({run}) % 2 AS TEXT)
+            ELSE 'db/shard-' || CAST(i % 200 AS TEXT) END"
+    )
+}
+
 /// The replica that ran run `run` (an SQL expression): three busy ones,
-/// and `r-retired` with one run in 2,000 — a rare replica for the search.
+/// `r-retired` with one run in 2,000 — a rare replica for the search — and
+/// on a fresh database `r-legacy` with the oldest 2,000.
 fn replica(run: &str) -> String {
     format!(
-        "CASE WHEN ({run}) % 2000 = 7 THEN 'r-retired' ELSE 'r-seed-' || CAST(({run}) % 3 AS TEXT) END"
+        "CASE WHEN ({run}) <= 2000 THEN 'r-legacy' WHEN ({run}) % 2000 = 7 THEN 'r-retired'
+            ELSE 'r-seed-' || CAST(({run}) % 3 AS TEXT) END"
     )
 }
 

@@ -57,8 +57,20 @@ async fn run_of(s: &dyn Store, plan: i64, name: &str) -> i64 {
     task_named(&view, name).run_id.expect("task has a run")
 }
 
+/// A run with what the search reads of its plan.
+struct Seen {
+    run: RunView,
+    plan_name: String,
+    submitted_by: String,
+}
+
 /// Does `run` match `f`, read plainly off its view?
-fn matches(f: &RunFilter, run: &RunView, plan_name: &str) -> bool {
+fn matches(f: &RunFilter, seen: &Seen) -> bool {
+    let Seen {
+        run,
+        plan_name,
+        submitted_by,
+    } = seen;
     let finished = run.finished_at.map(Ts::from);
     f.status.is_none_or(|s| run.status == s)
         && f.target
@@ -72,9 +84,15 @@ fn matches(f: &RunFilter, run: &RunView, plan_name: &str) -> bool {
                 && (finished.is_some() || run.status == RunStatus::Running)
         })
         && f.actor.as_ref().is_none_or(|a| {
-            run.events
-                .iter()
-                .any(|e| &e.actor == a && e.replica_id.is_none() && e.actor != "scheduler")
+            // Who submitted the plan, or acted on the run since: not a
+            // replica about its own run, not the scheduler.
+            submitted_by == a
+                || run.events.iter().any(|e| {
+                    &e.actor == a
+                        && e.actor != "scheduler"
+                        && e.replica_id.as_ref() != Some(&e.actor)
+                        && e.detail.as_deref() != Some("submitted")
+                })
         })
         && f.error.as_ref().is_none_or(|text| {
             matches!(run.status, RunStatus::Failed | RunStatus::Canceled)
@@ -226,23 +244,28 @@ mod cases {
         s.task_cancel(g_task, "dave", t0).await.unwrap();
 
         // The history, read plainly: every run with its plan's name.
-        let mut history: Vec<(RunView, String)> = Vec::new();
+        let mut history: Vec<Seen> = Vec::new();
         let all = all_pages(s, &RunFilter::default(), 500).await;
         assert_eq!(
             all.len() as i64,
             db.count("SELECT COUNT(*) FROM task_run").await
         );
         assert!(all.windows(2).all(|w| w[0] > w[1]), "newest first");
-        let mut names = std::collections::HashMap::new();
+        let mut plans = std::collections::HashMap::new();
         for id in all {
             let run = s.run_get(id).await.unwrap();
-            if let std::collections::hash_map::Entry::Vacant(e) = names.entry(run.plan_id) {
-                e.insert(s.plan_get(run.plan_id).await.unwrap().name);
+            if let std::collections::hash_map::Entry::Vacant(e) = plans.entry(run.plan_id) {
+                let plan = s.plan_get(run.plan_id).await.unwrap();
+                e.insert((plan.name, plan.created_by));
             }
-            let name = names[&run.plan_id].clone();
-            history.push((run, name));
+            let (plan_name, submitted_by) = plans[&run.plan_id].clone();
+            history.push(Seen {
+                run,
+                plan_name,
+                submitted_by,
+            });
         }
-        let newest = history[0].0.id;
+        let newest = history[0].run.id;
         assert!(
             a < newest - PROBE_IDS,
             "the old runs lie beyond the probe's reach"
@@ -297,8 +320,8 @@ mod cases {
             let filter = run_filter::parse(&q, t0.plus(minute)).unwrap();
             let expected: Vec<i64> = history
                 .iter()
-                .filter(|(run, name)| matches(&filter, run, name))
-                .map(|(run, _)| run.id)
+                .filter(|seen| matches(&filter, seen))
+                .map(|seen| seen.run.id)
                 .collect();
             // Small pages where they stay few, to cross the probe's edge
             // mid-page; the thousands of filler runs a page of 500.
@@ -312,6 +335,13 @@ mod cases {
                 assert_eq!(found, expected, "{pairs:?}, {limit} a page");
             }
         }
+        // Who did what: carol's retry, dave's cancel of a RUNNING run (its
+        // event names the replica too), alice's plan, retry included.
+        let by = |actor: &str| run_filter::parse(&query(&[("actor", actor)]), t0).unwrap();
+        assert_eq!(all_pages(s, &by("carol"), 50).await, [a2]);
+        assert_eq!(all_pages(s, &by("dave"), 50).await, [g]);
+        assert_eq!(all_pages(s, &by("alice"), 50).await, [a2, d, c, b, a]);
+        assert!(all_pages(s, &by("r-1"), 50).await.is_empty());
         // Some cases reach both sides of the probe's edge.
         let orders = run_filter::parse(&query(&[("target", "db/orders")]), t0).unwrap();
         let found: BTreeSet<i64> = all_pages(s, &orders, 50).await.into_iter().collect();
