@@ -107,3 +107,20 @@ test('/ goes to the search box: the page\'s own, else the Runs page\'s; never wh
   await expect(page).toHaveURL(/\/runs\?focus=search$/);
   await expect(page.locator('#runs-target')).toBeFocused();
 });
+
+test('targets and replicas are links to their runs wherever they appear', async ({ page, request }) => {
+  const plans = await (await request.get('/api/v1/plans?name=e2e-search')).json();
+  const id = plans.plans[0].id;
+  await page.goto(`/plans/${id}`);
+  const stuck = page.locator('#tasks tr[data-task-name="stuck"]');
+  await expect(stuck.locator('a[href="/runs?target=db/search-b"]')).toHaveText('db/search-b');
+  const replica = await stuck.locator('a[href^="/runs?replica="]').textContent();
+  expect(replica).toBeTruthy();
+  await page.goto('/replicas');
+  await page.locator(`a[href="/runs?replica=${replica}"]`).first().click();
+  await expect(page).toHaveURL(new RegExp(`/runs\\?replica=${replica}$`));
+  await expect(page.locator('#runs tbody tr').first()).toContainText(replica!);
+  await page.goto(`/runs?target=db/search-b`);
+  await page.locator('#runs tbody tr').first().locator('a[href^="/runs/"]').first().click();
+  await expect(page.locator('main a[href="/runs?target=db/search-b"]')).toBeVisible();
+});

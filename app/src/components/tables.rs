@@ -96,7 +96,10 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
             let id = r.replica_id.clone();
             view! {
                 <tr data-replica-id=id data-alive=r.alive.to_string() data-leader=r.leader.to_string()>
-                    <td class=format!("{TD} font-mono whitespace-nowrap")>{r.replica_id}{leader}</td>
+                    <td class=format!("{TD} font-mono whitespace-nowrap")>
+                        <a class=LINK href=crate::pages::runs::runs_with("replica", &r.replica_id)>{r.replica_id.clone()}</a>
+                        {leader}
+                    </td>
                     <td class=TD>{r.hostname}</td>
                     <td class=TD>{labels}</td>
                     <td class=TD>{state}</td>

@@ -14,6 +14,7 @@ use crate::components::tables::{DeliveryTable, LINK, ReplicaTable};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
 use crate::model::{RunStatus, TaskStatus};
+use crate::pages::runs::runs_with;
 use crate::views::{FailureView, Overview};
 
 #[server(prefix = "/_fn", endpoint = "overview")]
@@ -144,7 +145,8 @@ fn FailureItem(f: FailureView, now: chrono::DateTime<chrono::Utc>) -> impl IntoV
                 </a>
                 <span class="text-slate-600">"in"</span>
                 <a class=LINK href=format!("/plans/{}", f.plan_id)>{f.plan_name}</a>
-                <span class="text-slate-600">{format!("on {}", f.target)}</span>
+                <span class="text-slate-600">"on"</span>
+                <a class=LINK href=runs_with("target", &f.target)>{f.target.clone()}</a>
                 <span class="ml-auto text-xs text-slate-600"><Ago at=f.finished_at now /></span>
             </div>
             <p class="font-mono text-xs break-words text-red-800">

@@ -20,6 +20,7 @@ use crate::components::tables::{DataTable, DeliveryTable, LINK, TBODY, TD};
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
 use crate::model::{PlanStatus, PlanView, StageView, TaskStatus, TaskView};
+use crate::pages::runs::runs_with;
 use crate::views::{
     Action, DEPENDENCY_NAMES, GRAPH_MAX_EDGES, GRAPH_MAX_TASKS, PlanPage, TASKS_PER_PAGE,
     TaskPlace, TieCounts, awaits_approval, graph_drawn,
@@ -543,16 +544,23 @@ fn TaskRow(
         }
         None => view! { <span>{task.name.clone()}</span> }.into_any(),
     };
+    // A target is a link to every run on it, across plans.
+    let target_link =
+        view! { <a class=LINK href=runs_with("target", &task.target)>{task.target.clone()}</a> };
     let target = if task.exclusive {
-        view! { <span>{task.target}</span> }.into_any()
+        view! { <span>{target_link}</span> }.into_any()
     } else {
         view! {
             <span>
-                {task.target}
+                {target_link}
                 <span class="ml-1 text-xs text-slate-600" title="non-exclusive: shares the target">"shared"</span>
             </span>
         }
         .into_any()
+    };
+    let replica = match task.replica_id {
+        Some(r) => view! { <a class=LINK href=runs_with("replica", &r)>{r.clone()}</a> }.into_any(),
+        None => view! { <span>"—"</span> }.into_any(),
     };
     let took = task.started_at.map(|start| {
         let end = task.finished_at.unwrap_or(now);
@@ -586,7 +594,7 @@ fn TaskRow(
             <td class=TD>{target}{node}</td>
             <td class=format!("{TD} font-mono")>{task.version.unwrap_or_else(|| "—".into())}</td>
             <td class=format!("{TD} tabular-nums")>{task.attempt.map(|a| a.to_string()).unwrap_or_else(|| "—".into())}</td>
-            <td class=format!("{TD} font-mono text-xs")>{task.replica_id.unwrap_or_else(|| "—".into())}</td>
+            <td class=format!("{TD} font-mono text-xs")>{replica}</td>
             <td class=TD><MaybeAgo at=task.started_at now /></td>
             <td class=format!("{TD} whitespace-nowrap")>{took}</td>
             <td class=format!("{TD} max-w-60")>{ties}</td>

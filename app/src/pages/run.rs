@@ -14,6 +14,7 @@ use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
 use crate::model::{EventView, RunView};
 use crate::pages::plan::path_id;
+use crate::pages::runs::runs_with;
 use crate::views::{LogTail, RunPage};
 
 #[server(prefix = "/_fn", endpoint = "run")]
@@ -51,7 +52,10 @@ fn RunBody(r: RunPage) -> impl IntoView {
                 </h1>
                 <span id="run-status"><RunStatusBadge status=run.status /></span>
             </div>
-            <p class="text-sm text-slate-600">{format!("Target {}", run.target)}</p>
+            <p class="text-sm text-slate-600">
+                "Target "
+                <a class=LINK href=runs_with("target", &run.target)>{run.target.clone()}</a>
+            </p>
         </header>
         <div class="grid gap-4 lg:grid-cols-2">
             <RunFacts run=run.clone() now />
@@ -88,7 +92,12 @@ fn RunFacts(run: RunView, now: DateTime<Utc>) -> impl IntoView {
             <dl class="grid grid-cols-[max-content_1fr] gap-x-4 gap-y-1 text-sm">
                 {waiting}
                 <dt class="text-slate-600">"Replica"</dt>
-                <dd class="font-mono text-xs">{run.replica_id.clone().unwrap_or_else(|| "—".into())}</dd>
+                <dd class="font-mono text-xs">
+                    {match run.replica_id.clone() {
+                        Some(r) => view! { <a class=LINK href=runs_with("replica", &r)>{r.clone()}</a> }.into_any(),
+                        None => view! { <span>"—"</span> }.into_any(),
+                    }}
+                </dd>
                 <dt class="text-slate-600">"Created"</dt>
                 <dd><Ago at=run.created_at now /></dd>
                 <dt class="text-slate-600">"Not before"</dt>

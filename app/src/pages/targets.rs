@@ -15,6 +15,7 @@ use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
 use crate::model::TargetView;
+use crate::pages::runs::runs_with;
 use crate::views::{TargetAction, TargetsPage};
 
 #[server(prefix = "/_fn", endpoint = "targets")]
@@ -151,7 +152,9 @@ fn TargetRow(t: TargetView, now: DateTime<Utc>, action: ServerAction<TargetAct>)
             data-paused=t.paused_by.is_some().to_string()
             data-capacity=t.capacity.map(|c| c.to_string()).unwrap_or_default()
         >
-            <td class=format!("{TD} font-mono font-medium break-all")>{label}</td>
+            <td class=format!("{TD} font-mono font-medium break-all")>
+                <a class=LINK href=runs_with("target", &label)>{label.clone()}</a>
+            </td>
             <td class=TD>{held}</td>
             <td class=format!("{TD} tabular-nums")>{t.waiting}</td>
             <td class=TD>{capacity}</td>
