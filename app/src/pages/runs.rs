@@ -351,7 +351,9 @@ fn RunTable(p: RunsPage, query: RunQuery, before: Option<i64>) -> impl IntoView 
         </DataTable>
         <nav aria-label="Pages" class="flex items-center justify-between gap-3 text-sm text-slate-700">
             <span>{newest}</span>
-            <span id="runs-shown">{format!("{shown} runs shown")}</span>
+            <span id="runs-shown">
+                {format!("{shown} {} shown", if shown == 1 { "run" } else { "runs" })}
+            </span>
             <span>{older}</span>
         </nav>
     }
