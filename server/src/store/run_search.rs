@@ -73,6 +73,9 @@ pub struct Search {
     /// False when a filter matches finished runs only (a final status,
     /// error text, a finish time): the rest then skips the live runs.
     live: bool,
+    /// False when a filter matches live runs only (a live status): the
+    /// rest then skips the finished runs.
+    finished: bool,
 }
 
 /// A filter argument, owned so that patterns built here outlive the call.
@@ -88,10 +91,12 @@ impl Search {
             conditions: Vec::new(),
             values: Vec::new(),
             live: true,
+            finished: true,
         };
         if let Some(status) = filter.status {
             let test = format!("r.status = '{}'", status.as_str());
             search.live &= !status.is_terminal();
+            search.finished &= status.is_terminal();
             search.add(test, None);
         }
         if let Some(prefix) = &filter.target {
@@ -213,17 +218,21 @@ impl Search {
     }
 
     /// The rest's finished runs: through the filters' indexes of finished
-    /// runs, or on down the primary key when none has one.
-    pub fn rest_finished_sql(&self) -> String {
+    /// runs, or on down the primary key when none has one; `None` when the
+    /// filter matches live runs only.
+    pub fn rest_finished_sql(&self) -> Option<String> {
+        if !self.finished {
+            return None;
+        }
         let tests: Vec<&str> = self
             .conditions
             .iter()
             .map(|c| c.finished.as_deref().unwrap_or(&c.probe))
             .collect();
-        select(
+        Some(select(
             &["r.id < $1 AND r.id >= $2", "r.finished_at IS NOT NULL"],
             &tests,
-        )
+        ))
     }
 
     /// The rest's live runs, through their status indexes; `None` when the

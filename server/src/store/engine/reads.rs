@@ -99,17 +99,19 @@ pub async fn run_search<D: Dialect>(
     if (rows.len() as i64) < wanted && lower > 0 {
         let short = wanted - rows.len() as i64;
         let args = search.args(lower, 0, short);
-        let mut rest: Vec<run_search::RunSummaryRow> = d
-            .read(Sql::built(search.rest_finished_sql()).unprepared(), &args)
-            .await?;
-        if let Some(sql) = search.rest_live_sql() {
-            let live: Vec<run_search::RunSummaryRow> =
-                d.read(Sql::built(sql).unprepared(), &args).await?;
-            // Both newest first: merged, the newest `short` of the two.
-            rest.extend(live);
-            rest.sort_unstable_by_key(|r| std::cmp::Reverse(r.id));
-            rest.truncate(short as usize);
+        let mut rest: Vec<run_search::RunSummaryRow> = Vec::new();
+        for sql in [search.rest_finished_sql(), search.rest_live_sql()]
+            .into_iter()
+            .flatten()
+        {
+            rest.extend(
+                d.read::<run_search::RunSummaryRow>(Sql::built(sql).unprepared(), &args)
+                    .await?,
+            );
         }
+        // Each part newest first: merged, the newest `short` of the two.
+        rest.sort_unstable_by_key(|r| std::cmp::Reverse(r.id));
+        rest.truncate(short as usize);
         rows.extend(rest);
     }
     run_search::page(rows, limit as usize)
