@@ -84,6 +84,21 @@ pub fn parse(q: &RunQuery, now: Ts) -> Result<RunFilter, BadFilter> {
     })
 }
 
+/// [`parse`] for a bulk action, which also refuses a filter that narrows
+/// nothing (field `filter`): nobody acts on every run there is by leaving
+/// the form empty.
+pub fn parse_for_bulk(q: &RunQuery, now: Ts) -> Result<RunFilter, BadFilter> {
+    let filter = parse(q, now)?;
+    if filter == RunFilter::default() {
+        return Err(bad(
+            "filter",
+            "a bulk action needs a filter (status=FAILED, target=db/, …); an empty one would \
+             match every run",
+        ));
+    }
+    Ok(filter)
+}
+
 /// A text field, trimmed; empty is unset. Control characters are refused:
 /// PostgreSQL cannot store a NUL, and none belongs in a name.
 fn text(field: &'static str, value: &Option<String>) -> Result<Option<String>, BadFilter> {

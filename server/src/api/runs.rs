@@ -96,19 +96,16 @@ pub async fn bulk(
     Ok(Json(result))
 }
 
-/// A bulk action's filter: readable, and narrowing something, so that no
-/// one acts on every run there is by leaving the form empty.
+/// [`run_filter::parse_for_bulk`], its fields named as they were sent:
+/// under `filter.` in a POST body (`prefix`), bare in a query string.
 fn bulk_filter(q: &RunQuery, prefix: &str) -> ApiResult<RunFilter> {
-    let filter = run_filter::parse(q, Ts::now())
-        .map_err(|e| ApiError::invalid(&format!("{prefix}{}", e.field), e.message))?;
-    if filter == RunFilter::default() {
-        return Err(ApiError::invalid(
-            "filter",
-            "a bulk action needs a filter (status=FAILED, target=db/, …); an empty one would \
-             match every run",
-        ));
-    }
-    Ok(filter)
+    run_filter::parse_for_bulk(q, Ts::now()).map_err(|e| {
+        let field = match e.field {
+            "filter" => "filter".to_owned(),
+            field => format!("{prefix}{field}"),
+        };
+        ApiError::invalid(&field, e.message)
+    })
 }
 
 fn whole(field: &str, text: Option<&str>) -> ApiResult<Option<i64>> {

@@ -136,10 +136,7 @@ impl DashboardSource for StoreSource {
         confirm: Option<BulkAction>,
     ) -> Result<RunsPage, DashboardError> {
         let now = Ts::now();
-        let filter = run_filter::parse(&query, now).map_err(|e| DashboardError::Invalid {
-            message: e.to_string(),
-            field: Some(e.field.to_owned()),
-        })?;
+        let filter = run_filter::parse(&query, now).map_err(bad_filter)?;
         let list = self
             .store
             .run_search(&filter, before, limit)
@@ -147,8 +144,14 @@ impl DashboardSource for StoreSource {
             .map_err(failed)?;
         let confirm = match confirm {
             Some(action) if filter != RunFilter::default() => {
-                let counts = self.store.run_bulk_counts(&filter).await.map_err(failed)?;
-                Some((action, counts.of(action)))
+                // Only the action asked about: Retry's count reads every
+                // failed run, Cancel's only the live ones.
+                let n = self
+                    .store
+                    .run_bulk_count(&filter, action)
+                    .await
+                    .map_err(failed)?;
+                Some((action, n))
             }
             _ => None,
         };
@@ -173,16 +176,7 @@ impl DashboardSource for StoreSource {
         expected: i64,
     ) -> Result<BulkResult, DashboardError> {
         may_act(who)?;
-        let filter = run_filter::parse(&query, Ts::now()).map_err(|e| DashboardError::Invalid {
-            message: e.to_string(),
-            field: Some(e.field.to_owned()),
-        })?;
-        if filter == RunFilter::default() {
-            return Err(DashboardError::Invalid {
-                message: "a bulk action needs a filter; an empty one would match every run".into(),
-                field: None,
-            });
-        }
+        let filter = run_filter::parse_for_bulk(&query, Ts::now()).map_err(bad_filter)?;
         self.store
             .run_bulk(&filter, action, expected, &who.name, Ts::now())
             .await
@@ -421,6 +415,14 @@ fn may_act(who: &Identity) -> Result<(), DashboardError> {
             "{} is a viewer; only operators may submit plans or act on them",
             who.name
         )))
+    }
+}
+
+/// A runs filter that cannot be read, naming its field.
+fn bad_filter(e: run_filter::BadFilter) -> DashboardError {
+    DashboardError::Invalid {
+        message: e.to_string(),
+        field: Some(e.field.to_owned()),
     }
 }
 

@@ -347,11 +347,24 @@ pub trait Store: Send + Sync + 'static {
         before: Option<i64>,
         limit: i64,
     ) -> Result<app::search::RunList>;
-    /// How many runs `filter` matches that Retry/Skip and Cancel apply to.
+    /// How many runs `filter` matches that `action` applies to (up to
+    /// 10,001).
+    async fn run_bulk_count(
+        &self,
+        filter: &crate::run_filter::RunFilter,
+        action: app::search::BulkAction,
+    ) -> Result<i64>;
+    /// [`Store::run_bulk_count`] for Retry/Skip and for Cancel.
     async fn run_bulk_counts(
         &self,
         filter: &crate::run_filter::RunFilter,
-    ) -> Result<app::search::BulkCounts>;
+    ) -> Result<app::search::BulkCounts> {
+        use app::search::BulkAction;
+        Ok(app::search::BulkCounts {
+            ended_badly: self.run_bulk_count(filter, BulkAction::Retry).await?,
+            live: self.run_bulk_count(filter, BulkAction::Cancel).await?,
+        })
+    }
     /// Applies `action` to every run `filter` matches that it applies to,
     /// in one transaction, if they are `expected` in number (a conflict
     /// naming both counts otherwise, and nothing changes).

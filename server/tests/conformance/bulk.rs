@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use app::model::{RunStatus, TaskStatus};
-use app::search::{BulkAction, BulkCounts, RunQuery};
+use app::search::{BulkAction, BulkCounts};
 use baton::run_filter::{self, RunFilter};
-use baton::store::{Finish, Store, StoreError, Ts};
+use baton::store::{Finish, NotifyTargets, Store, StoreError, Ts};
 use serde_json::json;
 
 use crate::common::store::{claim, promote, task_named};
@@ -22,18 +22,7 @@ per_backend!(cases:
 );
 
 fn filter(pairs: &[(&str, &str)]) -> RunFilter {
-    let mut q = RunQuery::default();
-    for (name, value) in pairs {
-        let value = Some((*value).to_owned());
-        match *name {
-            "status" => q.status = value,
-            "target" => q.target = value,
-            "plan" => q.plan = value,
-            "actor" => q.actor = value,
-            other => panic!("no field {other}"),
-        }
-    }
-    run_filter::parse(&q, Ts::now()).unwrap()
+    run_filter::parse(&crate::run_search::query(pairs), Ts::now()).unwrap()
 }
 
 /// A plan `name` of `n` tasks on `db/<name>-<i>` and one on `svc/<name>`;
@@ -88,9 +77,19 @@ mod cases {
     pub async fn retry_changes_what_the_filter_matches_once_and_only_at_the_count_seen(kind: Kind) {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
+        // With a webhook, each failed plan claims its notification, which
+        // a retry must clear.
+        s.notify_targets_set(NotifyTargets {
+            webhook_url: Some("http://ops.example/hook".into()),
+            public_url: "http://baton.example".into(),
+        });
         let s = s.as_ref();
         let orders = failed_plan(s, "orders", 3).await;
         let users = failed_plan(s, "users", 2).await;
+        for id in [orders, users] {
+            let view = s.plan_get(id).await.unwrap();
+            assert!(view.notification.is_some(), "plan {id} claimed its failure");
+        }
         let db_failed = filter(&[("target", "db/"), ("status", "FAILED")]);
         assert_eq!(
             s.run_bulk_counts(&db_failed).await.unwrap(),

@@ -127,7 +127,8 @@ async fn all_pages(s: &dyn Store, f: &RunFilter, limit: i64) -> Vec<i64> {
     }
 }
 
-fn query(pairs: &[(&str, &str)]) -> RunQuery {
+/// The search form filled in with `pairs` (field, value).
+pub fn query(pairs: &[(&str, &str)]) -> RunQuery {
     let mut q = RunQuery::default();
     for (name, value) in pairs {
         let value = Some((*value).to_owned());

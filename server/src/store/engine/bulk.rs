@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 
-use app::search::{BulkAction, BulkCounts, BulkResult};
+use app::search::{BulkAction, BulkResult};
 
 use super::actions::{cancel_runs, create_runs, new_phase};
 use super::{BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placeholders, read_one};
@@ -38,21 +38,16 @@ fn applies(action: BulkAction) -> &'static str {
     }
 }
 
-/// How many runs Retry/Skip and Cancel would change, each counted up to
-/// [`MAX_RUNS`] + 1.
-pub async fn bulk_counts<D: Dialect>(d: &D, filter: &RunFilter) -> Result<BulkCounts> {
+/// How many runs `action` would change, counted up to [`MAX_RUNS`] + 1.
+pub async fn bulk_count<D: Dialect>(d: &D, filter: &RunFilter, action: BulkAction) -> Result<i64> {
     let search = Search::new(D::BACKEND, filter);
-    let count = |action| {
-        let sql = format!(
-            "SELECT COUNT(*) FROM ({}) AS m",
-            search.matching_sql(applies(action), "")
-        );
-        Sql::built(sql).unprepared()
-    };
+    let sql = format!(
+        "SELECT COUNT(*) FROM ({}) AS m",
+        search.matching_sql(applies(action), "")
+    );
     let args = search.args(i64::MAX, 0, MAX_RUNS + 1);
-    let (ended_badly,): (i64,) = read_one(d, count(BulkAction::Retry), &args).await?;
-    let (live,): (i64,) = read_one(d, count(BulkAction::Cancel), &args).await?;
-    Ok(BulkCounts { ended_badly, live })
+    let (n,): (i64,) = read_one(d, Sql::built(sql).unprepared(), &args).await?;
+    Ok(n)
 }
 
 /// Applies `action` to the runs `filter` matches, if they are `expected`

@@ -255,11 +255,12 @@ impl<D: Dialect> Store for D {
         reads::run_search(self, filter, before, limit).await
     }
 
-    async fn run_bulk_counts(
+    async fn run_bulk_count(
         &self,
         filter: &crate::run_filter::RunFilter,
-    ) -> Result<app::search::BulkCounts> {
-        bulk::bulk_counts(self, filter).await
+        action: app::search::BulkAction,
+    ) -> Result<i64> {
+        bulk::bulk_count(self, filter, action).await
     }
 
     async fn run_bulk(
