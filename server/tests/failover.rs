@@ -882,3 +882,122 @@ async fn a_partitioned_leader_steps_down_before_its_lease_expires() {
     shutdown.cancel();
     looping.await.unwrap();
 }
+
+/// Counts executions instead of running anything.
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait::async_trait]
+impl baton::executor::Executor for Counted {
+    async fn execute(
+        &self,
+        _: &serde_json::Value,
+        _: &baton::executor::RunContext,
+    ) -> baton::executor::Outcome {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        baton::executor::Outcome::done(None)
+    }
+}
+
+/// A claim whose answer comes back after the run's heartbeat deadline
+/// (a slow link between the replica and the database) proves nothing
+/// about who owns the run any more: the sweeper may already have failed
+/// it and its retry be running elsewhere. The replica starts none of it
+/// and hands the run back (fenced, so a swept run stays swept). Once the
+/// replica executed such runs, timing their ownership from the late
+/// answer, beside their retries (found by the chaos schedule, seed
+/// 1102322328102059040).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_answered_too_late_starts_nothing() {
+    use baton::scheduler::{Claimer, SchedulerConfig, Worker};
+    use baton::store::gates::NodeLabels;
+    use common::proxy::Link;
+
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let direct = db.store().await;
+    let proxy = common::proxy::Proxy::start(common::proxy::upstream_of(db.url())).await;
+    let store = baton::store::connect(&proxy.route(db.url())).await.unwrap();
+    let config = SchedulerConfig {
+        heartbeat_interval: HEARTBEAT_INTERVAL,
+        stale_after: STALE_AFTER,
+        ..SchedulerConfig::default()
+    };
+    let executions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut registry = baton::executor::Registry::builtin();
+    registry.register("sleep", Counted(executions.clone()));
+    let worker = Arc::new(Worker::new(
+        store.clone(),
+        "r-late".into(),
+        registry,
+        &config,
+    ));
+    // What the replica heartbeat loop records before each claim: without
+    // it the claimer takes nothing (the replica could be swept any time).
+    let ownership = worker.ownership();
+    let claimer = Claimer::new(store, worker, Vec::new(), &config);
+    let plan = direct
+        .plan_insert(
+            &common::plan(json!({"name": "late", "tasks": [
+                {"name": "t", "target": "a", "sleep": "0s"}]})),
+            "test",
+            common::now(),
+        )
+        .await
+        .unwrap();
+    direct
+        .run_promote_round(&NodeLabels::default(), common::now())
+        .await
+        .unwrap();
+    let run = direct.plan_get(plan).await.unwrap().tasks[0]
+        .run_id
+        .unwrap();
+
+    // The claim is several round trips (begin, lock, claim, commit): at
+    // this delay its answer comes seconds after the run heartbeat deadline
+    // it set (stale_after + 2 beats from the claim's start).
+    proxy.set(Link::Delay(Duration::from_millis(400)));
+    let started = Instant::now();
+    ownership.proven(started);
+    assert_eq!(
+        claimer.run_once().await.unwrap(),
+        1,
+        "the claim took the run"
+    );
+    let took = started.elapsed();
+    assert!(
+        took > STALE_AFTER + 2 * HEARTBEAT_INTERVAL,
+        "answered after {took:?}"
+    );
+    proxy.heal();
+    let back = eventually(SLACK, "the run handed back", || async {
+        let r = direct.run_get(run).await.unwrap();
+        (r.status == RunStatus::Available).then_some(r)
+    })
+    .await;
+    assert_eq!(back.attempt, 1);
+    let events = direct.event_list(0, 100).await.unwrap();
+    let handed = events
+        .iter()
+        .find(|e| {
+            e.run_id == run && e.to == RunStatus::Available && e.from == Some(RunStatus::Running)
+        })
+        .expect("a hand-back event");
+    assert!(
+        handed.detail.as_deref().unwrap_or("").contains("too late"),
+        "{handed:?}"
+    );
+    tokio::time::sleep(HEARTBEAT_INTERVAL * 2).await;
+    assert_eq!(
+        executions.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a late-claimed run was executed"
+    );
+
+    // The same replica, answered in time, runs it.
+    ownership.proven(Instant::now());
+    assert_eq!(claimer.run_once().await.unwrap(), 1);
+    eventually(SLACK, "executed once", || async {
+        (executions.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+}

@@ -15,6 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::{Store, Ts};
 
+/// Between attempts after a failed beat: short against the runs'
+/// heartbeat timeouts (seconds), long against a refused connection.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 /// The runs this replica executes, by id: shared by the worker (which
 /// adds and releases them) and the run heartbeat.
 pub type RunTable = Arc<Mutex<HashMap<i64, Arc<RunHandle>>>>;
@@ -149,21 +153,89 @@ impl RunHeartbeat {
     /// When the next run is due for a beat (at most one replica interval
     /// away, so new runs are picked up).
     fn next_beat(&self) -> Instant {
-        let cap = Instant::now() + self.heartbeat_interval;
-        self.running
-            .lock()
-            .expect("poisoned")
-            .values()
-            .map(|h| *h.next_beat.lock().expect("poisoned"))
-            .min()
-            .map_or(cap, |due| due.min(cap))
+        next_due(&self.running, Instant::now() + self.heartbeat_interval)
     }
 
     async fn beat(&self, all: bool) {
         match self.beat_once(all).await {
             Ok(0) => {}
             Ok(lost) => tracing::info!(lost, "stopped runs this replica no longer owns"),
-            Err(e) => tracing::warn!(error = %e, "run heartbeat failed; will retry"),
+            Err(e) => {
+                tracing::warn!(error = %e, "run heartbeat failed; will retry");
+                // The runs' beats stay overdue, so without a pause the loop
+                // would retry at once, as fast as a database that refuses
+                // connections answers (a restart, a failover).
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
         }
+    }
+}
+
+/// The earliest beat due among the runs still executing, or `cap`.
+///
+/// Only runs [`beat_once`](RunHeartbeat::beat_once) would beat count: a
+/// run whose finish is on its way (or that was lost) stays in the table
+/// until its finish is stored, which can take long when the database is
+/// slow or gone; counting its overdue beat made the loop wake at once,
+/// find nothing to beat, and spin on a core until then.
+fn next_due(running: &RunTable, cap: Instant) -> Instant {
+    running
+        .lock()
+        .expect("poisoned")
+        .values()
+        .filter(|h| h.executing())
+        .map(|h| *h.next_beat.lock().expect("poisoned"))
+        .min()
+        .map_or(cap, |due| due.min(cap))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle(next_beat: Instant) -> Arc<RunHandle> {
+        Arc::new(RunHandle {
+            cancel: CancellationToken::new(),
+            lost: AtomicBool::new(false),
+            handing_back: AtomicBool::new(false),
+            cut_off: AtomicBool::new(false),
+            finishing: AtomicBool::new(false),
+            beat_every: Duration::from_secs(1),
+            beat_timeout: Duration::from_secs(10),
+            next_beat: Mutex::new(next_beat),
+            proven_at: Mutex::new(next_beat),
+        })
+    }
+
+    #[test]
+    fn runs_that_no_longer_execute_do_not_make_the_loop_spin() {
+        let now = Instant::now();
+        let cap = now + Duration::from_secs(2);
+        let overdue = now - Duration::from_secs(5);
+        let table: RunTable = Arc::default();
+        let finishing = handle(overdue);
+        finishing.finishing.store(true, Ordering::SeqCst);
+        let lost = handle(overdue);
+        lost.lost.store(true, Ordering::SeqCst);
+        table.lock().unwrap().extend([(1, finishing), (2, lost)]);
+        assert_eq!(
+            next_due(&table, cap),
+            cap,
+            "nothing executing waits for a beat"
+        );
+
+        let soon = now + Duration::from_millis(300);
+        table.lock().unwrap().insert(3, handle(soon));
+        assert_eq!(
+            next_due(&table, cap),
+            soon,
+            "an executing run's beat is next"
+        );
+        table.lock().unwrap().insert(4, handle(overdue));
+        assert_eq!(
+            next_due(&table, cap),
+            overdue,
+            "an overdue executing run is beaten at once"
+        );
     }
 }

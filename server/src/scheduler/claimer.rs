@@ -61,12 +61,15 @@ impl Claimer {
             limit: free as i64,
             heartbeat_timeout: self.heartbeat_timeout,
         };
+        // Before the statement, as the database stamps the runs'
+        // heartbeat deadlines from the `now` sent with it.
+        let sent = std::time::Instant::now();
         let claimed = self.store.run_claim_many(&claim, Ts::now()).await?;
         let n = claimed.len();
         if n > 0 {
             tracing::debug!(claimed = n, free, "claimed runs");
         }
-        self.worker.spawn_all(claimed);
+        self.worker.spawn_all(claimed, sent);
         Ok(n)
     }
 

@@ -184,9 +184,19 @@ impl Worker {
             .collect()
     }
 
-    /// Starts executing freshly claimed runs.
-    pub fn spawn_all(self: &Arc<Self>, claimed: Vec<ClaimedRun>) {
+    /// Starts executing freshly claimed runs. `claimed_at` is when the
+    /// claim was sent: the database stamped the runs' heartbeat deadlines
+    /// from then, so their ownership is proven from then, not from when
+    /// the answer arrived.
+    ///
+    /// An answer that comes back too late to prove ownership (a slow or
+    /// delayed connection: the deadline may already have passed and the
+    /// sweeper failed the run and started its retry elsewhere) starts
+    /// nothing; those runs are handed back, fenced, for another claim.
+    pub fn spawn_all(self: &Arc<Self>, claimed: Vec<ClaimedRun>, claimed_at: Instant) {
         self.counters.claimed(claimed.len());
+        let now = Instant::now();
+        let mut late = Vec::new();
         for run in claimed {
             let beat_every = run
                 .heartbeat_interval
@@ -200,14 +210,43 @@ impl Worker {
                 finishing: AtomicBool::new(false),
                 beat_every,
                 beat_timeout: run.heartbeat_timeout,
-                next_beat: Mutex::new(Instant::now() + beat_every),
-                proven_at: Mutex::new(Instant::now()),
+                next_beat: Mutex::new(claimed_at + beat_every),
+                proven_at: Mutex::new(claimed_at),
             });
+            if handle.proven_until() <= now {
+                late.push(run.id);
+                continue;
+            }
             self.running
                 .lock()
                 .expect("poisoned")
                 .insert(run.id, handle.clone());
             tokio::spawn(self.clone().execute(run, handle));
+        }
+        if !late.is_empty() {
+            tokio::spawn(self.clone().hand_back_late(late, now - claimed_at));
+        }
+    }
+
+    /// Returns runs whose claim was answered too late to run them.
+    async fn hand_back_late(self: Arc<Self>, ids: Vec<i64>, took: Duration) {
+        tracing::warn!(runs = ?ids, took = %humantime::format_duration(took),
+            "the claim was answered too late to prove these runs are still this replica's; \
+             not running them");
+        let detail = format!(
+            "handed back unexecuted by replica {}: its claim was answered after {} ms, \
+             too late to be sure no other replica has the run",
+            self.replica_id,
+            took.as_millis()
+        );
+        match self
+            .store
+            .run_hand_back_many(&self.replica_id, &ids, &detail, Ts::now())
+            .await
+        {
+            Ok(back) => tracing::info!(runs = ?back, "handed late-claimed runs back"),
+            Err(e) => tracing::warn!(error = %e, runs = ?ids,
+                "could not hand late-claimed runs back; the sweeper will fail them"),
         }
     }
 
