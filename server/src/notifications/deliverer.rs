@@ -82,10 +82,21 @@ impl Deliverer {
 
     /// Sends what is due now; returns how many deliveries were attempted.
     pub async fn run_once(&self) -> anyhow::Result<usize> {
+        // Before the statement: the locks run from the `now` sent with it.
+        let sent = std::time::Instant::now();
         let due = self
             .store
             .delivery_take_due(&self.replica_id, BATCH, LOCK_FOR, Ts::now())
             .await?;
+        // An answer so late that the locks could lapse before the sends end
+        // (a stalled connection): another replica may take these any time,
+        // so sending them too would only make duplicates. Left alone, they
+        // are taken again once their locks lapse.
+        if !due.is_empty() && sent.elapsed() + SEND_TIMEOUT >= LOCK_FOR {
+            tracing::warn!(deliveries = due.len(), took = %humantime::format_duration(sent.elapsed()),
+                "deliveries were handed out too late to send before their locks lapse; leaving them");
+            return Ok(0);
+        }
         let sends = due.iter().map(|d| async move {
             let outcome = self.send(d).await;
             if let Err(e) = self
