@@ -2,7 +2,7 @@
 //!
 //! Layout:
 //! - [`model`]: the JSON view types shared with the REST API; [`search`]:
-//!   the runs search's filter and results.
+//!   the runs search's filter and results; [`audit`]: the audit log's.
 //! - [`views`]: what each page loads; [`error`]: the error its server
 //!   functions return.
 //! - `backend` (ssr only): the trait through which server functions reach
@@ -17,6 +17,7 @@
 // (release builds) computing their layout exceeds the default limit.
 #![recursion_limit = "256"]
 
+pub mod audit;
 pub mod error;
 pub mod model;
 pub mod query;

@@ -480,6 +480,14 @@ pub struct Identity {
     /// No users are configured: everyone who reaches the (loopback-only)
     /// server is this anonymous operator, and every page says so.
     pub open: bool,
+    /// The client's IP address, as the server's socket saw it: recorded
+    /// in the audit log with every change; never sent to the browser.
+    #[serde(skip)]
+    pub address: Option<String>,
+    /// `X-Forwarded-For` as the client sent it, for the audit log only:
+    /// anyone can send one, so nothing trusts it.
+    #[serde(skip)]
+    pub forwarded_for: Option<String>,
 }
 
 /// The body of every 4xx/5xx answer.

@@ -3,7 +3,7 @@
 
 use app::views::Action;
 
-use crate::store::{Result, Store, Ts};
+use crate::store::{Person, Result, Store, Ts};
 
 /// Which kind of thing an action's id names, for messages.
 pub fn subject(action: Action) -> &'static str {
@@ -18,22 +18,25 @@ pub fn subject(action: Action) -> &'static str {
     }
 }
 
-/// Carries out `action` on plan or task `id` for `actor`; the id of the
-/// plan it touched.
-pub async fn act(store: &dyn Store, action: Action, id: i64, actor: &str, now: Ts) -> Result<i64> {
+/// Carries out `action` on plan or task `id` for `by`; the id of the plan
+/// it touched.
+pub async fn act(
+    store: &dyn Store,
+    action: Action,
+    id: i64,
+    by: Person<'_>,
+    now: Ts,
+) -> Result<i64> {
     match action {
-        Action::PlanRun => store.plan_start(id, actor, now).await.map(|()| id),
-        Action::PlanRetry => store.plan_retry(id, actor, now).await.map(|()| id),
-        Action::PlanCancel => store.plan_cancel(id, actor, now).await.map(|()| id),
-        Action::TaskRetry => store.task_retry(id, actor, now).await,
-        Action::TaskCancel => store.task_cancel(id, actor, now).await,
-        Action::TaskSkip => store.task_skip(id, actor, now).await,
-        Action::TaskApprove => store
-            .task_approve(id, actor, now)
-            .await
-            .map(|(plan, _)| plan),
-        Action::PlanApprove => store.plan_approve(id, actor, now).await.map(|_| id),
-        Action::PlanPause => store.plan_pause(id, actor, now).await.map(|()| id),
-        Action::PlanResume => store.plan_resume(id).await.map(|()| id),
+        Action::PlanRun => store.plan_start(id, by, now).await.map(|()| id),
+        Action::PlanRetry => store.plan_retry(id, by, now).await.map(|()| id),
+        Action::PlanCancel => store.plan_cancel(id, by, now).await.map(|()| id),
+        Action::TaskRetry => store.task_retry(id, by, now).await,
+        Action::TaskCancel => store.task_cancel(id, by, now).await,
+        Action::TaskSkip => store.task_skip(id, by, now).await,
+        Action::TaskApprove => store.task_approve(id, by, now).await.map(|(plan, _)| plan),
+        Action::PlanApprove => store.plan_approve(id, by, now).await.map(|_| id),
+        Action::PlanPause => store.plan_pause(id, by, now).await.map(|()| id),
+        Action::PlanResume => store.plan_resume(id, by, now).await.map(|()| id),
     }
 }

@@ -16,7 +16,8 @@
 //!   [`retention`]: pruning finished plans.
 //! - [`executor`]: `command` (under its supervisor), `http`, `sleep`.
 //! - [`notifications`]: the webhook deliverer and signatures.
-//! - [`run_filter`]: the runs search's filter, checked.
+//! - [`run_filter`]: the runs search's filter, checked; [`audit_filter`]:
+//!   the audit log's.
 //! - [`actions`]: operator actions, one dispatch for the API and the
 //!   dashboard.
 //! - [`api`]: the REST API; [`dashboard`]: the Leptos routes; [`auth`]:
@@ -30,6 +31,7 @@
 
 pub mod actions;
 pub mod api;
+pub mod audit_filter;
 pub mod auth;
 pub mod bench;
 pub mod cli;

@@ -43,7 +43,7 @@ pub struct BadFilter {
     pub message: String,
 }
 
-fn bad(field: &'static str, message: impl Into<String>) -> BadFilter {
+pub(crate) fn bad(field: &'static str, message: impl Into<String>) -> BadFilter {
     BadFilter {
         field,
         message: message.into(),
@@ -62,16 +62,7 @@ pub fn parse(q: &RunQuery, now: Ts) -> Result<RunFilter, BadFilter> {
             )
         })?),
     };
-    let since = time("since", &q.since, now)?;
-    let until = time("until", &q.until, now)?;
-    if let (Some(since), Some(until)) = (since, until)
-        && since >= until
-    {
-        return Err(bad(
-            "until",
-            format!("until ({until}) must be later than since ({since})"),
-        ));
-    }
+    let (since, until) = window(&q.since, &q.until, now)?;
     Ok(RunFilter {
         status,
         target: text("target", &q.target)?,
@@ -99,9 +90,31 @@ pub fn parse_for_bulk(q: &RunQuery, now: Ts) -> Result<RunFilter, BadFilter> {
     Ok(filter)
 }
 
+/// `since` and `until`, the first earlier than the second.
+pub(crate) fn window(
+    since: &Option<String>,
+    until: &Option<String>,
+    now: Ts,
+) -> Result<(Option<Ts>, Option<Ts>), BadFilter> {
+    let since = time("since", since, now)?;
+    let until = time("until", until, now)?;
+    if let (Some(since), Some(until)) = (since, until)
+        && since >= until
+    {
+        return Err(bad(
+            "until",
+            format!("until ({until}) must be later than since ({since})"),
+        ));
+    }
+    Ok((since, until))
+}
+
 /// A text field, trimmed; empty is unset. Control characters are refused:
 /// PostgreSQL cannot store a NUL, and none belongs in a name.
-fn text(field: &'static str, value: &Option<String>) -> Result<Option<String>, BadFilter> {
+pub(crate) fn text(
+    field: &'static str,
+    value: &Option<String>,
+) -> Result<Option<String>, BadFilter> {
     let Some(value) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) else {
         return Ok(None);
     };

@@ -73,9 +73,13 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .await?;
+    // With each connection's peer address: the audit log records it.
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+    .await?;
     // A loop that panicked stopped the replica; say so with the exit code.
     replica.join().await?;
     tracing::info!("stopped");

@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use app::audit::{AuditList, Outcome};
 use app::model::{PlanList, PlanStatus, PlanView, ReplicaView, RunView, TaskStatus};
 use common::server::Server;
 use common::{Kind, eventually};
@@ -336,6 +337,92 @@ async fn the_runs_search_filters_pages_and_refuses_bad_input() {
         assert_eq!(status, 422, "{query}: {body}");
         assert_eq!(body["field"], field, "{query}: {body}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_audit_log_records_actions_with_the_address_and_filters() {
+    let s = Server::start(Kind::Postgres).await;
+    let (status, view) = s
+        .post(
+            "/api/v1/plans",
+            json!({"name": "audited", "start": false, "tasks": [
+            {"name": "a", "target": "db/a", "sleep": "0s"}]}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let id = view["id"].as_i64().unwrap();
+    // A refusal (nothing to retry), then the start, through a proxy that
+    // says who the client is.
+    let (status, _) = s.post_empty(&format!("/api/v1/plans/{id}/retry")).await;
+    assert_eq!(status, 409);
+    let r = s
+        .http
+        .post(format!("{}/api/v1/plans/{id}/run", s.base))
+        .header("x-forwarded-for", "203.0.113.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+
+    let all: AuditList = s.get("/api/v1/audit").await;
+    let got: Vec<(&str, &str, Outcome)> = all
+        .entries
+        .iter()
+        .map(|e| (e.action.as_str(), e.actor.as_str(), e.outcome))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("plan.start", "anonymous", Outcome::Done),
+            ("plan.retry", "anonymous", Outcome::Refused),
+            ("plan.submit", "anonymous", Outcome::Done),
+        ]
+    );
+    assert!(
+        all.entries
+            .iter()
+            .all(|e| e.address.as_deref() == Some("127.0.0.1")
+                && e.plan_id == Some(id)
+                && e.subject == format!("plan {id} audited"))
+    );
+    assert_eq!(
+        all.entries[0].forwarded_for.as_deref(),
+        Some("203.0.113.7"),
+        "recorded as sent"
+    );
+    assert_eq!(all.entries[2].detail, "1 task, not started");
+
+    let started: AuditList = s.get("/api/v1/audit?action=plan.st&since=1h").await;
+    assert_eq!(started.entries.len(), 1);
+    assert_eq!(started.entries[0].action, "plan.start");
+    let none: AuditList = s.get("/api/v1/audit?actor=someone-else").await;
+    assert!(none.entries.is_empty());
+    let page: AuditList = s.get("/api/v1/audit?limit=2").await;
+    assert_eq!(page.entries.len(), 2);
+    let next = page.next_before.expect("a third entry");
+    let rest: AuditList = s.get(&format!("/api/v1/audit?limit=2&before={next}")).await;
+    assert_eq!(rest.entries.len(), 1);
+    assert_eq!(rest.entries[0].action, "plan.submit");
+    assert_eq!(rest.next_before, None);
+
+    for (query, field) in [
+        ("action=nope", "action"),
+        ("since=tomorrowish", "since"),
+        ("since=1h&until=2h", "until"),
+        ("actor=a%00b", "actor"),
+        ("before=0", "before"),
+        ("limit=501", "limit"),
+        ("limit=x", "limit"),
+    ] {
+        let (status, body) = s.get_status(&format!("/api/v1/audit?{query}")).await;
+        assert_eq!(status, 422, "{query}: {body}");
+        assert_eq!(body["field"], field, "{query}: {body}");
+    }
+    let (_, body) = s.get_status("/api/v1/audit?action=nope").await;
+    assert!(
+        body["error"].as_str().unwrap().contains("plan.submit"),
+        "the refusal lists the actions: {body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -679,6 +766,7 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         (!v["ticks"].as_array().unwrap().is_empty()).then_some(v)
     })
     .await;
+    let audit: Value = s.get("/api/v1/audit?action=plan.submit&limit=1").await;
     let views = [
         ("PlanView", &plan_json),
         ("NotificationView", &plan_json["notification"]),
@@ -697,6 +785,8 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         ("ScheduleView", &schedule),
         ("ScheduledPlan", &schedule["plans"][0]),
         ("TickView", &schedule["ticks"][0]),
+        ("AuditList", &audit),
+        ("AuditEntry", &audit["entries"][0]),
     ];
     for (schema, answer) in views {
         assert_eq!(answered(answer), documented(&doc, schema), "{schema}");
@@ -776,7 +866,7 @@ async fn allowed_commands_and_the_off_switch_hold_at_submit_and_at_run() {
     let sneaked = common::plan(command(json!(["sh", "-c", "touch /tmp/baton-pwned"])));
     let id = s
         .store
-        .plan_insert(&sneaked, "test", common::now())
+        .plan_insert(&sneaked, "test".into(), common::now())
         .await
         .unwrap();
     let view = s.wait_plan(id, PlanStatus::Failed).await;

@@ -653,6 +653,45 @@ mod cases {
         let r = w.form("/_fn/plans", Some(&viewer), &own, &[]).await;
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
         assert!(r.text().await.unwrap().contains("session has ended"));
+
+        // The audit log has each sign-in, the wrong password, the
+        // dashboard's changes and the sign-out, each from this client's
+        // address; a viewer may read it. Refusals at the door (another
+        // site's form, a viewer's button) reached no action and are not
+        // there; the second sign-out ended nothing.
+        let (status, log) = super::answer(
+            w.browser
+                .get(w.url("/api/v1/audit"))
+                .bearer_auth(&w.victor_token),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{log}");
+        let got: Vec<(String, String, String)> = log["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|e| {
+                assert_eq!(e["address"], "127.0.0.1", "{e}");
+                let text = |k: &str| e[k].as_str().unwrap().to_owned();
+                (text("action"), text("actor"), text("outcome"))
+            })
+            .collect();
+        let want = [
+            ("auth.sign_in_failed", "victor", "refused"),
+            ("auth.sign_in", "victor", "done"),
+            ("auth.sign_in", "alice", "done"),
+            ("plan.submit", "alice", "done"),
+            ("task.cancel", "alice", "done"),
+            ("auth.sign_out", "victor", "done"),
+        ];
+        let want: Vec<(String, String, String)> = want
+            .iter()
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+            .collect();
+        assert_eq!(got, want, "{log}");
+        let failed = &log["entries"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(failed["detail"], "wrong user name or password");
     }
 
     /// `/pkg/` and the other public paths must not be a door to the rest:

@@ -939,7 +939,7 @@ async fn a_claim_answered_too_late_starts_nothing() {
         .plan_insert(
             &common::plan(json!({"name": "late", "tasks": [
                 {"name": "t", "target": "a", "sleep": "0s"}]})),
-            "test",
+            "test".into(),
             common::now(),
         )
         .await

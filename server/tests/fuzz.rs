@@ -339,13 +339,16 @@ fn accepted_plans_never_stop_scheduling(kind: Kind) {
 async fn schedule_beside(store: &dyn Store, plan: &NewPlan) {
     let now = Ts::now();
     store
-        .plan_insert(plan, "fuzz", now)
+        .plan_insert(plan, "fuzz".into(), now)
         .await
         .expect("an accepted plan is stored");
     let canary = common::plan(json!({"name": "canary", "tasks": [
         {"name": "c", "target": format!("canary/{}", fastrand::u64(..)), "sleep": "0s"}
     ]}));
-    let canary = store.plan_insert(&canary, "fuzz", now).await.unwrap();
+    let canary = store
+        .plan_insert(&canary, "fuzz".into(), now)
+        .await
+        .unwrap();
     let nodes = NodeLabels::default();
     store
         .run_promote_round(&nodes, Ts::now())

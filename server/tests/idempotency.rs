@@ -76,7 +76,7 @@ mod cases {
         let later = common::now().plus(Duration::from_secs(25 * 60 * 60));
         let made = s
             .store
-            .plan_insert_keyed(&plan(json!({"name": "later", "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]})), "t", later, &key)
+            .plan_insert_keyed(&plan(json!({"name": "later", "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]})), "t".into(), later, &key)
             .await
             .unwrap();
         let Submitted::Created(id) = made else {

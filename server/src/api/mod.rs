@@ -4,6 +4,7 @@
 //! Handlers are thin: parse and check input, call one store method, return
 //! a view from `app::model`. Errors go through [`error::ApiError`].
 
+mod audit;
 mod deliveries;
 mod error;
 mod health;
@@ -56,7 +57,7 @@ async fn act(
     id: &str,
 ) -> ApiResult<axum::Json<PlanView>> {
     let id = error::parse_id(id, crate::actions::subject(action))?;
-    let plan_id = crate::actions::act(&*state.store, action, id, &who.name, Ts::now()).await?;
+    let plan_id = crate::actions::act(&*state.store, action, id, who.into(), Ts::now()).await?;
     Ok(axum::Json(state.store.plan_get(plan_id).await?))
 }
 
@@ -113,6 +114,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}/log", get(runs::log))
         .route("/replicas", get(replicas::list))
         .route("/deliveries", get(deliveries::list))
+        .route("/audit", get(audit::list))
         .route("/openapi.json", get(openapi::openapi))
         .fallback(|| async { ApiError::NotFound("no such API endpoint".into()) });
     Router::new()

@@ -37,7 +37,7 @@ pub async fn submit(
             StatusCode::CREATED,
             state
                 .store
-                .plan_insert(&new_plan, &who.name, Ts::now())
+                .plan_insert(&new_plan, (&who).into(), Ts::now())
                 .await?,
         ),
         Some(key) => {
@@ -47,7 +47,7 @@ pub async fn submit(
             };
             match state
                 .store
-                .plan_insert_keyed(&new_plan, &who.name, Ts::now(), &key)
+                .plan_insert_keyed(&new_plan, (&who).into(), Ts::now(), &key)
                 .await?
             {
                 Submitted::Created(id) => (StatusCode::CREATED, id),

@@ -83,7 +83,7 @@ pub async fn bulk(
             &filter,
             request.action,
             request.expected,
-            &who.name,
+            (&who).into(),
             Ts::now(),
         )
         .await?;
@@ -108,7 +108,7 @@ fn bulk_filter(q: &RunQuery, prefix: &str) -> ApiResult<RunFilter> {
     })
 }
 
-fn whole(field: &str, text: Option<&str>) -> ApiResult<Option<i64>> {
+pub(super) fn whole(field: &str, text: Option<&str>) -> ApiResult<Option<i64>> {
     match text.map(str::trim).filter(|t| !t.is_empty()) {
         None => Ok(None),
         Some(t) => t.parse().map(Some).map_err(|_| {

@@ -42,7 +42,7 @@ pub async fn create(
     let new = parse(&state, &headers, &body)?;
     let id = state
         .store
-        .schedule_create(&new, &who.name, Ts::now())
+        .schedule_create(&new, (&who).into(), Ts::now())
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -76,7 +76,7 @@ pub async fn update(
     let new = parse(&state, &headers, &body)?;
     state
         .store
-        .schedule_update(id, &new, &who.name, Ts::now())
+        .schedule_update(id, &new, (&who).into(), Ts::now())
         .await?;
     Ok(Json(state.store.schedule_get(id).await?))
 }
@@ -84,11 +84,14 @@ pub async fn update(
 /// `DELETE /api/v1/schedules/{id}`: its plans stay.
 pub async fn delete(
     State(state): State<ApiState>,
-    Operator(_): Operator,
+    Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let id = parse_id(&id, "schedule")?;
-    state.store.schedule_delete(id).await?;
+    state
+        .store
+        .schedule_delete(id, (&who).into(), Ts::now())
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -99,18 +102,24 @@ pub async fn pause(
     Path(id): Path<String>,
 ) -> ApiResult<Json<ScheduleView>> {
     let id = parse_id(&id, "schedule")?;
-    state.store.schedule_pause(id, &who.name, Ts::now()).await?;
+    state
+        .store
+        .schedule_pause(id, (&who).into(), Ts::now())
+        .await?;
     Ok(Json(state.store.schedule_get(id).await?))
 }
 
 /// `POST /api/v1/schedules/{id}/resume`: from the next tick after now.
 pub async fn resume(
     State(state): State<ApiState>,
-    Operator(_): Operator,
+    Operator(who): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ScheduleView>> {
     let id = parse_id(&id, "schedule")?;
-    state.store.schedule_resume(id, Ts::now()).await?;
+    state
+        .store
+        .schedule_resume(id, (&who).into(), Ts::now())
+        .await?;
     Ok(Json(state.store.schedule_get(id).await?))
 }
 
@@ -124,7 +133,7 @@ pub async fn trigger(
     let id = parse_id(&id, "schedule")?;
     let plan = state
         .store
-        .schedule_trigger(id, &who.name, Ts::now())
+        .schedule_trigger(id, (&who).into(), Ts::now())
         .await?;
     Ok((StatusCode::CREATED, Json(state.store.plan_get(plan).await?)))
 }

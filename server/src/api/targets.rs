@@ -57,7 +57,7 @@ pub async fn pause(
 ) -> ApiResult<Json<TargetView>> {
     state
         .store
-        .target_pause(&body.target, &who.name, Ts::now())
+        .target_pause(&body.target, (&who).into(), Ts::now())
         .await?;
     view_of(&state, &body.target).await
 }
@@ -70,7 +70,7 @@ pub async fn resume(
 ) -> ApiResult<Json<TargetView>> {
     state
         .store
-        .target_resume(&body.target, &who.name, Ts::now())
+        .target_resume(&body.target, (&who).into(), Ts::now())
         .await?;
     view_of(&state, &body.target).await
 }
@@ -83,7 +83,7 @@ pub async fn capacity(
 ) -> ApiResult<Json<TargetView>> {
     state
         .store
-        .target_capacity_set(&body.target, body.capacity, &who.name, Ts::now())
+        .target_capacity_set(&body.target, body.capacity, (&who).into(), Ts::now())
         .await?;
     view_of(&state, &body.target).await
 }

@@ -12,12 +12,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::origin::{cross_site, foreign_host};
-use super::{Auth, AuthError};
+use super::{Auth, AuthError, Client};
 
 /// Checks, in order: a server without users is addressed by a loopback
 /// name; a change comes from the dashboard's own origin; the sender is
-/// known. Then the request goes on with its [`app::model::Identity`] in its
-/// extensions. Public paths skip the last check.
+/// known. Then the request goes on with its [`app::model::Identity`]
+/// (with where it came from, for the audit log) in its extensions. Public paths skip the last check.
 pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let audience = Audience::of(&path);
@@ -50,7 +50,8 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
         return next.run(request).await;
     }
     match auth.identify(request.headers()).await {
-        Ok(Some(who)) => {
+        Ok(Some(mut who)) => {
+            Client::of(request.extensions(), request.headers()).stamp(&mut who);
             request.extensions_mut().insert(who);
             next.run(request).await
         }

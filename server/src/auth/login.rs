@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::guard::SIGN_IN_PAGE;
-use super::{Auth, PasswordRefused, SESSION_COOKIE, new_token, session_token, token_hash};
+use super::{Auth, Client, PasswordRefused, SESSION_COOKIE, new_token, session_token, token_hash};
+use crate::store::audit::client_text;
 use crate::store::{Session, Ts};
 
 #[derive(Deserialize)]
@@ -28,8 +29,15 @@ pub struct SignIn {
     next: String,
 }
 
-/// `POST /auth/login`.
-pub async fn login(State(auth): State<Arc<Auth>>, Form(form): Form<SignIn>) -> Response {
+/// `POST /auth/login`. Sign-ins and wrong passwords are recorded in the
+/// audit log with the client's address; a name whose checks are paused
+/// (too many wrong passwords) is not, as nothing was checked and the
+/// wrong passwords before it are there.
+pub async fn login(
+    State(auth): State<Arc<Auth>>,
+    client: Client,
+    Form(form): Form<SignIn>,
+) -> Response {
     let next = local_path(&form.next);
     if auth.is_open() {
         return Redirect::to(next).into_response();
@@ -42,6 +50,23 @@ pub async fn login(State(auth): State<Arc<Auth>>, Form(form): Form<SignIn>) -> R
                 PasswordRefused::TooMany(_) => "too-many",
             };
             tracing::warn!(user = form.name.trim(), ?refused, "sign-in refused");
+            if refused == PasswordRefused::Wrong {
+                let tried = match client_text(form.name.trim()) {
+                    name if name.is_empty() => "(no name)".to_owned(),
+                    name => name,
+                };
+                let recorded = auth
+                    .store
+                    .audit_sign_in_failed(
+                        client.person(&tried),
+                        "wrong user name or password",
+                        Ts::now(),
+                    )
+                    .await;
+                if let Err(e) = recorded {
+                    tracing::warn!(error = %e, "cannot record a failed sign-in");
+                }
+            }
             let again = format!("{SIGN_IN_PAGE}?failed={failed}&next={}", encode_value(next));
             return Redirect::to(&again).into_response();
         }
@@ -57,7 +82,11 @@ pub async fn login(State(auth): State<Arc<Auth>>, Form(form): Form<SignIn>) -> R
         created_at: now,
         expires_at: now.plus(auth.session_ttl),
     };
-    if let Err(e) = auth.store.session_insert(&session, now).await {
+    let signed_in = auth
+        .store
+        .session_insert(&session, client.person(&who.name), now)
+        .await;
+    if let Err(e) = signed_in {
         return unavailable(e.into());
     }
     tracing::info!(user = who.name, role = who.role.as_str(), "signed in");
@@ -69,12 +98,24 @@ pub async fn login(State(auth): State<Arc<Auth>>, Form(form): Form<SignIn>) -> R
     with_cookie(Redirect::to(next), &cookie)
 }
 
-/// `POST /auth/logout`: ends the session here and on every replica.
-pub async fn logout(State(auth): State<Arc<Auth>>, headers: HeaderMap) -> Response {
-    if let Some(token) = session_token(&headers)
-        && let Err(e) = auth.store.session_delete(&token_hash(token).to_hex()).await
-    {
-        return unavailable(e.into());
+/// `POST /auth/logout`: ends the session here and on every replica. A
+/// session that has already expired is over; nothing is recorded.
+pub async fn logout(State(auth): State<Arc<Auth>>, client: Client, headers: HeaderMap) -> Response {
+    if let Some(token) = session_token(&headers) {
+        let hash = token_hash(token).to_hex();
+        let now = Ts::now();
+        let ended = match auth.store.session_get(&hash, now).await {
+            Ok(Some(session)) => {
+                auth.store
+                    .session_delete(&hash, client.person(&session.user_name), now)
+                    .await
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = ended {
+            return unavailable(e.into());
+        }
     }
     let cookie = format!("{SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax");
     with_cookie(Redirect::to(SIGN_IN_PAGE), &cookie)

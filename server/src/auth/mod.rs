@@ -17,6 +17,7 @@
 //! In both modes a browser request that changes something must come from
 //! the dashboard's own origin (CSRF).
 
+mod client;
 mod commands;
 mod guard;
 mod login;
@@ -34,6 +35,7 @@ use app::model::{Identity, Role};
 use axum::http::{HeaderMap, header};
 use base64::Engine;
 
+pub use self::client::Client;
 pub use self::commands::{hash_password_command, new_token_command};
 pub use self::guard::guard;
 pub use self::login::{login, logout};
@@ -126,6 +128,8 @@ impl Auth {
                 name: ANONYMOUS.into(),
                 role: Role::Operator,
                 open: true,
+                address: None,
+                forwarded_for: None,
             }));
         };
         if let Some(value) = headers.get(header::AUTHORIZATION) {
@@ -222,6 +226,8 @@ fn identity(name: &str, role: Role) -> Identity {
         name: name.to_owned(),
         role,
         open: false,
+        address: None,
+        forwarded_for: None,
     }
 }
 

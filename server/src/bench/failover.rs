@@ -82,7 +82,7 @@ async fn measure(
                 .to_string()
                 .as_bytes(),
         )?;
-        let plan_id = store.plan_insert(&plan, "bench", Ts::now()).await?;
+        let plan_id = store.plan_insert(&plan, "bench".into(), Ts::now()).await?;
         let run_ids = wait_all_running(store.as_ref(), plan_id).await?;
         // The victim: whoever holds the most of this round's runs.
         let mut held: Vec<(String, Vec<i64>)> = Vec::new();
@@ -139,7 +139,7 @@ async fn measure(
         );
         // The survivors' runs are not needed any more (a plan whose runs all
         // sat on the victim has nothing left to cancel).
-        match store.plan_cancel(plan_id, "bench", Ts::now()).await {
+        match store.plan_cancel(plan_id, "bench".into(), Ts::now()).await {
             Ok(()) | Err(StoreError::Conflict(_)) => {}
             Err(e) => return Err(e.into()),
         }

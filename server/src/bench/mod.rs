@@ -157,7 +157,7 @@ struct InProcess(Arc<dyn Store>);
 impl Target for InProcess {
     async fn submit(&self, plan: &serde_json::Value) -> anyhow::Result<i64> {
         let plan = crate::plan::parse_json(plan.to_string().as_bytes())?;
-        Ok(self.0.plan_insert(&plan, "bench", Ts::now()).await?)
+        Ok(self.0.plan_insert(&plan, "bench".into(), Ts::now()).await?)
     }
 
     async fn plan(&self, id: i64) -> anyhow::Result<PlanView> {

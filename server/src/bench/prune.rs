@@ -66,7 +66,7 @@ async fn bench(
         // The seed's plan in flight (some of it halted behind failures)
         // is cancelled, so neither phase shares the replicas with it.
         stores[0]
-            .plan_cancel(seeded.big_plan, "bench", Ts::now())
+            .plan_cancel(seeded.big_plan, "bench".into(), Ts::now())
             .await?;
         let quiet = samples(&target, SAMPLES, || false).await?;
         let pruner = stores[0].clone();

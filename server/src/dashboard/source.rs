@@ -21,7 +21,7 @@ use crate::liveness::replica_views;
 use crate::plan;
 use crate::run_filter::{self, RunFilter};
 use crate::schedule;
-use crate::store::{Store, StoreError, Ts};
+use crate::store::{Person, Store, StoreError, Ts};
 
 /// Deliveries the overview lists.
 const OVERVIEW_DELIVERIES: i64 = 8;
@@ -178,7 +178,7 @@ impl DashboardSource for StoreSource {
         may_act(who)?;
         let filter = run_filter::parse_for_bulk(&query, Ts::now()).map_err(bad_filter)?;
         self.store
-            .run_bulk(&filter, action, expected, &who.name, Ts::now())
+            .run_bulk(&filter, action, expected, who.into(), Ts::now())
             .await
             .map_err(failed)
     }
@@ -231,14 +231,14 @@ impl DashboardSource for StoreSource {
                 field: e.field,
             })?;
         self.store
-            .plan_insert(&new_plan, &who.name, Ts::now())
+            .plan_insert(&new_plan, who.into(), Ts::now())
             .await
             .map_err(failed)
     }
 
     async fn act(&self, who: &Identity, action: Action, id: i64) -> Result<(), DashboardError> {
         may_act(who)?;
-        crate::actions::act(&*self.store, action, id, &who.name, Ts::now())
+        crate::actions::act(&*self.store, action, id, who.into(), Ts::now())
             .await
             .map(drop)
             .map_err(failed)
@@ -260,7 +260,7 @@ impl DashboardSource for StoreSource {
         change: TargetChange,
     ) -> Result<(), DashboardError> {
         may_act(who)?;
-        let (store, actor, now) = (&self.store, who.name.as_str(), Ts::now());
+        let (store, actor, now) = (&self.store, Person::from(who), Ts::now());
         match change {
             TargetChange::Pause => store.target_pause(target, actor, now).await,
             TargetChange::Resume => store.target_resume(target, actor, now).await,
@@ -314,10 +314,14 @@ impl DashboardSource for StoreSource {
                 field: e.field.map(|f| format!("plan.{f}")),
             })?;
         match id {
-            None => self.store.schedule_create(&new, &who.name, Ts::now()).await,
+            None => {
+                self.store
+                    .schedule_create(&new, who.into(), Ts::now())
+                    .await
+            }
             Some(id) => self
                 .store
-                .schedule_update(id, &new, &who.name, Ts::now())
+                .schedule_update(id, &new, who.into(), Ts::now())
                 .await
                 .map(|()| id),
         }
@@ -331,14 +335,14 @@ impl DashboardSource for StoreSource {
         action: ScheduleAction,
     ) -> Result<String, DashboardError> {
         may_act(who)?;
-        let (store, actor, now) = (&self.store, who.name.as_str(), Ts::now());
+        let (store, actor, now) = (&self.store, Person::from(who), Ts::now());
         match action {
             ScheduleAction::Pause => store
                 .schedule_pause(id, actor, now)
                 .await
                 .map(|()| "Schedule paused: its ticks make no plan until it is resumed.".into()),
             ScheduleAction::Resume => store
-                .schedule_resume(id, now)
+                .schedule_resume(id, actor, now)
                 .await
                 .map(|()| "Schedule resumed from its next tick.".into()),
             ScheduleAction::Trigger => store
@@ -346,7 +350,7 @@ impl DashboardSource for StoreSource {
                 .await
                 .map(|plan| format!("Plan #{plan} made and started.")),
             ScheduleAction::Delete => store
-                .schedule_delete(id)
+                .schedule_delete(id, actor, now)
                 .await
                 .map(|()| "Schedule deleted; the plans it made stay.".into()),
         }
@@ -418,7 +422,7 @@ fn may_act(who: &Identity) -> Result<(), DashboardError> {
     }
 }
 
-/// A runs filter that cannot be read, naming its field.
+/// A runs or audit filter that cannot be read, naming its field.
 fn bad_filter(e: run_filter::BadFilter) -> DashboardError {
     DashboardError::Invalid {
         message: e.to_string(),

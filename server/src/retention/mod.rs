@@ -1,5 +1,6 @@
 //! Retention: the leader deletes finished plans older than
-//! `--retain-finished` (default 30 days), and `baton prune` does it once.
+//! `--retain-finished` (default 30 days), and audit entries as old, and
+//! `baton prune` deletes the plans once.
 //!
 //! The rules of what may go live in the store (`store::engine::retention`);
 //! this is the pacing, the leader's loop (`pruner`) and `baton prune`
@@ -115,6 +116,32 @@ pub async fn prune(
             _ => return Ok(done),
         }
     }
+}
+
+/// Audit entries deleted per transaction.
+pub const AUDIT_BATCH: i64 = 1000;
+
+/// Deletes the audit entries older than `cutoff`, [`AUDIT_BATCH`] per
+/// transaction, pausing `pause` after each; stops early when `stop`
+/// fires. Separate from the plans: an entry outlives the plan it names
+/// until it is old itself (it is the record of who did what), and is
+/// never deleted because its plan was.
+pub async fn prune_audit(
+    store: &dyn Store,
+    cutoff: Ts,
+    pause: Duration,
+    stop: &CancellationToken,
+) -> anyhow::Result<u64> {
+    let mut done = 0;
+    while !stop.is_cancelled() {
+        let deleted = store.audit_prune(cutoff, AUDIT_BATCH).await?;
+        done += deleted;
+        if deleted < AUDIT_BATCH as u64 {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+    }
+    Ok(done)
 }
 
 /// What a dry run counts: the plans that may go now, and their latest

@@ -1,12 +1,12 @@
 //! The leader's pruning loop: every minute, the finished plans older
-//! than the retention window go.
+//! than the retention window go, then the audit entries as old.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{PAUSE, PRUNE_EVERY, prune};
+use super::{PAUSE, PRUNE_EVERY, prune, prune_audit};
 use crate::liveness::{Leadership, round_interval};
 use crate::scheduler::Probe;
 use crate::store::{Store, Ts};
@@ -75,8 +75,20 @@ impl Pruner {
         };
         let cutoff = Ts::now().minus(self.retain);
         let pruned = prune(&*self.store, cutoff, PAUSE, &stop, |_| {}).await;
+        let audit = match pruned {
+            Ok(_) => prune_audit(&*self.store, cutoff, PAUSE, &stop).await,
+            Err(_) => Ok(0),
+        };
         watcher.abort();
         let r = pruned?;
+        let audit = audit?;
+        if audit > 0 {
+            tracing::info!(
+                entries = audit,
+                "pruned audit entries older than {}",
+                humantime::format_duration(self.retain)
+            );
+        }
         if r.plans > 0 {
             tracing::info!(
                 plans = r.plans,

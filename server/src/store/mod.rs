@@ -11,6 +11,7 @@
 //! conformance suite in `tests/conformance/`, run against both backends, is
 //! what proves they behave the same.
 
+pub mod audit;
 mod dashboard;
 mod engine;
 pub mod gates;
@@ -34,6 +35,7 @@ use std::time::Duration;
 
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
 
+pub use self::audit::Person;
 pub use self::dashboard::{CHART_MINUTES, OverviewStats, RECENT_FAILURES};
 pub use self::engine::retention::{
     BATCH_RUNS as PRUNE_BATCH_RUNS, Prunable, PruneCursor, PruneReport, PruneScan,
@@ -173,7 +175,8 @@ pub struct ReplicaRecord {
     pub running: i64,
 }
 
-/// Who asked for a change: recorded on every event.
+/// Who made a change: the name recorded on its events (a person's, or
+/// the scheduler's or a replica's for the engine's own transitions).
 pub type Actor<'a> = &'a str;
 
 /// The actor name the engine uses for its own transitions.
@@ -212,7 +215,7 @@ pub trait Store: Send + Sync + 'static {
     // ---- plans and tasks ----
 
     /// Stores a validated plan; creates PENDING runs when `plan.start`.
-    async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    async fn plan_insert(&self, plan: &NewPlan, by: Person<'_>, now: Ts) -> Result<i64>;
     /// [`Store::plan_insert`] once per key: a key seen within
     /// [`submission::IDEMPOTENCY_WINDOW`] with the same document answers the
     /// plan it made, with another document [`Submitted::KeyReused`]. Two
@@ -220,7 +223,7 @@ pub trait Store: Send + Sync + 'static {
     async fn plan_insert_keyed(
         &self,
         plan: &NewPlan,
-        actor: Actor<'_>,
+        by: Person<'_>,
         now: Ts,
         key: &IdempotencyKey<'_>,
     ) -> Result<Submitted>;
@@ -235,37 +238,37 @@ pub trait Store: Send + Sync + 'static {
         offset: i64,
     ) -> Result<PlanList>;
     /// Creates PENDING runs for every NOT_STARTED task of the plan.
-    async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
+    async fn plan_start(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()>;
     /// New attempts for every FAILED or CANCELED task of the plan.
-    async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
+    async fn plan_retry(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()>;
     /// Cancels every PENDING, AVAILABLE or RUNNING run of the plan.
-    async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
+    async fn plan_cancel(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()>;
     /// New attempt of a FAILED or CANCELED task; returns its plan id.
-    async fn task_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    async fn task_retry(&self, id: i64, by: Person<'_>, now: Ts) -> Result<i64>;
     /// Cancels the task's PENDING, AVAILABLE or RUNNING run; returns its plan id.
-    async fn task_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    async fn task_cancel(&self, id: i64, by: Person<'_>, now: Ts) -> Result<i64>;
     /// Marks a NOT_STARTED, FAILED or CANCELED task SKIPPED; returns its plan id.
-    async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    async fn task_skip(&self, id: i64, by: Person<'_>, now: Ts) -> Result<i64>;
     /// Approves a task waiting for approval (with its stage, for a stage's
     /// approval); returns its plan id and how many tasks were approved.
-    async fn task_approve(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<(i64, usize)>;
+    async fn task_approve(&self, id: i64, by: Person<'_>, now: Ts) -> Result<(i64, usize)>;
     /// Approves every task of the plan waiting for approval; how many.
-    async fn plan_approve(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<usize>;
+    async fn plan_approve(&self, id: i64, by: Person<'_>, now: Ts) -> Result<usize>;
     /// Stops promoting the plan's runs until [`Store::plan_resume`].
-    async fn plan_pause(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
-    async fn plan_resume(&self, id: i64) -> Result<()>;
+    async fn plan_pause(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()>;
+    async fn plan_resume(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()>;
 
     // ---- targets ----
 
     /// Stops promoting runs on `target`, in every plan.
-    async fn target_pause(&self, target: &str, actor: Actor<'_>, now: Ts) -> Result<()>;
-    async fn target_resume(&self, target: &str, actor: Actor<'_>, now: Ts) -> Result<()>;
+    async fn target_pause(&self, target: &str, by: Person<'_>, now: Ts) -> Result<()>;
+    async fn target_resume(&self, target: &str, by: Person<'_>, now: Ts) -> Result<()>;
     /// At most `capacity` runs hold `target` at once; `None` = no limit.
     async fn target_capacity_set(
         &self,
         target: &str,
         capacity: Option<i64>,
-        actor: Actor<'_>,
+        by: Person<'_>,
         now: Ts,
     ) -> Result<()>;
     /// Targets with live runs or settings, by name.
@@ -276,28 +279,24 @@ pub trait Store: Send + Sync + 'static {
     // ---- schedules (engine/schedules.rs) ----
 
     /// Stores a schedule; its first tick is the first after `now`.
-    async fn schedule_create(
-        &self,
-        schedule: &NewSchedule,
-        actor: Actor<'_>,
-        now: Ts,
-    ) -> Result<i64>;
+    async fn schedule_create(&self, schedule: &NewSchedule, by: Person<'_>, now: Ts)
+    -> Result<i64>;
     /// Replaces a schedule's definition (a new expression or zone starts
     /// from the first tick after `now`).
     async fn schedule_update(
         &self,
         id: i64,
         schedule: &NewSchedule,
-        actor: Actor<'_>,
+        by: Person<'_>,
         now: Ts,
     ) -> Result<()>;
     /// Deletes a schedule and its tick records; its plans stay.
-    async fn schedule_delete(&self, id: i64) -> Result<()>;
-    async fn schedule_pause(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()>;
+    async fn schedule_delete(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()>;
+    async fn schedule_pause(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()>;
     /// Resumes from the first tick after `now`.
-    async fn schedule_resume(&self, id: i64, now: Ts) -> Result<()>;
+    async fn schedule_resume(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()>;
     /// Makes and starts a plan from the schedule now; its id.
-    async fn schedule_trigger(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64>;
+    async fn schedule_trigger(&self, id: i64, by: Person<'_>, now: Ts) -> Result<i64>;
     /// One round (leader): every due tick up to `now` makes exactly one
     /// plan; ticks later than `grace` were missed.
     async fn schedule_fire_due(
@@ -373,7 +372,7 @@ pub trait Store: Send + Sync + 'static {
         filter: &crate::run_filter::RunFilter,
         action: app::search::BulkAction,
         expected: i64,
-        actor: Actor<'_>,
+        by: Person<'_>,
         now: Ts,
     ) -> Result<app::search::BulkResult>;
     async fn run_log(&self, id: i64) -> Result<String>;
@@ -468,12 +467,31 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- dashboard sessions (SPEC §9) ----
 
-    /// Stores a new sign-in, and deletes the sessions expired by `now`.
-    async fn session_insert(&self, session: &Session, now: Ts) -> Result<()>;
+    /// Stores a new sign-in by `by` (audited), and deletes the sessions
+    /// expired by `now`.
+    async fn session_insert(&self, session: &Session, by: Person<'_>, now: Ts) -> Result<()>;
     /// The session with this token hash, unless it has expired by `now`.
     async fn session_get(&self, token_hash: &str, now: Ts) -> Result<Option<Session>>;
-    /// Ends a session (sign-out); nothing happens when it is already gone.
-    async fn session_delete(&self, token_hash: &str) -> Result<()>;
+    /// Ends a session (sign-out by `by`, audited); nothing happens when it
+    /// is already gone.
+    async fn session_delete(&self, token_hash: &str, by: Person<'_>, now: Ts) -> Result<()>;
+
+    // ---- the audit log (engine/audit.rs) ----
+
+    /// Entries `filter` matches with ids below `before`, newest first, at
+    /// most `limit`.
+    async fn audit_list(
+        &self,
+        filter: &crate::audit_filter::AuditFilter,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<app::audit::AuditList>;
+    /// Records a sign-in refused for a wrong name or password (`by.name`
+    /// is the name tried).
+    async fn audit_sign_in_failed(&self, by: Person<'_>, reason: &str, now: Ts) -> Result<()>;
+    /// Deletes up to `limit` entries older than `cutoff`, oldest first
+    /// (retention); how many.
+    async fn audit_prune(&self, cutoff: Ts, limit: i64) -> Result<u64>;
 }
 
 /// Opens the database a URL names: `postgres://…` or `sqlite://…`.

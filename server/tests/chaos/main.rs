@@ -136,7 +136,7 @@ async fn chaos(mode: Mode, seed: u64) {
         .target_capacity_set(
             stream::CAPPED_TARGET,
             Some(2),
-            "chaos",
+            "chaos".into(),
             baton::store::Ts::now(),
         )
         .await

@@ -80,10 +80,13 @@ impl Server {
         let addr: SocketAddr = listener.local_addr().unwrap();
         let stop = shutdown.clone();
         tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
-                .unwrap();
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+            .unwrap();
         });
         Server {
             base: format!("http://{addr}"),

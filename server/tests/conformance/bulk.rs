@@ -27,7 +27,7 @@ fn filter(pairs: &[(&str, &str)]) -> RunFilter {
 
 /// A plan `name` of `n` tasks on `db/<name>-<i>` and one on `svc/<name>`;
 /// every run claimed by `r-1` and the `db/` ones failed. The plan id.
-async fn failed_plan(s: &dyn Store, name: &str, n: usize) -> i64 {
+pub(crate) async fn failed_plan(s: &dyn Store, name: &str, n: usize) -> i64 {
     let mut tasks: Vec<_> = (0..n)
         .map(
             |i| json!({"name": format!("m{i}"), "target": format!("db/{name}-{i}"), "sleep": "0s"}),
@@ -37,7 +37,7 @@ async fn failed_plan(s: &dyn Store, name: &str, n: usize) -> i64 {
     let id = s
         .plan_insert(
             &plan(json!({"name": name, "tasks": tasks})),
-            "alice",
+            "alice".into(),
             Ts::now(),
         )
         .await
@@ -108,7 +108,7 @@ mod cases {
         let runs_before = db.count("SELECT COUNT(*) FROM task_run").await;
         let events_before = db.count("SELECT COUNT(*) FROM run_event").await;
         let e = s
-            .run_bulk(&db_failed, BulkAction::Retry, 4, "ops", Ts::now())
+            .run_bulk(&db_failed, BulkAction::Retry, 4, "ops".into(), Ts::now())
             .await
             .unwrap_err();
         assert!(
@@ -123,7 +123,7 @@ mod cases {
 
         // At the count seen: one new attempt each, created by ops.
         let done = s
-            .run_bulk(&db_failed, BulkAction::Retry, 5, "ops", Ts::now())
+            .run_bulk(&db_failed, BulkAction::Retry, 5, "ops".into(), Ts::now())
             .await
             .unwrap();
         assert_eq!(done.changed, 5);
@@ -155,7 +155,7 @@ mod cases {
         // nothing to do, and the actor filter finds what ops did.
         assert_eq!(s.run_bulk_counts(&db_failed).await.unwrap().ended_badly, 0);
         let e = s
-            .run_bulk(&db_failed, BulkAction::Retry, 0, "ops", Ts::now())
+            .run_bulk(&db_failed, BulkAction::Retry, 0, "ops".into(), Ts::now())
             .await
             .unwrap_err();
         assert!(
@@ -182,7 +182,7 @@ mod cases {
                     {"name": "a", "target": "q/a", "sleep": "0s"},
                     {"name": "b", "target": "q/b", "sleep": "0s", "depends_on": ["a"]},
                 ]})),
-                "bob",
+                "bob".into(),
                 Ts::now(),
             )
             .await
@@ -196,7 +196,7 @@ mod cases {
             }
         );
         let done = s
-            .run_bulk(&live, BulkAction::Cancel, 2, "dave", Ts::now())
+            .run_bulk(&live, BulkAction::Cancel, 2, "dave".into(), Ts::now())
             .await
             .unwrap();
         assert_eq!(done.changed, 2);
@@ -216,7 +216,7 @@ mod cases {
                     {"name": "first", "target": "g/1", "sleep": "0s"},
                     {"name": "then", "target": "g/2", "sleep": "0s", "depends_on": ["first"]},
                 ]})),
-                "bob",
+                "bob".into(),
                 Ts::now(),
             )
             .await
@@ -242,7 +242,7 @@ mod cases {
         let ended = filter(&[("status", "FAILED")]);
         assert_eq!(s.run_bulk_counts(&ended).await.unwrap().ended_badly, 3);
         let done = s
-            .run_bulk(&ended, BulkAction::Skip, 3, "erin", Ts::now())
+            .run_bulk(&ended, BulkAction::Skip, 3, "erin".into(), Ts::now())
             .await
             .unwrap();
         assert_eq!(done.changed, 3);
@@ -283,8 +283,14 @@ mod cases {
             let s: Arc<dyn Store> = s.clone();
             let f = f.clone();
             racers.push(tokio::spawn(async move {
-                s.run_bulk(&f, BulkAction::Retry, 40, &format!("op-{i}"), Ts::now())
-                    .await
+                s.run_bulk(
+                    &f,
+                    BulkAction::Retry,
+                    40,
+                    format!("op-{i}").as_str().into(),
+                    Ts::now(),
+                )
+                .await
             }));
         }
         let mut won = 0;

@@ -29,7 +29,11 @@ mod cases {
         let mut tasks: Vec<_> = (0..5).map(|i| json!({"name": format!("t{i}"), "target": format!("x{i}"), "timeout": "5m", "sleep": "0s"})).collect();
         tasks.push(json!({"name": "pinned", "target": "y", "node": "gpu", "sleep": "0s"}));
         let id = s
-            .plan_insert(&plan(json!({"name": "p", "tasks": tasks})), "t", Ts::now())
+            .plan_insert(
+                &plan(json!({"name": "p", "tasks": tasks})),
+                "t".into(),
+                Ts::now(),
+            )
             .await
             .unwrap();
         let mut nodes = NodeLabels::default();
@@ -93,7 +97,7 @@ mod cases {
         let id = s
             .plan_insert(
                 &plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "sleep": "0s"}]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -134,7 +138,7 @@ mod cases {
     pub async fn failed_runs_retry_with_backoff_until_attempts_run_out(kind: Kind) {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
-        let id = s.plan_insert(&plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "max_attempts": 2, "sleep": "0s"}]})), "t", Ts::now()).await.unwrap();
+        let id = s.plan_insert(&plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "max_attempts": 2, "sleep": "0s"}]})), "t".into(), Ts::now()).await.unwrap();
         let runs = promote_and_claim(s.as_ref()).await;
         let now = Ts::now();
         let report = s
@@ -189,7 +193,7 @@ mod cases {
         let s = db.store().await;
         s.plan_insert(
             &plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "sleep": "0s"}]})),
-            "t",
+            "t".into(),
             Ts::now(),
         )
         .await

@@ -91,7 +91,11 @@ mod cases {
         let setup = db.store().await;
         let tasks = noop_tasks(400);
         setup
-            .plan_insert(&plan(json!({"name": "p", "tasks": tasks})), "t", Ts::now())
+            .plan_insert(
+                &plan(json!({"name": "p", "tasks": tasks})),
+                "t".into(),
+                Ts::now(),
+            )
             .await
             .unwrap();
         assert_eq!(promote(setup.as_ref()).await.promoted, 400);
@@ -135,7 +139,7 @@ mod cases {
             setup
                 .plan_insert(
                     &plan(json!({"name": format!("p{p}"), "parallel_limit": 3, "tasks": tasks})),
-                    "t",
+                    "t".into(),
                     Ts::now(),
                 )
                 .await
@@ -191,7 +195,11 @@ mod cases {
         let setup = db.store().await;
         let tasks = noop_tasks(6);
         let id = setup
-            .plan_insert(&plan(json!({"name": "p", "tasks": tasks})), "t", Ts::now())
+            .plan_insert(
+                &plan(json!({"name": "p", "tasks": tasks})),
+                "t".into(),
+                Ts::now(),
+            )
             .await
             .unwrap();
         let task_ids: Vec<i64> = setup
@@ -225,14 +233,15 @@ mod cases {
                         let mut made = 0;
                         if i % 2 == 0 {
                             for task in task_ids {
-                                made += match store.task_retry(task, "racer", Ts::now()).await {
-                                    Ok(_) => 1,
-                                    Err(StoreError::Conflict(_)) => 0,
-                                    Err(e) => panic!("task retry: {e}"),
-                                };
+                                made +=
+                                    match store.task_retry(task, "racer".into(), Ts::now()).await {
+                                        Ok(_) => 1,
+                                        Err(StoreError::Conflict(_)) => 0,
+                                        Err(e) => panic!("task retry: {e}"),
+                                    };
                             }
                         } else {
-                            made += match store.plan_retry(id, "racer", Ts::now()).await {
+                            made += match store.plan_retry(id, "racer".into(), Ts::now()).await {
                                 Ok(()) => 1,
                                 Err(StoreError::Conflict(_)) => 0,
                                 Err(e) => panic!("plan retry: {e}"),
@@ -269,7 +278,7 @@ mod cases {
         let auto = setup
             .plan_insert(
                 &plan(json!({"name": "auto", "tasks": [{"name": "a", "target": "y", "max_attempts": 2, "sleep": "0s"}]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -288,7 +297,9 @@ mod cases {
             .iter()
             .map(|store| {
                 let store = store.clone();
-                tokio::spawn(async move { store.task_retry(auto_task, "racer", Ts::now()).await })
+                tokio::spawn(
+                    async move { store.task_retry(auto_task, "racer".into(), Ts::now()).await },
+                )
             })
             .collect();
         let report = setup
@@ -369,7 +380,7 @@ mod cases {
                 .collect();
         for (target, capacity) in &capacities {
             submitter
-                .target_capacity_set(target, Some(*capacity), "test", Ts::now())
+                .target_capacity_set(target, Some(*capacity), "test".into(), Ts::now())
                 .await
                 .unwrap();
         }
@@ -408,7 +419,7 @@ mod cases {
             }
             ids.push(
                 submitter
-                    .plan_insert(&plan(file), "test", Ts::now())
+                    .plan_insert(&plan(file), "test".into(), Ts::now())
                     .await
                     .unwrap(),
             );
@@ -456,7 +467,7 @@ mod cases {
         let db = TestDb::new(kind).await;
         let setup = db.store().await;
         setup
-            .target_capacity_set("pool/capped", Some(3), "t", Ts::now())
+            .target_capacity_set("pool/capped", Some(3), "t".into(), Ts::now())
             .await
             .unwrap();
         let mut ids = Vec::new();
@@ -475,7 +486,7 @@ mod cases {
                 setup
                     .plan_insert(
                         &plan(json!({"name": format!("diamond-{p}"), "tasks": tasks})),
-                        "t",
+                        "t".into(),
                         Ts::now(),
                     )
                     .await
@@ -514,7 +525,7 @@ mod cases {
             .plan_insert(
                 &plan(json!({"name": "paused", "parallel_limit": 2,
                     "tasks": many("p", &|i| format!("pp/{i}"))})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -522,7 +533,7 @@ mod cases {
         let on_target = setup
             .plan_insert(
                 &plan(json!({"name": "on-target", "tasks": many("t", &|_| "db/braked".into())})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -578,10 +589,10 @@ mod cases {
             (a >= 4 && b >= 4).then_some(())
         })
         .await;
-        busy.plan_pause(paused_plan, "alice", Ts::now())
+        busy.plan_pause(paused_plan, "alice".into(), Ts::now())
             .await
             .unwrap();
-        busy.target_pause("db/braked", "bob", Ts::now())
+        busy.target_pause("db/braked", "bob".into(), Ts::now())
             .await
             .unwrap();
         let braked_at = invariants::all_events(busy.as_ref())
@@ -622,7 +633,7 @@ mod cases {
         let halted = setup
             .plan_insert(
                 &plan(json!({"name": "halted", "tasks": versions})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await

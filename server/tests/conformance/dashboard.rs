@@ -44,14 +44,14 @@ mod cases {
         let now = Ts::now;
 
         let done_plan = s
-            .plan_insert(&plan_of("done", 2, true), "t", now())
+            .plan_insert(&plan_of("done", 2, true), "t".into(), now())
             .await
             .unwrap();
         let runs = promote_and_claim(s).await;
         finish(s, &runs, done, now()).await;
 
         let failed_plan = s
-            .plan_insert(&plan_of("failed", 2, true), "t", now())
+            .plan_insert(&plan_of("failed", 2, true), "t".into(), now())
             .await
             .unwrap();
         let runs = promote_and_claim(s).await;
@@ -60,26 +60,28 @@ mod cases {
 
         // A failure an operator skipped completes the plan.
         let skipped_plan = s
-            .plan_insert(&plan_of("skipped", 1, true), "t", now())
+            .plan_insert(&plan_of("skipped", 1, true), "t".into(), now())
             .await
             .unwrap();
         let runs = promote_and_claim(s).await;
         finish(s, &runs, failed, now()).await;
         let task = s.plan_get(skipped_plan).await.unwrap().tasks[0].id;
-        s.task_skip(task, "t", now()).await.unwrap();
+        s.task_skip(task, "t".into(), now()).await.unwrap();
 
         let canceled_plan = s
-            .plan_insert(&plan_of("canceled", 2, true), "t", now())
+            .plan_insert(&plan_of("canceled", 2, true), "t".into(), now())
             .await
             .unwrap();
-        s.plan_cancel(canceled_plan, "t", now()).await.unwrap();
+        s.plan_cancel(canceled_plan, "t".into(), now())
+            .await
+            .unwrap();
 
         let running_plan = s
-            .plan_insert(&plan_of("running", 2, true), "t", now())
+            .plan_insert(&plan_of("running", 2, true), "t".into(), now())
             .await
             .unwrap();
         let not_started = s
-            .plan_insert(&plan_of("waiting", 2, false), "t", now())
+            .plan_insert(&plan_of("waiting", 2, false), "t".into(), now())
             .await
             .unwrap();
 
@@ -122,7 +124,7 @@ mod cases {
             "100%-done",
         ] {
             let id = s
-                .plan_insert(&plan_of(name, 1, false), "t", Ts::now())
+                .plan_insert(&plan_of(name, 1, false), "t".into(), Ts::now())
                 .await
                 .unwrap();
             ids.insert(name, id);
@@ -156,7 +158,7 @@ mod cases {
         let now = Ts::now();
         let two_hours_ago = now.minus(Duration::from_secs(7_200));
 
-        s.plan_insert(&plan_of("work", 5, true), "t", now)
+        s.plan_insert(&plan_of("work", 5, true), "t".into(), now)
             .await
             .unwrap();
         let runs = promote_and_claim(s).await;
@@ -166,11 +168,11 @@ mod cases {
         // Finished long ago: outside the chart and the hour's counts.
         finish(s, &runs[3..4], done, two_hours_ago).await;
         // runs[4] stays RUNNING.
-        s.plan_insert(&plan_of("ready", 1, true), "t", now)
+        s.plan_insert(&plan_of("ready", 1, true), "t".into(), now)
             .await
             .unwrap();
         promote(s).await;
-        s.plan_insert(&plan_of("queued", 3, true), "t", now)
+        s.plan_insert(&plan_of("queued", 3, true), "t".into(), now)
             .await
             .unwrap();
 
@@ -220,7 +222,7 @@ mod cases {
     pub async fn log_tail_keeps_the_end_in_order(kind: Kind) {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
-        s.plan_insert(&plan_of("log", 1, true), "t", Ts::now())
+        s.plan_insert(&plan_of("log", 1, true), "t".into(), Ts::now())
             .await
             .unwrap();
         let run = promote_and_claim(s.as_ref()).await[0];

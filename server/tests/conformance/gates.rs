@@ -35,7 +35,7 @@ mod cases {
                     {"name": "s2", "target": "db/b", "exclusive": false, "sleep": "0s"},
                     {"name": "x3", "target": "db/b", "sleep": "0s"},
                 ]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -80,11 +80,11 @@ mod cases {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
         let later = s
-            .plan_insert(&plan(json!({"name": "later", "tasks": [{"name": "v10", "target": "db/a", "exclusive": false, "version": "1.10", "sleep": "0s"}]})), "t", Ts::now())
+            .plan_insert(&plan(json!({"name": "later", "tasks": [{"name": "v10", "target": "db/a", "exclusive": false, "version": "1.10", "sleep": "0s"}]})), "t".into(), Ts::now())
             .await
             .unwrap();
         let earlier = s
-            .plan_insert(&plan(json!({"name": "earlier", "tasks": [{"name": "v9", "target": "db/a", "exclusive": false, "version": "1.9", "sleep": "0s"}]})), "t", Ts::now())
+            .plan_insert(&plan(json!({"name": "earlier", "tasks": [{"name": "v9", "target": "db/a", "exclusive": false, "version": "1.9", "sleep": "0s"}]})), "t".into(), Ts::now())
             .await
             .unwrap();
         promote(s.as_ref()).await;
@@ -122,7 +122,7 @@ mod cases {
         let id = s
             .plan_insert(
                 &plan(json!({"name": "p", "parallel_limit": 2, "tasks": tasks})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -155,7 +155,7 @@ mod cases {
                     {"name": "later", "target": "a", "run_at": at.to_rfc3339(), "sleep": "0s"},
                     {"name": "gpu", "target": "b", "node": "gpu", "sleep": "0s"},
                 ]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await

@@ -334,7 +334,7 @@ mod cases {
         s.replica_upsert(&replica("r-test", &["gpu", "eu"]), later)
             .await
             .unwrap();
-        s.plan_insert(&plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "sleep": "0s"}, {"name": "b", "target": "y", "sleep": "0s"}]})), "t", Ts::now()).await.unwrap();
+        s.plan_insert(&plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "sleep": "0s"}, {"name": "b", "target": "y", "sleep": "0s"}]})), "t".into(), Ts::now()).await.unwrap();
         promote_and_claim(s.as_ref()).await;
         let list = s.replica_list().await.unwrap();
         assert_eq!(list.len(), 2);

@@ -15,6 +15,8 @@
 //! - `dashboard`: the reads behind the dashboard;
 //! - `bulk`: bulk Retry, Cancel and Skip on a runs search, bound to the
 //!   count the operator saw, and operators racing one;
+//! - `audit`: the audit log: one entry per person's action, refusals,
+//!   sign-ins, filters and pages, retention, rollback;
 //! - `retention`: pruning finished plans, whole and with nothing left
 //!   behind, never an open or recently changed one;
 //! - `run_search`: the runs search, every filter against a plain reading
@@ -31,6 +33,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod audit;
 mod bulk;
 mod claim_finish;
 mod concurrency;
@@ -54,5 +57,7 @@ const SECOND: Duration = Duration::from_secs(1);
 
 /// Submits one plan and returns its id.
 async fn submit(s: &dyn Store, json: serde_json::Value) -> i64 {
-    s.plan_insert(&plan(json), "t", Ts::now()).await.unwrap()
+    s.plan_insert(&plan(json), "t".into(), Ts::now())
+        .await
+        .unwrap()
 }

@@ -65,7 +65,7 @@ mod cases {
         let db = TestDb::new(kind).await;
         let s = store_with_targets(&db).await;
         let id = s
-            .plan_insert(&plan(three_tasks()), "t", Ts::now())
+            .plan_insert(&plan(three_tasks()), "t".into(), Ts::now())
             .await
             .unwrap();
         let runs = promote_and_claim(s.as_ref()).await;
@@ -130,7 +130,7 @@ mod cases {
             .collect();
         assert_eq!(secrets, [None, Some("team")]);
         // A plan-level Retry opens a new phase too; the history stays.
-        s.plan_retry(id, "dave", Ts::now()).await.unwrap();
+        s.plan_retry(id, "dave".into(), Ts::now()).await.unwrap();
         assert_eq!(s.plan_get(id).await.unwrap().notification, None);
         assert_eq!(s.delivery_list(Some(id), 50).await.unwrap().len(), 2);
         db.assert_open_task_counts().await;
@@ -140,7 +140,7 @@ mod cases {
         let db = TestDb::new(kind).await;
         let s = store_with_targets(&db).await;
         let id = s
-            .plan_insert(&plan(three_tasks()), "t", Ts::now())
+            .plan_insert(&plan(three_tasks()), "t".into(), Ts::now())
             .await
             .unwrap();
         let runs = promote_and_claim(s.as_ref()).await;
@@ -153,7 +153,7 @@ mod cases {
         .unwrap();
         let view = s.plan_get(id).await.unwrap();
         assert_eq!(view.notification.as_ref().unwrap().event, PIPELINE_FAILED);
-        s.task_retry(task_named(&view, "a").id, "dave", Ts::now())
+        s.task_retry(task_named(&view, "a").id, "dave".into(), Ts::now())
             .await
             .unwrap();
         assert_eq!(s.plan_get(id).await.unwrap().notification, None);
@@ -198,7 +198,7 @@ mod cases {
             .plan_insert(
                 &plan(json!({"name": "p", "tasks": [
                     {"name": "a", "target": "a", "sleep": "0s", "max_attempts": 2}]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -239,7 +239,7 @@ mod cases {
                 &plan(json!({"name": "p", "tasks": [
                     {"name": "a", "target": "a", "sleep": "0s"},
                     {"name": "b", "target": "b", "sleep": "0s"}]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -265,7 +265,7 @@ mod cases {
         // Skipping both failed tasks does not notify again in this phase…
         let view = s.plan_get(id).await.unwrap();
         for name in ["a", "b"] {
-            s.task_skip(task_named(&view, name).id, "erin", Ts::now())
+            s.task_skip(task_named(&view, name).id, "erin".into(), Ts::now())
                 .await
                 .unwrap();
         }
@@ -275,13 +275,13 @@ mod cases {
             .plan_insert(
                 &plan(json!({"name": "q", "start": false, "tasks": [
                     {"name": "a", "target": "a", "sleep": "0s"}]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
             .unwrap();
         let task = s.plan_get(other).await.unwrap().tasks[0].id;
-        s.task_skip(task, "erin", Ts::now()).await.unwrap();
+        s.task_skip(task, "erin".into(), Ts::now()).await.unwrap();
         let view = s.plan_get(other).await.unwrap();
         assert_eq!(view.tasks[0].status, TaskStatus::Skipped);
         assert_eq!(view.notification.unwrap().event, PIPELINE_COMPLETED);
@@ -294,7 +294,7 @@ mod cases {
         let id = s
             .plan_insert(
                 &plan(json!({"name": "p", "tasks": [{"name": "a", "target": "a", "sleep": "0s"}]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -374,7 +374,7 @@ mod cases {
         let id2 = s
             .plan_insert(
                 &plan(json!({"name": "q", "tasks": [{"name": "a", "target": "z", "sleep": "0s"}]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -408,7 +408,7 @@ mod cases {
             let id = s
                 .plan_insert(
                     &plan(json!({"name": format!("p{round}"), "tasks": tasks})),
-                    "t",
+                    "t".into(),
                     Ts::now(),
                 )
                 .await
@@ -458,13 +458,13 @@ mod cases {
         let quiet = s
             .plan_insert(
                 &plan(json!({"name": "quiet", "tasks": noop_tasks(2)})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
             .unwrap();
         let loud = s
-            .plan_insert(&plan(own_webhook_only()), "t", Ts::now())
+            .plan_insert(&plan(own_webhook_only()), "t".into(), Ts::now())
             .await
             .unwrap();
         let runs = promote_and_claim(s.as_ref()).await;
@@ -510,7 +510,9 @@ mod cases {
         let s = db.store().await;
         let woken = || heard(s.signals(), |s| &s.deliveries, Duration::ZERO);
         let quiet = json!({"name": "quiet", "tasks": noop_tasks(1)});
-        s.plan_insert(&plan(quiet), "t", Ts::now()).await.unwrap();
+        s.plan_insert(&plan(quiet), "t".into(), Ts::now())
+            .await
+            .unwrap();
         let run = promote_and_claim(s.as_ref()).await[0];
         assert!(!woken().await, "a submit or a claim woke the deliverer");
         let report = s
@@ -523,7 +525,7 @@ mod cases {
             "a completion with no destination woke the deliverer"
         );
 
-        s.plan_insert(&plan(own_webhook_only()), "t", Ts::now())
+        s.plan_insert(&plan(own_webhook_only()), "t".into(), Ts::now())
             .await
             .unwrap();
         let run = promote_and_claim(s.as_ref()).await[0];
@@ -556,7 +558,7 @@ async fn postgres_other_replicas_hear_of_queued_deliveries() {
         // Each on its own target, so one promotion round takes them all.
         let quiet = json!({"name": format!("quiet-{i}"), "tasks": [
             {"name": "a", "target": format!("quiet-{i}"), "sleep": "0s"}]});
-        here.plan_insert(&plan(quiet), "t", Ts::now())
+        here.plan_insert(&plan(quiet), "t".into(), Ts::now())
             .await
             .unwrap();
         if heard(there.signals(), |s| &s.changed, Duration::from_millis(100)).await {
@@ -583,7 +585,7 @@ async fn postgres_other_replicas_hear_of_queued_deliveries() {
         "completions with no destination woke the other deliverer"
     );
 
-    here.plan_insert(&plan(own_webhook_only()), "t", Ts::now())
+    here.plan_insert(&plan(own_webhook_only()), "t".into(), Ts::now())
         .await
         .unwrap();
     let runs = promote_and_claim(here.as_ref()).await;

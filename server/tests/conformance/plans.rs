@@ -36,7 +36,7 @@ mod cases {
                     {"name": "a", "target": "db/a", "version": "1", "sleep": "0s"},
                     {"name": "b", "target": "db/b", "exclusive": false, "node": "gpu", "command": {"argv": ["true"]}},
                 ]})),
-                "alice",
+                "alice".into(),
                 Ts::now(),
             )
             .await
@@ -67,15 +67,17 @@ mod cases {
         // runs' ids are reserved at insert, after every run already there,
         // including a retry's).
         let a = task_named(&view, "a");
-        s.task_cancel(a.id, "alice", Ts::now()).await.unwrap();
-        s.task_retry(a.id, "alice", Ts::now()).await.unwrap();
+        s.task_cancel(a.id, "alice".into(), Ts::now())
+            .await
+            .unwrap();
+        s.task_retry(a.id, "alice".into(), Ts::now()).await.unwrap();
         let later = s
             .plan_insert(
                 &plan(json!({"name": "q", "tasks": [
                     {"name": "c", "target": "db/c", "sleep": "0s"},
                     {"name": "d", "target": "db/d", "sleep": "0s"},
                 ]})),
-                "alice",
+                "alice".into(),
                 Ts::now(),
             )
             .await
@@ -97,7 +99,7 @@ mod cases {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
         let id = s
-            .plan_insert(&plan(json!({"name": "p", "start": false, "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]})), "alice", Ts::now())
+            .plan_insert(&plan(json!({"name": "p", "start": false, "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]})), "alice".into(), Ts::now())
             .await
             .unwrap();
         let view = s.plan_get(id).await.unwrap();
@@ -105,13 +107,13 @@ mod cases {
         assert_eq!(view.tasks[0].status, TaskStatus::NotStarted);
         assert_eq!(view.tasks[0].run_id, None);
         assert!(promote(s.as_ref()).await.promoted == 0);
-        s.plan_start(id, "bob", Ts::now()).await.unwrap();
+        s.plan_start(id, "bob".into(), Ts::now()).await.unwrap();
         let view = s.plan_get(id).await.unwrap();
         assert_eq!(view.tasks[0].status, TaskStatus::Pending);
         let run = s.run_get(view.tasks[0].run_id.unwrap()).await.unwrap();
         assert_eq!(run.events[0].actor, "bob");
         assert!(matches!(
-            s.plan_start(id, "bob", Ts::now()).await,
+            s.plan_start(id, "bob".into(), Ts::now()).await,
             Err(StoreError::Conflict(_))
         ));
     }
@@ -144,7 +146,7 @@ mod cases {
         let id = s
             .plan_insert(
                 &plan(json!({"name": "big", "tasks": tasks})),
-                "alice",
+                "alice".into(),
                 Ts::now(),
             )
             .await
@@ -202,21 +204,21 @@ mod cases {
             )
         };
         let not_started = s
-            .plan_insert(&one("ns", false), "t", Ts::now())
+            .plan_insert(&one("ns", false), "t".into(), Ts::now())
             .await
             .unwrap();
         let running = s
-            .plan_insert(&one("run", true), "t", Ts::now())
+            .plan_insert(&one("run", true), "t".into(), Ts::now())
             .await
             .unwrap();
         let finished = s
-            .plan_insert(&one("fin", true), "t", Ts::now())
+            .plan_insert(&one("fin", true), "t".into(), Ts::now())
             .await
             .unwrap();
         let fin = s.plan_get(finished).await.unwrap();
         for t in &fin.tasks {
-            s.task_cancel(t.id, "t", Ts::now()).await.unwrap();
-            s.task_skip(t.id, "t", Ts::now()).await.unwrap();
+            s.task_cancel(t.id, "t".into(), Ts::now()).await.unwrap();
+            s.task_skip(t.id, "t".into(), Ts::now()).await.unwrap();
         }
         let all = s.plan_list(None, None, 10, 0).await.unwrap();
         assert_eq!(all.total, 3);
@@ -265,7 +267,7 @@ mod cases {
                     {"name": "available", "target": "b", "sleep": "0s"},
                     {"name": "pending", "target": "a", "sleep": "0s"},
                 ]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -280,14 +282,16 @@ mod cases {
         assert_eq!(claimed[0].id, running.run_id.unwrap());
         for name in ["pending", "available", "running"] {
             let task = task_named(&view, name);
-            s.task_cancel(task.id, "carol", Ts::now()).await.unwrap();
+            s.task_cancel(task.id, "carol".into(), Ts::now())
+                .await
+                .unwrap();
             let run = s.run_get(task.run_id.unwrap()).await.unwrap();
             assert_eq!(run.status, RunStatus::Canceled, "{name}");
             let last = run.events.last().unwrap();
             assert_eq!(last.actor, "carol");
             assert_eq!(last.to, RunStatus::Canceled);
             assert!(matches!(
-                s.task_cancel(task.id, "carol", Ts::now()).await,
+                s.task_cancel(task.id, "carol".into(), Ts::now()).await,
                 Err(StoreError::Conflict(_))
             ));
         }
@@ -315,7 +319,7 @@ mod cases {
         assert_eq!(s.run_log(run).await.unwrap(), "");
         assert_eq!(s.plan_get(id).await.unwrap().status, PlanStatus::Canceled);
         assert!(matches!(
-            s.plan_cancel(id, "carol", Ts::now()).await,
+            s.plan_cancel(id, "carol".into(), Ts::now()).await,
             Err(StoreError::Conflict(_))
         ));
     }
@@ -330,7 +334,7 @@ mod cases {
                     {"name": "b", "target": "b", "sleep": "0s"},
                     {"name": "c", "target": "c", "sleep": "0s"},
                 ]})),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await
@@ -352,31 +356,31 @@ mod cases {
         );
         assert!(
             matches!(
-                s.task_retry(c, "dan", Ts::now()).await,
+                s.task_retry(c, "dan".into(), Ts::now()).await,
                 Err(StoreError::Conflict(_))
             ),
             "DONE cannot be retried"
         );
         assert!(
             matches!(
-                s.task_skip(c, "dan", Ts::now()).await,
+                s.task_skip(c, "dan".into(), Ts::now()).await,
                 Err(StoreError::Conflict(_))
             ),
             "DONE cannot be skipped"
         );
-        assert_eq!(s.task_retry(a, "dan", Ts::now()).await.unwrap(), id);
+        assert_eq!(s.task_retry(a, "dan".into(), Ts::now()).await.unwrap(), id);
         let view = s.plan_get(id).await.unwrap();
         assert_eq!(task_named(&view, "a").attempt, Some(2));
         assert_eq!(task_named(&view, "a").status, TaskStatus::Pending);
         assert_eq!(view.status, PlanStatus::Running);
         assert!(
             matches!(
-                s.task_skip(a, "dan", Ts::now()).await,
+                s.task_skip(a, "dan".into(), Ts::now()).await,
                 Err(StoreError::Conflict(_))
             ),
             "PENDING cannot be skipped"
         );
-        s.task_skip(b, "dan", Ts::now()).await.unwrap();
+        s.task_skip(b, "dan".into(), Ts::now()).await.unwrap();
         assert_eq!(
             s.plan_get(id)
                 .await
@@ -390,7 +394,7 @@ mod cases {
         );
         assert!(
             matches!(
-                s.task_retry(b, "dan", Ts::now()).await,
+                s.task_retry(b, "dan".into(), Ts::now()).await,
                 Err(StoreError::Conflict(_))
             ),
             "SKIPPED cannot be retried"
@@ -399,9 +403,9 @@ mod cases {
         s.run_finish_many("r-test", &[failed(runs[0])], Ts::now())
             .await
             .unwrap();
-        s.plan_retry(id, "erin", Ts::now()).await.unwrap();
+        s.plan_retry(id, "erin".into(), Ts::now()).await.unwrap();
         assert!(matches!(
-            s.plan_retry(id, "erin", Ts::now()).await,
+            s.plan_retry(id, "erin".into(), Ts::now()).await,
             Err(StoreError::Conflict(_))
         ));
         let view = s.plan_get(id).await.unwrap();
@@ -425,12 +429,18 @@ mod cases {
         let s = db.store().await;
         let nf = |r: Result<_, StoreError>| matches!(r, Err(StoreError::NotFound { .. }));
         assert!(nf(s.plan_get(42).await.map(|_| ())));
-        assert!(nf(s.plan_start(42, "t", Ts::now()).await));
-        assert!(nf(s.plan_retry(42, "t", Ts::now()).await));
-        assert!(nf(s.plan_cancel(42, "t", Ts::now()).await));
-        assert!(nf(s.task_retry(42, "t", Ts::now()).await.map(|_| ())));
-        assert!(nf(s.task_cancel(42, "t", Ts::now()).await.map(|_| ())));
-        assert!(nf(s.task_skip(42, "t", Ts::now()).await.map(|_| ())));
+        assert!(nf(s.plan_start(42, "t".into(), Ts::now()).await));
+        assert!(nf(s.plan_retry(42, "t".into(), Ts::now()).await));
+        assert!(nf(s.plan_cancel(42, "t".into(), Ts::now()).await));
+        assert!(nf(s
+            .task_retry(42, "t".into(), Ts::now())
+            .await
+            .map(|_| ())));
+        assert!(nf(s
+            .task_cancel(42, "t".into(), Ts::now())
+            .await
+            .map(|_| ())));
+        assert!(nf(s.task_skip(42, "t".into(), Ts::now()).await.map(|_| ())));
         assert!(nf(s.run_get(42).await.map(|_| ())));
         assert!(nf(s.run_log(42).await.map(|_| ())));
         s.ready().await.expect("a migrated database is ready");

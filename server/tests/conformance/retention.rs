@@ -98,7 +98,7 @@ mod cases {
                     {"name": "a", "target": "x", "sleep": "0s"},
                     {"name": "b", "target": "y", "sleep": "0s", "depends_on": ["a"]},
                 ]})),
-                "t",
+                "t".into(),
                 t0,
             )
             .await
@@ -120,7 +120,9 @@ mod cases {
             .await
             .unwrap();
         let view = s.plan_get(done_plan).await.unwrap();
-        s.task_retry(view.tasks[0].id, "ops", t0).await.unwrap();
+        s.task_retry(view.tasks[0].id, "ops".into(), t0)
+            .await
+            .unwrap();
         let a2 = claim_all(s.as_ref(), t0).await;
         s.run_finish_many("r-test", &[done(a2[0])], t0)
             .await
@@ -152,7 +154,7 @@ mod cases {
         let failed_plan = s
             .plan_insert(
                 &plan(json!({"name": "failed", "webhooks": [], "tasks": [{"name": "a", "target": "z", "sleep": "0s"}]})),
-                "t",
+                "t".into(),
                 t0,
             )
             .await
@@ -177,7 +179,7 @@ mod cases {
         let running = s
             .plan_insert(
                 &plan(json!({"name": "running", "tasks": [{"name": "a", "target": "w", "sleep": "0s"}]})),
-                "t",
+                "t".into(),
                 t0,
             )
             .await
@@ -231,21 +233,27 @@ mod cases {
         let not_started = s
             .plan_insert(
                 &plan(json!({"name": "later", "start": false, "tasks": [{"name": "a", "target": "n", "sleep": "0s"}]})),
-                "t",
+                "t".into(),
                 t0,
             )
             .await
             .unwrap();
-        let pending = s.plan_insert(&one("pending", "p"), "t", t0).await.unwrap();
-        s.plan_pause(pending, "ops", t0).await.unwrap();
+        let pending = s
+            .plan_insert(&one("pending", "p"), "t".into(), t0)
+            .await
+            .unwrap();
+        s.plan_pause(pending, "ops".into(), t0).await.unwrap();
         // Failed at t0, skipped ten minutes later: changed then.
-        let skipped = s.plan_insert(&one("skipped", "k"), "t", t0).await.unwrap();
+        let skipped = s
+            .plan_insert(&one("skipped", "k"), "t".into(), t0)
+            .await
+            .unwrap();
         let runs = claim_all(s.as_ref(), t0).await;
         s.run_finish_many("r-test", &[failed(runs[0])], t0)
             .await
             .unwrap();
         let task = s.plan_get(skipped).await.unwrap().tasks[0].id;
-        s.task_skip(task, "ops", t0.plus(MINUTE * 10))
+        s.task_skip(task, "ops".into(), t0.plus(MINUTE * 10))
             .await
             .unwrap();
         // Done, with its notification still to deliver.
@@ -254,7 +262,7 @@ mod cases {
             public_url: "http://baton.example".into(),
         });
         let undelivered = s
-            .plan_insert(&one("undelivered", "u"), "t", t0)
+            .plan_insert(&one("undelivered", "u"), "t".into(), t0)
             .await
             .unwrap();
         let runs = claim_all(s.as_ref(), t0).await;
@@ -295,7 +303,7 @@ mod cases {
             let id = s
                 .plan_insert(
                     &plan(json!({"name": name, "tasks": [{"name": "a", "target": name, "sleep": "0s"}]})),
-                    "t",
+                    "t".into(),
                     t0,
                 )
                 .await
@@ -311,7 +319,9 @@ mod cases {
         // The operator retries the first plan between the search and the
         // deletion: its new attempt is PENDING, so it stays.
         let first_task = s.plan_get(plans[0]).await.unwrap().tasks[0].id;
-        s.task_retry(first_task, "ops", Ts::now()).await.unwrap();
+        s.task_retry(first_task, "ops".into(), Ts::now())
+            .await
+            .unwrap();
         let report = s.plan_prune(&plans, cutoff).await.unwrap();
         assert_eq!(report.plans, 1);
         assert_eq!(
@@ -322,7 +332,7 @@ mod cases {
         let second_task = s.plan_get(plans[1]).await;
         assert!(matches!(second_task, Err(StoreError::NotFound { .. })));
         assert!(matches!(
-            s.plan_retry(plans[1], "ops", Ts::now()).await,
+            s.plan_retry(plans[1], "ops".into(), Ts::now()).await,
             Err(StoreError::NotFound { .. })
         ));
         assert_no_orphans(&db).await;
@@ -345,7 +355,7 @@ mod cases {
             let p = plan(
                 json!({"name": format!("p{i}"), "tasks": [{"name": "a", "target": format!("x{i}"), "sleep": "0s"}]}),
             );
-            ids.push(s.plan_insert(&p, "t", at).await.unwrap());
+            ids.push(s.plan_insert(&p, "t".into(), at).await.unwrap());
         }
         let runs = claim_all(s.as_ref(), t0).await;
         let finishes: Vec<_> = runs.iter().map(|&r| done(r)).collect();
@@ -400,7 +410,7 @@ mod cases {
                 .map(|t| json!({"name": format!("t{t}"), "target": format!("x{p}-{t}"), "sleep": "0s"}))
                 .collect();
             let json = json!({"name": format!("p{p}"), "tasks": tasks});
-            ids.push(s.plan_insert(&plan(json), "t", t0).await.unwrap());
+            ids.push(s.plan_insert(&plan(json), "t".into(), t0).await.unwrap());
         }
         let runs = claim_all(s.as_ref(), t0).await;
         assert_eq!(runs.len(), PLANS * TASKS);
@@ -443,7 +453,7 @@ mod cases {
                 .collect();
             racers.spawn(async move {
                 for task in tasks {
-                    match s.task_retry(task, "ops", Ts::now()).await {
+                    match s.task_retry(task, "ops".into(), Ts::now()).await {
                         Ok(_) | Err(StoreError::NotFound { .. }) => {}
                         Err(e) => panic!("retry of task {task}: {e}"),
                     }

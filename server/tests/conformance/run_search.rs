@@ -167,7 +167,7 @@ mod cases {
                     {"name": "c", "target": "svc/api", "sleep": "0s"},
                     {"name": "d", "target": "db/100%_off", "sleep": "0s"},
                 ]})),
-                "alice",
+                "alice".into(),
                 old,
             )
             .await
@@ -192,7 +192,7 @@ mod cases {
         .await
         .unwrap();
         let a_task = task_named(&s.plan_get(release).await.unwrap(), "a").id;
-        s.task_retry(a_task, "carol", old).await.unwrap();
+        s.task_retry(a_task, "carol".into(), old).await.unwrap();
         claim_as(s, "r-2", old).await;
         let a2 = run_of(s, release, "a").await;
         s.run_finish_many("r-2", &[done(a2)], old.plus(HOUR / 2))
@@ -204,7 +204,7 @@ mod cases {
         let filler = s
             .plan_insert(
                 &plan(json!({"name": "filler", "tasks": noop_tasks(4200)})),
-                "filler-bot",
+                "filler-bot".into(),
                 filler_at,
             )
             .await
@@ -226,7 +226,7 @@ mod cases {
                     {"name": "g", "target": "svc/web", "sleep": "0s"},
                     {"name": "h", "target": "db/orders-replica", "sleep": "0s", "depends_on": ["e"]},
                 ]})),
-                "bob",
+                "bob".into(),
                 t0,
             )
             .await
@@ -242,7 +242,7 @@ mod cases {
         .unwrap();
         let g_task = task_named(&s.plan_get(nightly).await.unwrap(), "g").id;
         assert_eq!(run_of(s, nightly, "g").await, g);
-        s.task_cancel(g_task, "dave", t0).await.unwrap();
+        s.task_cancel(g_task, "dave".into(), t0).await.unwrap();
 
         // The history, read plainly: every run with its plan's name.
         let mut history: Vec<Seen> = Vec::new();
@@ -364,7 +364,7 @@ mod cases {
                 &plan(
                     json!({"name": "one", "tasks": [{"name": "a", "target": "x", "sleep": "0s"}]}),
                 ),
-                "t",
+                "t".into(),
                 Ts::now(),
             )
             .await

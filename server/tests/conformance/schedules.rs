@@ -69,7 +69,7 @@ mod cases {
         let id = s
             .schedule_create(
                 &schedule("every-minute", "* * * * *", json!({"overlap": "allow"})),
-                "alice",
+                "alice".into(),
                 at("2026-01-01T00:00:30Z"),
             )
             .await
@@ -125,7 +125,7 @@ mod cases {
             ),
         ] {
             let id = s
-                .schedule_create(&schedule(name, "0 * * * *", extra), "alice", created)
+                .schedule_create(&schedule(name, "0 * * * *", extra), "alice".into(), created)
                 .await
                 .unwrap();
             ids.insert(name, id);
@@ -186,7 +186,7 @@ mod cases {
             let id = s
                 .schedule_create(
                     &schedule(policy, "* * * * *", json!({"overlap": policy})),
-                    "alice",
+                    "alice".into(),
                     t0,
                 )
                 .await
@@ -287,7 +287,7 @@ mod cases {
                         "30 2 * * *",
                         json!({"time_zone": "Europe/Berlin", "overlap": "allow"}),
                     ),
-                    "alice",
+                    "alice".into(),
                     start,
                 )
                 .await
@@ -311,20 +311,20 @@ mod cases {
         let s = s.as_ref();
         let t0 = at("2026-01-01T00:00:30Z");
         let def = schedule("hourly", "0 * * * *", json!({"params": {}}));
-        let id = s.schedule_create(&def, "alice", t0).await.unwrap();
-        match s.schedule_create(&def, "alice", t0).await {
+        let id = s.schedule_create(&def, "alice".into(), t0).await.unwrap();
+        match s.schedule_create(&def, "alice".into(), t0).await {
             Err(StoreError::Conflict(m)) => assert!(m.contains("already exists"), "{m}"),
             other => panic!("a second schedule of the same name: {other:?}"),
         }
         // Trigger: a plan now, with no tick, started.
-        let plan = s.schedule_trigger(id, "bob", t0).await.unwrap();
+        let plan = s.schedule_trigger(id, "bob".into(), t0).await.unwrap();
         let v = view(s, id).await;
         assert_eq!((v.plans[0].id, v.plans[0].tick_at), (plan, None));
         assert_eq!(s.plan_get(plan).await.unwrap().status, PlanStatus::Running);
 
-        s.schedule_pause(id, "bob", t0).await.unwrap();
+        s.schedule_pause(id, "bob".into(), t0).await.unwrap();
         assert!(matches!(
-            s.schedule_pause(id, "bob", t0).await,
+            s.schedule_pause(id, "bob".into(), t0).await,
             Err(StoreError::Conflict(_))
         ));
         let v = view(s, id).await;
@@ -336,11 +336,11 @@ mod cases {
             .await
             .unwrap();
         assert_eq!(report, Default::default());
-        s.schedule_resume(id, at("2026-01-01T02:30:00Z"))
+        s.schedule_resume(id, "ops".into(), at("2026-01-01T02:30:00Z"))
             .await
             .unwrap();
         assert!(matches!(
-            s.schedule_resume(id, Ts::now()).await,
+            s.schedule_resume(id, "ops".into(), Ts::now()).await,
             Err(StoreError::Conflict(_))
         ));
         let v = view(s, id).await;
@@ -349,7 +349,7 @@ mod cases {
 
         // An edit of the expression starts from the first new tick.
         let edited = schedule("hourly", "15 * * * *", json!({}));
-        s.schedule_update(id, &edited, "carol", at("2026-01-01T02:40:00Z"))
+        s.schedule_update(id, &edited, "carol".into(), at("2026-01-01T02:40:00Z"))
             .await
             .unwrap();
         let v = view(s, id).await;
@@ -358,19 +358,21 @@ mod cases {
             (at("2026-01-01T03:15:00Z").0, "carol")
         );
 
-        s.schedule_delete(id).await.unwrap();
+        s.schedule_delete(id, "ops".into(), Ts::now())
+            .await
+            .unwrap();
         assert!(matches!(
             s.schedule_get(id).await,
             Err(StoreError::NotFound { .. })
         ));
         assert!(matches!(
-            s.schedule_trigger(id, "bob", t0).await,
+            s.schedule_trigger(id, "bob".into(), t0).await,
             Err(StoreError::NotFound { .. })
         ));
         // Its plans stay, and a new schedule (of the same name) does not
         // inherit them: ids are never given twice.
         s.plan_get(plan).await.unwrap();
-        let again = s.schedule_create(&def, "alice", t0).await.unwrap();
+        let again = s.schedule_create(&def, "alice".into(), t0).await.unwrap();
         assert_ne!(again, id);
         assert!(view(s, again).await.plans.is_empty());
     }
@@ -392,7 +394,7 @@ mod cases {
         )
         .unwrap();
         let t0 = Ts::now();
-        let id = s.schedule_create(&def, "alice", t0).await.unwrap();
+        let id = s.schedule_create(&def, "alice".into(), t0).await.unwrap();
         let tick = view(s, id).await.next_ticks[0];
         let now = Ts(tick).plus(Duration::from_secs(5));
         s.schedule_fire_due("r-1", GRACE, now).await.unwrap();
@@ -414,7 +416,7 @@ mod cases {
         let task = &s.plan_get(plan).await.unwrap().tasks[0];
         assert_eq!(task.status, app::model::TaskStatus::Available, "{task:?}");
         // Its failure shows among the schedule's last plans.
-        s.plan_cancel(plan, "bob", Ts::now()).await.unwrap();
+        s.plan_cancel(plan, "bob".into(), Ts::now()).await.unwrap();
         assert_eq!(view(s, id).await.plans[0].status, PlanStatus::Canceled);
     }
 }

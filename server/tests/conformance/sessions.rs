@@ -29,8 +29,12 @@ mod cases {
         };
         let alice = session("aa", "alice", t0.plus(hour));
         let old = session("bb", "bob", t0.plus(Duration::from_secs(60)));
-        s.session_insert(&alice, t0).await.unwrap();
-        s.session_insert(&old, t0).await.unwrap();
+        s.session_insert(&alice, alice.user_name.as_str().into(), t0)
+            .await
+            .unwrap();
+        s.session_insert(&old, old.user_name.as_str().into(), t0)
+            .await
+            .unwrap();
         assert_eq!(s.session_get("aa", t0).await.unwrap(), Some(alice.clone()));
         assert_eq!(s.session_get("bb", t0).await.unwrap(), Some(old));
         assert_eq!(
@@ -44,19 +48,25 @@ mod cases {
             "a session ends at its expiry"
         );
         // The same token twice is refused rather than merged.
-        assert!(s.session_insert(&alice, t0).await.is_err());
+        assert!(
+            s.session_insert(&alice, alice.user_name.as_str().into(), t0)
+                .await
+                .is_err()
+        );
 
         // A sign-in two minutes on removes bob's expired session for good:
         // asking as of an earlier time no longer finds it.
         let later = t0.plus(Duration::from_secs(120));
         let carol = session("cc", "carol", later.plus(hour));
-        s.session_insert(&carol, later).await.unwrap();
+        s.session_insert(&carol, carol.user_name.as_str().into(), later)
+            .await
+            .unwrap();
         assert_eq!(s.session_get("bb", t0).await.unwrap(), None, "purged");
         assert_eq!(s.session_get("aa", later).await.unwrap(), Some(alice));
 
         // Signing out ends only that session, and twice is harmless.
-        s.session_delete("aa").await.unwrap();
-        s.session_delete("aa").await.unwrap();
+        s.session_delete("aa", "alice".into(), t0).await.unwrap();
+        s.session_delete("aa", "alice".into(), t0).await.unwrap();
         assert_eq!(s.session_get("aa", later).await.unwrap(), None);
         assert_eq!(s.session_get("cc", later).await.unwrap(), Some(carol));
     }

@@ -113,7 +113,7 @@ mod cases {
 
         // Retry: the new attempt runs first, the others wait for it.
         let m41 = task_named(&v, "m41").id;
-        s.task_retry(m41, "alice", Ts::now()).await.unwrap();
+        s.task_retry(m41, "alice".into(), Ts::now()).await.unwrap();
         promote(s).await;
         let v = view(s, id).await;
         assert_eq!(status(&v, "m41"), TaskStatus::Available);
@@ -123,13 +123,13 @@ mod cases {
             cause(&v, "m42")
         );
         // It fails again (cancelled this time), and a skip releases m42.
-        s.task_cancel(m41, "alice", Ts::now()).await.unwrap();
+        s.task_cancel(m41, "alice".into(), Ts::now()).await.unwrap();
         promote(s).await;
         assert_eq!(
             cause(&view(s, id).await, "m42"),
             "blocked: version 0041 on db/orders CANCELED — retry or skip it"
         );
-        s.task_skip(m41, "alice", Ts::now()).await.unwrap();
+        s.task_skip(m41, "alice".into(), Ts::now()).await.unwrap();
         promote(s).await;
         let v = view(s, id).await;
         assert_eq!(status(&v, "m42"), TaskStatus::Available);
@@ -186,7 +186,7 @@ mod cases {
             cause(&v, "d"),
             "blocked: dependency c FAILED — retry or skip it"
         );
-        s.task_skip(task_named(&v, "c").id, "alice", Ts::now())
+        s.task_skip(task_named(&v, "c").id, "alice".into(), Ts::now())
             .await
             .unwrap();
         promote(s).await;
@@ -215,8 +215,12 @@ mod cases {
         );
         // Cancelling the waiting deploy and retrying it keeps it held.
         let deploy = task_named(&v, "deploy").id;
-        s.task_cancel(deploy, "alice", Ts::now()).await.unwrap();
-        s.task_retry(deploy, "alice", Ts::now()).await.unwrap();
+        s.task_cancel(deploy, "alice".into(), Ts::now())
+            .await
+            .unwrap();
+        s.task_retry(deploy, "alice".into(), Ts::now())
+            .await
+            .unwrap();
         promote(s).await;
         let v = view(s, id).await;
         assert_eq!(status(&v, "deploy"), TaskStatus::Pending);
@@ -224,7 +228,7 @@ mod cases {
             cause(&v, "deploy"),
             "blocked: dependency migrate FAILED — retry or skip it"
         );
-        s.task_retry(task_named(&v, "migrate").id, "alice", Ts::now())
+        s.task_retry(task_named(&v, "migrate").id, "alice".into(), Ts::now())
             .await
             .unwrap();
         assert_eq!(
@@ -277,7 +281,7 @@ mod cases {
                         "approvers": ["carol"]},
                     {"name": "free", "target": "db/c", "sleep": "0s"},
                 ]})),
-                "alice",
+                "alice".into(),
                 Ts::now(),
             )
             .await
@@ -289,10 +293,16 @@ mod cases {
         let drop = task_named(&v, "drop").id;
         let only = task_named(&v, "only").id;
         let free = task_named(&v, "free").id;
-        forbidden(s.task_approve(drop, "alice", Ts::now()).await, "two people");
-        forbidden(s.task_approve(only, "bob", Ts::now()).await, "only carol");
+        forbidden(
+            s.task_approve(drop, "alice".into(), Ts::now()).await,
+            "two people",
+        );
+        forbidden(
+            s.task_approve(only, "bob".into(), Ts::now()).await,
+            "only carol",
+        );
         conflict(
-            s.task_approve(free, "bob", Ts::now()).await,
+            s.task_approve(free, "bob".into(), Ts::now()).await,
             "does not require",
         );
         let before = s.event_list(0, 10_000).await.unwrap().len();
@@ -300,11 +310,11 @@ mod cases {
         assert_eq!(s.event_list(0, 10_000).await.unwrap().len(), before);
 
         assert_eq!(
-            s.task_approve(drop, "bob", Ts::now()).await.unwrap(),
+            s.task_approve(drop, "bob".into(), Ts::now()).await.unwrap(),
             (id, 1)
         );
         conflict(
-            s.task_approve(drop, "carol", Ts::now()).await,
+            s.task_approve(drop, "carol".into(), Ts::now()).await,
             "already approved by bob",
         );
         promote(s).await;
@@ -321,10 +331,16 @@ mod cases {
                 .any(|e| e.detail.as_deref() == Some("approved by bob") && e.actor == "bob")
         );
         // The plan-wide approval takes the rest, by someone allowed.
-        forbidden(s.plan_approve(id, "bob", Ts::now()).await, "only carol");
-        assert_eq!(s.plan_approve(id, "carol", Ts::now()).await.unwrap(), 1);
+        forbidden(
+            s.plan_approve(id, "bob".into(), Ts::now()).await,
+            "only carol",
+        );
+        assert_eq!(
+            s.plan_approve(id, "carol".into(), Ts::now()).await.unwrap(),
+            1
+        );
         conflict(
-            s.plan_approve(id, "carol", Ts::now()).await,
+            s.plan_approve(id, "carol".into(), Ts::now()).await,
             "no task waiting",
         );
     }
@@ -348,7 +364,7 @@ mod cases {
         let v = view(s, id).await;
         // Pre-approved while it still waits for the migration.
         let (_, approved) = s
-            .task_approve(task_named(&v, "d1").id, "bob", Ts::now())
+            .task_approve(task_named(&v, "d1").id, "bob".into(), Ts::now())
             .await
             .unwrap();
         assert_eq!(approved, 2, "one approval takes the stage");
@@ -372,14 +388,16 @@ mod cases {
             json!({"name": "q", "tasks": [{"name": "c", "target": "db/orders", "sleep": "0s"}]}),
         )
         .await;
-        s.plan_pause(id, "alice", Ts::now()).await.unwrap();
+        s.plan_pause(id, "alice".into(), Ts::now()).await.unwrap();
         conflict(
-            s.plan_pause(id, "bob", Ts::now()).await,
+            s.plan_pause(id, "bob".into(), Ts::now()).await,
             "already paused by alice",
         );
-        s.target_pause("db/orders", "bob", Ts::now()).await.unwrap();
+        s.target_pause("db/orders", "bob".into(), Ts::now())
+            .await
+            .unwrap();
         conflict(
-            s.target_pause("db/orders", "bob", Ts::now()).await,
+            s.target_pause("db/orders", "bob".into(), Ts::now()).await,
             "already paused",
         );
         assert_eq!(promote(s).await.promoted, 0);
@@ -402,19 +420,22 @@ mod cases {
             (Some("bob"), 1)
         );
 
-        s.plan_resume(id).await.unwrap();
-        conflict(s.plan_resume(id).await, "not paused");
+        s.plan_resume(id, "alice".into(), Ts::now()).await.unwrap();
+        conflict(
+            s.plan_resume(id, "alice".into(), Ts::now()).await,
+            "not paused",
+        );
         assert_eq!(promote(s).await.promoted, 2);
-        s.target_resume("db/orders", "bob", Ts::now())
+        s.target_resume("db/orders", "bob".into(), Ts::now())
             .await
             .unwrap();
         conflict(
-            s.target_resume("db/orders", "bob", Ts::now()).await,
+            s.target_resume("db/orders", "bob".into(), Ts::now()).await,
             "not paused",
         );
         assert_eq!(promote(s).await.promoted, 1);
         assert!(matches!(
-            s.plan_pause(999_999, "alice", Ts::now()).await,
+            s.plan_pause(999_999, "alice".into(), Ts::now()).await,
             Err(StoreError::NotFound { .. })
         ));
     }
@@ -423,11 +444,11 @@ mod cases {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
         let s = s.as_ref();
-        s.target_capacity_set("pool/gpu", Some(2), "ops", Ts::now())
+        s.target_capacity_set("pool/gpu", Some(2), "ops".into(), Ts::now())
             .await
             .unwrap();
         assert!(matches!(
-            s.target_capacity_set("pool/gpu", Some(0), "ops", Ts::now())
+            s.target_capacity_set("pool/gpu", Some(0), "ops".into(), Ts::now())
                 .await,
             Err(StoreError::Invalid(_))
         ));
@@ -454,11 +475,11 @@ mod cases {
         run_to_end(s, id, &["j0"], true).await;
         assert_eq!(promote(s).await.promoted, 1);
         // Raising it lets the last one start beside the others.
-        s.target_capacity_set("pool/gpu", Some(3), "ops", Ts::now())
+        s.target_capacity_set("pool/gpu", Some(3), "ops".into(), Ts::now())
             .await
             .unwrap();
         assert_eq!(promote(s).await.promoted, 1);
-        s.target_capacity_set("pool/gpu", None, "ops", Ts::now())
+        s.target_capacity_set("pool/gpu", None, "ops".into(), Ts::now())
             .await
             .unwrap();
         assert_eq!(

@@ -2,6 +2,7 @@
 //! skip, with the status each needs and the refusal when it does not
 //! apply.
 
+use super::audit::Asked;
 use super::{Dialect, RowLock, Sql, dependencies, optional, outcomes};
 use crate::store::notify::{self, PlanOutcomes};
 use crate::store::rows::{self, PlanTasks};
@@ -9,17 +10,18 @@ use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError, Ts};
 
 /// Creates PENDING runs for every NOT_STARTED task of the plan.
-pub async fn plan_start<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-    plan_new_attempts(d, id, PlanTasks::NotStarted, actor, now).await
+pub async fn plan_start<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<()> {
+    plan_new_attempts(d, id, PlanTasks::NotStarted, asked, now).await
 }
 
 /// New attempts for every FAILED or CANCELED task of the plan.
-pub async fn plan_retry<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-    plan_new_attempts(d, id, PlanTasks::FailedOrCanceled, actor, now).await
+pub async fn plan_retry<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<()> {
+    plan_new_attempts(d, id, PlanTasks::FailedOrCanceled, asked, now).await
 }
 
 /// Cancels every live run of the plan in one transaction.
-pub async fn plan_cancel<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+pub async fn plan_cancel<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<()> {
+    let actor = asked.by.name;
     retrying_deadlocks::<D, _, _, _>(|| async move {
         let mut tx = d.begin().await?;
         plan_exists::<D>(&mut tx, id).await?;
@@ -32,11 +34,13 @@ pub async fn plan_cancel<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) 
         )
         .await?;
         let live: Vec<i64> = live.into_iter().map(|(id,)| id).collect();
-        if cancel_runs::<D>(&mut tx, &live, actor, now).await? == 0 {
+        let canceled = cancel_runs::<D>(&mut tx, &live, actor, now).await?;
+        if canceled == 0 {
             return Err(StoreError::Conflict(format!(
                 "plan {id} has nothing PENDING, AVAILABLE or RUNNING to cancel"
             )));
         }
+        asked.done::<D>(&mut tx, &run_count(canceled), now).await?;
         D::commit(tx).await?;
         d.signals().raise(Signal::Canceled);
         d.signals().raise(Signal::Changed);
@@ -46,7 +50,8 @@ pub async fn plan_cancel<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) 
 }
 
 /// New attempt of a FAILED or CANCELED task; returns its plan id.
-pub async fn task_retry<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+pub async fn task_retry<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<i64> {
+    let actor = asked.by.name;
     let mut tx = d.begin().await?;
     let task = task_lock::<D>(&mut tx, id).await?;
     if task.status != "FAILED" && task.status != "CANCELED" {
@@ -56,15 +61,18 @@ pub async fn task_retry<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -
         )));
     }
     let detail = format!("retried by {actor}");
-    create_runs::<D>(&mut tx, &[id], &[None], actor, &detail, now).await?;
+    let created = create_runs::<D>(&mut tx, &[id], &[None], actor, &detail, now).await?;
     new_phase::<D>(&mut tx, task.plan_id).await?;
+    let was = format!("was {}; new run {}", task.status, created[0]);
+    asked.done::<D>(&mut tx, &was, now).await?;
     D::commit(tx).await?;
     d.signals().raise(Signal::Changed);
     Ok(task.plan_id)
 }
 
 /// Cancels the task's PENDING, AVAILABLE or RUNNING run; returns its plan id.
-pub async fn task_cancel<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+pub async fn task_cancel<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<i64> {
+    let actor = asked.by.name;
     let mut tx = d.begin().await?;
     let task = task_lock::<D>(&mut tx, id).await?;
     let live = matches!(task.status.as_str(), "PENDING" | "AVAILABLE" | "RUNNING");
@@ -75,6 +83,8 @@ pub async fn task_cancel<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) 
         )));
     };
     cancel_runs::<D>(&mut tx, &[run], actor, now).await?;
+    let was = format!("run {run} was {}", task.status);
+    asked.done::<D>(&mut tx, &was, now).await?;
     D::commit(tx).await?;
     d.signals().raise(Signal::Canceled);
     d.signals().raise(Signal::Changed);
@@ -82,7 +92,8 @@ pub async fn task_cancel<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) 
 }
 
 /// Marks a NOT_STARTED, FAILED or CANCELED task SKIPPED; returns its plan id.
-pub async fn task_skip<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
+pub async fn task_skip<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<i64> {
+    let actor = asked.by.name;
     let mut tx = d.begin().await?;
     let task = task_lock::<D>(&mut tx, id).await?;
     if !matches!(task.status.as_str(), "NOT_STARTED" | "FAILED" | "CANCELED") {
@@ -108,6 +119,9 @@ pub async fn task_skip<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) ->
     let targets = d.notify_targets();
     let notified = outcomes::notify_plans::<D>(&mut tx, &targets, progressed, now).await?;
     let queued = outcomes::announce_deliveries::<D>(&mut tx, &notified).await?;
+    asked
+        .done::<D>(&mut tx, &format!("was {}", task.status), now)
+        .await?;
     D::commit(tx).await?;
     d.signals().raise(Signal::Changed);
     if queued {
@@ -122,15 +136,18 @@ async fn plan_new_attempts<D: Dialect>(
     d: &D,
     id: i64,
     which: PlanTasks,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<()> {
     retrying_deadlocks::<D, _, _, _>(|| async move {
         let mut tx = d.begin().await?;
         plan_exists::<D>(&mut tx, id).await?;
-        if !new_attempts_in::<D>(&mut tx, id, which, actor, now).await? {
+        let tasks = new_attempts_in::<D>(&mut tx, id, which, asked.by.name, now).await?;
+        if tasks == 0 {
             return Err(which.none_left(id));
         }
+        let detail = format!("{tasks} {}", if tasks == 1 { "task" } else { "tasks" });
+        asked.done::<D>(&mut tx, &detail, now).await?;
         D::commit(tx).await?;
         d.signals().raise(Signal::Changed);
         Ok(())
@@ -146,16 +163,17 @@ pub async fn plan_start_in<D: Dialect>(
     actor: Actor<'_>,
     now: Ts,
 ) -> Result<bool> {
-    new_attempts_in::<D>(tx, id, PlanTasks::NotStarted, actor, now).await
+    Ok(new_attempts_in::<D>(tx, id, PlanTasks::NotStarted, actor, now).await? > 0)
 }
 
+/// How many tasks got a new attempt.
 async fn new_attempts_in<D: Dialect>(
     tx: &mut D::Tx,
     id: i64,
     which: PlanTasks,
     actor: Actor<'_>,
     now: Ts,
-) -> Result<bool> {
+) -> Result<usize> {
     if matches!(which, PlanTasks::NotStarted) {
         // Started early by an operator or in its turn: it waits no more.
         D::execute(
@@ -168,14 +186,19 @@ async fn new_attempts_in<D: Dialect>(
     let sql = format!("{} {}", which.select_sql(), D::row_lock(RowLock::Tasks));
     let tasks: Vec<(i64,)> = D::fetch_all(tx, Sql::built(sql), &[id.into()]).await?;
     if tasks.is_empty() {
-        return Ok(false);
+        return Ok(0);
     }
     let tasks: Vec<i64> = tasks.into_iter().map(|(id,)| id).collect();
     let run_at = vec![None; tasks.len()];
     let detail = which.detail(actor);
     create_runs::<D>(tx, &tasks, &run_at, actor, &detail, now).await?;
     new_phase::<D>(tx, id).await?;
-    Ok(true)
+    Ok(tasks.len())
+}
+
+/// "1 run", "5 runs": an audit entry's detail.
+pub fn run_count(n: u64) -> String {
+    format!("{n} {}", if n == 1 { "run" } else { "runs" })
 }
 
 /// [`Dialect::runs_create`], announced to the other replicas.

@@ -3,6 +3,7 @@
 //! needs someone other than the plan's submitter. A stage's approval
 //! approves every task of the stage at once.
 
+use super::audit::Asked;
 use super::{Arg, BATCH, Dialect, RowLock, Sql, id_args, optional, placeholders};
 use crate::plan::Stage;
 use crate::store::signals::Signal;
@@ -35,9 +36,10 @@ const APPROVABLE: &str = "SELECT t.id, t.plan_id, t.approval, t.approvers, t.app
 pub async fn task_approve<D: Dialect>(
     d: &D,
     id: i64,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<(i64, usize)> {
+    let actor = asked.by.name;
     let mut tx = d.begin().await?;
     let sql = format!(
         "{APPROVABLE} WHERE t.id = $1 {}",
@@ -69,6 +71,9 @@ pub async fn task_approve<D: Dialect>(
         ids.extend(others.iter().map(|t| t.id));
     }
     let approved = approve_write::<D>(&mut tx, &ids, actor, now).await?;
+    asked
+        .done::<D>(&mut tx, &approved_count(approved), now)
+        .await?;
     D::commit(tx).await?;
     d.signals().raise(Signal::Changed);
     Ok((task.plan_id, approved))
@@ -76,7 +81,8 @@ pub async fn task_approve<D: Dialect>(
 
 /// Approves every task of plan `id` whose run waits for approval now;
 /// how many. Refused whole when the actor may not approve one of them.
-pub async fn plan_approve<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<usize> {
+pub async fn plan_approve<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<usize> {
+    let actor = asked.by.name;
     let mut tx = d.begin().await?;
     let sql = format!(
         "{APPROVABLE} WHERE t.plan_id = $1 AND t.approval IS NOT NULL AND t.approved_by IS NULL
@@ -97,9 +103,17 @@ pub async fn plan_approve<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts)
     }
     let ids: Vec<i64> = waiting.iter().map(|t| t.id).collect();
     let approved = approve_write::<D>(&mut tx, &ids, actor, now).await?;
+    asked
+        .done::<D>(&mut tx, &approved_count(approved), now)
+        .await?;
     D::commit(tx).await?;
     d.signals().raise(Signal::Changed);
     Ok(approved)
+}
+
+/// "1 task approved", an audit entry's detail.
+fn approved_count(n: usize) -> String {
+    format!("{n} {} approved", if n == 1 { "task" } else { "tasks" })
 }
 
 /// The refusals: nothing to approve (409), or not this actor (403).

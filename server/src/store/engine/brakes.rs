@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use app::model::{PausedPlan, PausedView, TargetView};
 
+use super::audit::Asked;
 use super::{Dialect, optional};
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError, Ts};
@@ -33,17 +34,34 @@ fn when(at: Option<Ts>) -> String {
 }
 
 /// Pauses plan `id`: no run of it is promoted until it is resumed.
-pub async fn plan_pause<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+pub async fn plan_pause<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<()> {
     let mut tx = between_rounds(d).await?;
-    let outcome = plan_pause_in::<D>(&mut tx, id, actor, now).await;
+    let outcome = plan_pause_in::<D>(&mut tx, id, asked.by.name, now).await;
+    let outcome = recorded::<D>(&mut tx, asked, outcome, "", now).await;
     end::<D>(d, tx, outcome).await
 }
 
-/// Commits `tx` whatever `outcome` is, then raises `Changed` if it was
-/// a success. A refusal wrote nothing, and dropping its transaction
-/// instead would leave the promotion lock held until the connection's
-/// next use.
+/// `outcome`, with the change recorded in `tx` when it was made.
+async fn recorded<D: Dialect>(
+    tx: &mut D::Tx,
+    asked: &Asked<'_>,
+    outcome: Result<()>,
+    detail: &str,
+    now: Ts,
+) -> Result<()> {
+    outcome?;
+    asked.done::<D>(tx, detail, now).await
+}
+
+/// Commits `tx` when `outcome` is a success or a refusal, then raises
+/// `Changed` if it was a success. A refusal wrote nothing, and dropping
+/// its transaction instead would leave the promotion lock held until the
+/// connection's next use. A failed write is not committed: the change
+/// and its audit entry go together or not at all.
 async fn end<D: Dialect>(d: &D, tx: D::Tx, outcome: Result<()>) -> Result<()> {
+    if let Err(StoreError::Database(_)) = outcome {
+        return outcome;
+    }
     D::commit(tx).await?;
     outcome?;
     d.signals().raise(Signal::Changed);
@@ -82,7 +100,7 @@ async fn plan_pause_in<D: Dialect>(
 }
 
 /// Resumes plan `id`.
-pub async fn plan_resume<D: Dialect>(d: &D, id: i64) -> Result<()> {
+pub async fn plan_resume<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<()> {
     let mut tx = d.begin().await?;
     let state: Option<(Option<String>,)> = optional::<D, _>(
         &mut tx,
@@ -104,6 +122,7 @@ pub async fn plan_resume<D: Dialect>(d: &D, id: i64) -> Result<()> {
     )
     .await?;
     D::announce(&mut tx, Signal::Changed).await?;
+    asked.done::<D>(&mut tx, "", now).await?;
     D::commit(tx).await?;
     d.signals().raise(Signal::Changed);
     Ok(())
@@ -184,12 +203,13 @@ fn target_text(target: &str) -> Result<&str> {
 pub async fn target_pause<D: Dialect>(
     d: &D,
     target: &str,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<()> {
     let target = target_text(target)?;
     let mut tx = between_rounds(d).await?;
-    let outcome = target_pause_in::<D>(&mut tx, target, actor, now).await;
+    let outcome = target_pause_in::<D>(&mut tx, target, asked.by.name, now).await;
+    let outcome = recorded::<D>(&mut tx, asked, outcome, "", now).await;
     end::<D>(d, tx, outcome).await
 }
 
@@ -224,9 +244,10 @@ async fn target_pause_in<D: Dialect>(
 pub async fn target_resume<D: Dialect>(
     d: &D,
     target: &str,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<()> {
+    let actor = asked.by.name;
     let target = target_text(target)?;
     let mut tx = d.begin().await?;
     let Some(current) = setting_get::<D>(&mut tx, target)
@@ -244,6 +265,7 @@ pub async fn target_resume<D: Dialect>(
     };
     setting_put::<D>(&mut tx, target, &next, actor, now).await?;
     D::announce(&mut tx, Signal::Changed).await?;
+    asked.done::<D>(&mut tx, "", now).await?;
     D::commit(tx).await?;
     d.signals().raise(Signal::Changed);
     Ok(())
@@ -256,7 +278,7 @@ pub async fn target_capacity_set<D: Dialect>(
     d: &D,
     target: &str,
     capacity: Option<i64>,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<()> {
     let target = target_text(target)?;
@@ -269,7 +291,12 @@ pub async fn target_capacity_set<D: Dialect>(
         )));
     }
     let mut tx = between_rounds(d).await?;
-    let outcome = capacity_in::<D>(&mut tx, target, capacity, actor, now).await;
+    let outcome = capacity_in::<D>(&mut tx, target, capacity, asked.by.name, now).await;
+    let detail = match capacity {
+        Some(c) => format!("capacity {c}"),
+        None => "capacity removed".to_owned(),
+    };
+    let outcome = recorded::<D>(&mut tx, asked, outcome, &detail, now).await;
     end::<D>(d, tx, outcome).await
 }
 

@@ -12,13 +12,33 @@ use std::collections::BTreeSet;
 
 use app::search::{BulkAction, BulkResult};
 
-use super::actions::{cancel_runs, create_runs, new_phase};
+use super::actions::{cancel_runs, create_runs, new_phase, run_count};
+use super::audit::Asked;
 use super::{BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placeholders, read_one};
 use crate::run_filter::RunFilter;
 use crate::store::notify::PlanOutcomes;
 use crate::store::run_search::Search;
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError, Ts};
+
+/// A filter as an audit entry names it: `runs status=FAILED target=db/`.
+pub fn described(filter: &RunFilter) -> String {
+    let mut parts = vec!["runs".to_owned()];
+    let mut part = |name: &str, value: Option<String>| {
+        if let Some(v) = value {
+            parts.push(format!("{name}={v}"));
+        }
+    };
+    part("status", filter.status.map(|s| s.as_str().to_owned()));
+    part("target", filter.target.clone());
+    part("plan", filter.plan.clone());
+    part("replica", filter.replica.clone());
+    part("actor", filter.actor.clone());
+    part("error", filter.error.clone());
+    part("since", filter.since.map(|t| t.to_string()));
+    part("until", filter.until.map(|t| t.to_string()));
+    parts.join(" ")
+}
 
 /// Most runs one bulk action changes: a filter that matches more is
 /// refused, so that one click never rewrites a whole history.
@@ -57,9 +77,10 @@ pub async fn bulk_apply<D: Dialect>(
     filter: &RunFilter,
     action: BulkAction,
     expected: i64,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<BulkResult> {
+    let actor = asked.by.name;
     let search = Search::new(D::BACKEND, filter);
     let sql = search.matching_sql(applies(action), D::row_lock(RowLock::Tasks));
     let mut tx = d.begin().await?;
@@ -122,6 +143,7 @@ pub async fn bulk_apply<D: Dialect>(
             deliveries = outcomes::announce_deliveries::<D>(&mut tx, &notified).await?;
         }
     }
+    asked.done::<D>(&mut tx, &run_count(n as u64), now).await?;
     D::commit(tx).await?;
     if action == BulkAction::Cancel {
         d.signals().raise(Signal::Canceled);

@@ -9,6 +9,7 @@
 
 pub mod actions;
 pub mod approvals;
+pub mod audit;
 pub mod brakes;
 pub mod bulk;
 pub mod deliveries;

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use app::model::{PlanStatus, ScheduleView, ScheduledPlan, TaskStatus, TickView};
 
+use super::audit::{Asked, Subject};
 use super::{Arg, Dialect, RowLock, Sql, actions, dependencies, optional, read_optional};
 use crate::plan::NewPlan;
 use crate::schedule::{self, CatchUp, NewSchedule, Overlap, Timing};
@@ -133,9 +134,10 @@ fn definition_args<'a>(
 pub async fn schedule_create<D: Dialect>(
     d: &D,
     s: &NewSchedule,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<i64> {
+    let actor = asked.by.name;
     let mut tx = d.begin().await?;
     let params =
         serde_json::to_string(&s.params).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -159,6 +161,10 @@ pub async fn schedule_create<D: Dialect>(
         &[s.name.as_str().into()],
     )
     .await?;
+    asked
+        .about(Subject::Schedule(id))
+        .done::<D>(&mut tx, &format!("{} {}", s.cron, s.time_zone), now)
+        .await?;
     D::commit(tx).await?;
     Ok(id)
 }
@@ -183,9 +189,10 @@ pub async fn schedule_update<D: Dialect>(
     d: &D,
     id: i64,
     s: &NewSchedule,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<()> {
+    let actor = asked.by.name;
     let mut tx = d.begin().await?;
     let old = locked::<D>(&mut tx, id).await?;
     let next = if old.cron == s.cron && old.time_zone == s.time_zone {
@@ -213,13 +220,17 @@ pub async fn schedule_update<D: Dialect>(
         .await,
         &s.name,
     )?;
+    let detail = format!("{} {}", s.cron, s.time_zone);
+    asked.done::<D>(&mut tx, &detail, now).await?;
     D::commit(tx).await
 }
 
 /// Deletes schedule `id` and its tick records; the plans it made stay.
-pub async fn schedule_delete<D: Dialect>(d: &D, id: i64) -> Result<()> {
+pub async fn schedule_delete<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<()> {
     let mut tx = d.begin().await?;
     locked::<D>(&mut tx, id).await?;
+    // Before the row goes: the entry reads the schedule's name.
+    asked.done::<D>(&mut tx, "", now).await?;
     D::execute(
         &mut tx,
         "DELETE FROM schedule_tick WHERE schedule_id = $1".into(),
@@ -236,7 +247,8 @@ pub async fn schedule_delete<D: Dialect>(d: &D, id: i64) -> Result<()> {
 }
 
 /// Pauses schedule `id`: its ticks make nothing until it is resumed.
-pub async fn schedule_pause<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
+pub async fn schedule_pause<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<()> {
+    let actor = asked.by.name;
     let mut tx = d.begin().await?;
     let s = locked::<D>(&mut tx, id).await?;
     if let Some(by) = s.paused_by {
@@ -251,12 +263,13 @@ pub async fn schedule_pause<D: Dialect>(d: &D, id: i64, actor: Actor<'_>, now: T
         &[id.into(), actor.into(), now.into()],
     )
     .await?;
+    asked.done::<D>(&mut tx, "", now).await?;
     D::commit(tx).await
 }
 
 /// Resumes schedule `id` from its first tick after `now`: ticks that fell
 /// while it was paused were the operator's choice, not missed ones.
-pub async fn schedule_resume<D: Dialect>(d: &D, id: i64, now: Ts) -> Result<()> {
+pub async fn schedule_resume<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<()> {
     let mut tx = d.begin().await?;
     let s = locked::<D>(&mut tx, id).await?;
     if s.paused_by.is_none() {
@@ -273,6 +286,7 @@ pub async fn schedule_resume<D: Dialect>(d: &D, id: i64, now: Ts) -> Result<()> 
         &[id.into(), next.into()],
     )
     .await?;
+    asked.done::<D>(&mut tx, "", now).await?;
     D::commit(tx).await
 }
 
@@ -281,14 +295,16 @@ pub async fn schedule_resume<D: Dialect>(d: &D, id: i64, now: Ts) -> Result<()> 
 pub async fn schedule_trigger<D: Dialect>(
     d: &D,
     id: i64,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<i64> {
     let mut tx = d.begin().await?;
     let s = locked::<D>(&mut tx, id).await?;
     let timing = s.timing().map_err(StoreError::Invalid)?;
     let plan = s.plan_at(&timing, now).map_err(StoreError::Invalid)?;
-    let plan_id = make_plan::<D>(&mut tx, &s, &plan, None, false, actor, now).await?;
+    let plan_id = make_plan::<D>(&mut tx, &s, &plan, None, false, asked.by.name, now).await?;
+    let detail = format!("made plan {plan_id} {}", plan.name);
+    asked.done::<D>(&mut tx, &detail, now).await?;
     D::commit(tx).await?;
     if plan.start {
         d.signals().raise(Signal::Changed);

@@ -1,11 +1,20 @@
-//! Dashboard sign-in sessions (SPEC §9).
+//! Dashboard sign-in sessions (SPEC §9), each sign-in and sign-out
+//! recorded in the audit log in the same transaction.
 
+use super::audit::{Asked, Subject};
 use super::{Dialect, read_optional};
+use crate::store::audit::Person;
 use crate::store::sessions::{self, Session};
 use crate::store::{Result, Ts};
 
-/// Stores a new sign-in, and deletes the sessions expired by `now`.
-pub async fn session_insert<D: Dialect>(d: &D, session: &Session, now: Ts) -> Result<()> {
+/// Stores a new sign-in by `by`, and deletes the sessions expired by
+/// `now`.
+pub async fn session_insert<D: Dialect>(
+    d: &D,
+    session: &Session,
+    by: Person<'_>,
+    now: Ts,
+) -> Result<()> {
     let mut tx = d.begin().await?;
     D::execute(&mut tx, sessions::SESSION_PURGE.into(), &[now.into()]).await?;
     D::execute(
@@ -19,6 +28,9 @@ pub async fn session_insert<D: Dialect>(d: &D, session: &Session, now: Ts) -> Re
         ],
     )
     .await?;
+    Asked::new(by, "auth.sign_in", Subject::Session)
+        .done::<D>(&mut tx, "", now)
+        .await?;
     D::commit(tx).await
 }
 
@@ -27,9 +39,25 @@ pub async fn session_get<D: Dialect>(d: &D, token_hash: &str, now: Ts) -> Result
     read_optional(d, sessions::SESSION_GET, &[token_hash.into(), now.into()]).await
 }
 
-/// Ends a session; nothing happens when it is already gone.
-pub async fn session_delete<D: Dialect>(d: &D, token_hash: &str) -> Result<()> {
-    d.write(sessions::SESSION_DELETE.into(), &[token_hash.into()])
-        .await?;
-    Ok(())
+/// Ends a session, signed out by `by`; nothing happens (and nothing is
+/// recorded) when it is already gone.
+pub async fn session_delete<D: Dialect>(
+    d: &D,
+    token_hash: &str,
+    by: Person<'_>,
+    now: Ts,
+) -> Result<()> {
+    let mut tx = d.begin().await?;
+    let ended = D::execute(
+        &mut tx,
+        sessions::SESSION_DELETE.into(),
+        &[token_hash.into()],
+    )
+    .await?;
+    if ended > 0 {
+        Asked::new(by, "auth.sign_out", Subject::Session)
+            .done::<D>(&mut tx, "", now)
+            .await?;
+    }
+    D::commit(tx).await
 }

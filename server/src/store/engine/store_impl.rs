@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 
+use super::audit::{self, Asked, Subject};
 use super::{
     Dialect, actions, approvals, brakes, bulk, deliveries, endings, execution, liveness, pins,
     promote, read_one, reads, retention, schedules, sessions, submit,
@@ -19,7 +20,7 @@ use crate::store::sessions::Session;
 use crate::store::signals::Signals;
 use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{
-    Actor, Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, PruneCursor,
+    Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, Person, PromoteReport, PruneCursor,
     PruneReport, PruneScan, ReplicaInfo, ReplicaRecord, Result, Store, StoreError, TickReport, Ts,
 };
 
@@ -61,18 +62,27 @@ impl<D: Dialect> Store for D {
         Ok(())
     }
 
-    async fn plan_insert(&self, plan: &NewPlan, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        submit::plan_insert(self, plan, actor, now).await
+    async fn plan_insert(&self, plan: &NewPlan, by: Person<'_>, now: Ts) -> Result<i64> {
+        let asked = Asked::new(by, "plan.submit", Subject::New("plan", &plan.name));
+        asked
+            .settle(
+                self,
+                submit::plan_insert(self, plan, &asked, now).await,
+                now,
+            )
+            .await
     }
 
     async fn plan_insert_keyed(
         &self,
         plan: &NewPlan,
-        actor: Actor<'_>,
+        by: Person<'_>,
         now: Ts,
         key: &IdempotencyKey<'_>,
     ) -> Result<Submitted> {
-        submit::plan_insert_keyed(self, plan, actor, now, key).await
+        let asked = Asked::new(by, "plan.submit", Subject::New("plan", &plan.name));
+        let submitted = submit::plan_insert_keyed(self, plan, &asked, now, key).await;
+        asked.settle(self, submitted, now).await
     }
 
     async fn plan_get(&self, id: i64) -> Result<PlanView> {
@@ -89,62 +99,88 @@ impl<D: Dialect> Store for D {
         reads::plan_list(self, status, name, limit, offset).await
     }
 
-    async fn plan_start(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        actions::raced(actions::plan_start(self, id, actor, now).await)
+    async fn plan_start(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "plan.start", Subject::Plan(id));
+        let done = actions::raced(actions::plan_start(self, id, &asked, now).await);
+        asked.settle(self, done, now).await
     }
 
-    async fn plan_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        actions::raced(actions::plan_retry(self, id, actor, now).await)
+    async fn plan_retry(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "plan.retry", Subject::Plan(id));
+        let done = actions::raced(actions::plan_retry(self, id, &asked, now).await);
+        asked.settle(self, done, now).await
     }
 
-    async fn plan_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        actions::raced(actions::plan_cancel(self, id, actor, now).await)
+    async fn plan_cancel(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "plan.cancel", Subject::Plan(id));
+        let done = actions::raced(actions::plan_cancel(self, id, &asked, now).await);
+        asked.settle(self, done, now).await
     }
 
-    async fn task_retry(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        actions::raced(actions::task_retry(self, id, actor, now).await)
+    async fn task_retry(&self, id: i64, by: Person<'_>, now: Ts) -> Result<i64> {
+        let asked = Asked::new(by, "task.retry", Subject::Task(id));
+        let done = actions::raced(actions::task_retry(self, id, &asked, now).await);
+        asked.settle(self, done, now).await
     }
 
-    async fn task_cancel(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        actions::raced(actions::task_cancel(self, id, actor, now).await)
+    async fn task_cancel(&self, id: i64, by: Person<'_>, now: Ts) -> Result<i64> {
+        let asked = Asked::new(by, "task.cancel", Subject::Task(id));
+        let done = actions::raced(actions::task_cancel(self, id, &asked, now).await);
+        asked.settle(self, done, now).await
     }
 
-    async fn task_skip(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        actions::raced(actions::task_skip(self, id, actor, now).await)
+    async fn task_skip(&self, id: i64, by: Person<'_>, now: Ts) -> Result<i64> {
+        let asked = Asked::new(by, "task.skip", Subject::Task(id));
+        let done = actions::raced(actions::task_skip(self, id, &asked, now).await);
+        asked.settle(self, done, now).await
     }
 
-    async fn task_approve(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<(i64, usize)> {
-        approvals::task_approve(self, id, actor, now).await
+    async fn task_approve(&self, id: i64, by: Person<'_>, now: Ts) -> Result<(i64, usize)> {
+        let asked = Asked::new(by, "task.approve", Subject::Task(id));
+        let done = approvals::task_approve(self, id, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
-    async fn plan_approve(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<usize> {
-        approvals::plan_approve(self, id, actor, now).await
+    async fn plan_approve(&self, id: i64, by: Person<'_>, now: Ts) -> Result<usize> {
+        let asked = Asked::new(by, "plan.approve", Subject::Plan(id));
+        let done = approvals::plan_approve(self, id, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
-    async fn plan_pause(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        brakes::plan_pause(self, id, actor, now).await
+    async fn plan_pause(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "plan.pause", Subject::Plan(id));
+        let done = brakes::plan_pause(self, id, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
-    async fn plan_resume(&self, id: i64) -> Result<()> {
-        brakes::plan_resume(self, id).await
+    async fn plan_resume(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "plan.resume", Subject::Plan(id));
+        let done = brakes::plan_resume(self, id, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
-    async fn target_pause(&self, target: &str, actor: Actor<'_>, now: Ts) -> Result<()> {
-        brakes::target_pause(self, target, actor, now).await
+    async fn target_pause(&self, target: &str, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "target.pause", Subject::Target(target));
+        let done = brakes::target_pause(self, target, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
-    async fn target_resume(&self, target: &str, actor: Actor<'_>, now: Ts) -> Result<()> {
-        brakes::target_resume(self, target, actor, now).await
+    async fn target_resume(&self, target: &str, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "target.resume", Subject::Target(target));
+        let done = brakes::target_resume(self, target, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
     async fn target_capacity_set(
         &self,
         target: &str,
         capacity: Option<i64>,
-        actor: Actor<'_>,
+        by: Person<'_>,
         now: Ts,
     ) -> Result<()> {
-        brakes::target_capacity_set(self, target, capacity, actor, now).await
+        let asked = Asked::new(by, "target.capacity", Subject::Target(target));
+        let done = brakes::target_capacity_set(self, target, capacity, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
     async fn target_list(&self) -> Result<Vec<app::model::TargetView>> {
@@ -158,36 +194,52 @@ impl<D: Dialect> Store for D {
     async fn schedule_create(
         &self,
         schedule: &NewSchedule,
-        actor: Actor<'_>,
+        by: Person<'_>,
         now: Ts,
     ) -> Result<i64> {
-        schedules::schedule_create(self, schedule, actor, now).await
+        let asked = Asked::new(
+            by,
+            "schedule.create",
+            Subject::New("schedule", &schedule.name),
+        );
+        let done = schedules::schedule_create(self, schedule, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
     async fn schedule_update(
         &self,
         id: i64,
         schedule: &NewSchedule,
-        actor: Actor<'_>,
+        by: Person<'_>,
         now: Ts,
     ) -> Result<()> {
-        schedules::schedule_update(self, id, schedule, actor, now).await
+        let asked = Asked::new(by, "schedule.update", Subject::Schedule(id));
+        let done = schedules::schedule_update(self, id, schedule, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
-    async fn schedule_delete(&self, id: i64) -> Result<()> {
-        schedules::schedule_delete(self, id).await
+    async fn schedule_delete(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "schedule.delete", Subject::Schedule(id));
+        let done = schedules::schedule_delete(self, id, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
-    async fn schedule_pause(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<()> {
-        schedules::schedule_pause(self, id, actor, now).await
+    async fn schedule_pause(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "schedule.pause", Subject::Schedule(id));
+        let done = schedules::schedule_pause(self, id, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
-    async fn schedule_resume(&self, id: i64, now: Ts) -> Result<()> {
-        schedules::schedule_resume(self, id, now).await
+    async fn schedule_resume(&self, id: i64, by: Person<'_>, now: Ts) -> Result<()> {
+        let asked = Asked::new(by, "schedule.resume", Subject::Schedule(id));
+        let done = schedules::schedule_resume(self, id, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
-    async fn schedule_trigger(&self, id: i64, actor: Actor<'_>, now: Ts) -> Result<i64> {
-        schedules::schedule_trigger(self, id, actor, now).await
+    async fn schedule_trigger(&self, id: i64, by: Person<'_>, now: Ts) -> Result<i64> {
+        let asked = Asked::new(by, "schedule.trigger", Subject::Schedule(id));
+        let done = schedules::schedule_trigger(self, id, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
     async fn schedule_fire_due(
@@ -268,10 +320,17 @@ impl<D: Dialect> Store for D {
         filter: &crate::run_filter::RunFilter,
         action: app::search::BulkAction,
         expected: i64,
-        actor: Actor<'_>,
+        by: Person<'_>,
         now: Ts,
     ) -> Result<app::search::BulkResult> {
-        bulk::bulk_apply(self, filter, action, expected, actor, now).await
+        let verb = match action {
+            app::search::BulkAction::Retry => "runs.bulk_retry",
+            app::search::BulkAction::Cancel => "runs.bulk_cancel",
+            app::search::BulkAction::Skip => "runs.bulk_skip",
+        };
+        let asked = Asked::new(by, verb, Subject::Runs(bulk::described(filter)));
+        let done = bulk::bulk_apply(self, filter, action, expected, &asked, now).await;
+        asked.settle(self, done, now).await
     }
 
     async fn run_log(&self, id: i64) -> Result<String> {
@@ -379,15 +438,32 @@ impl<D: Dialect> Store for D {
         retention::plan_prune(self, ids, cutoff).await
     }
 
-    async fn session_insert(&self, session: &Session, now: Ts) -> Result<()> {
-        sessions::session_insert(self, session, now).await
+    async fn session_insert(&self, session: &Session, by: Person<'_>, now: Ts) -> Result<()> {
+        sessions::session_insert(self, session, by, now).await
     }
 
     async fn session_get(&self, token_hash: &str, now: Ts) -> Result<Option<Session>> {
         sessions::session_get(self, token_hash, now).await
     }
 
-    async fn session_delete(&self, token_hash: &str) -> Result<()> {
-        sessions::session_delete(self, token_hash).await
+    async fn session_delete(&self, token_hash: &str, by: Person<'_>, now: Ts) -> Result<()> {
+        sessions::session_delete(self, token_hash, by, now).await
+    }
+
+    async fn audit_list(
+        &self,
+        filter: &crate::audit_filter::AuditFilter,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<app::audit::AuditList> {
+        audit::audit_list(self, filter, before, limit).await
+    }
+
+    async fn audit_sign_in_failed(&self, by: Person<'_>, reason: &str, now: Ts) -> Result<()> {
+        audit::sign_in_failed(self, by, reason, now).await
+    }
+
+    async fn audit_prune(&self, cutoff: Ts, limit: i64) -> Result<u64> {
+        audit::audit_prune(self, cutoff, limit).await
     }
 }

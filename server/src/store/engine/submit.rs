@@ -1,22 +1,24 @@
 //! Plan submission: a plan, its tasks and (when it starts now) their first
 //! runs in one transaction; once per idempotency key when one is given.
 
+use super::audit::{Asked, Subject};
 use super::{Dialect, dependencies, optional};
 use crate::plan::NewPlan;
 use crate::store::signals::Signal;
 use crate::store::submission::{self, IdempotencyKey, Submitted};
-use crate::store::{Actor, Result, Ts};
+use crate::store::{Result, Ts};
 
 /// Stores a validated plan; creates PENDING runs when `plan.start`.
 pub async fn plan_insert<D: Dialect>(
     d: &D,
     plan: &NewPlan,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
 ) -> Result<i64> {
     let mut tx = d.begin().await?;
-    let plan_id = D::plan_write(&mut tx, plan, actor, now).await?;
+    let plan_id = D::plan_write(&mut tx, plan, asked.by.name, now).await?;
     dependencies::plan_written::<D>(&mut tx, plan_id, plan, now).await?;
+    submitted::<D>(&mut tx, asked, plan_id, plan, now).await?;
     D::commit(tx).await?;
     if plan.start {
         d.signals().raise(Signal::Changed);
@@ -30,7 +32,7 @@ pub async fn plan_insert<D: Dialect>(
 pub async fn plan_insert_keyed<D: Dialect>(
     d: &D,
     plan: &NewPlan,
-    actor: Actor<'_>,
+    asked: &Asked<'_>,
     now: Ts,
     key: &IdempotencyKey<'_>,
 ) -> Result<Submitted> {
@@ -65,8 +67,9 @@ pub async fn plan_insert_keyed<D: Dialect>(
             return Ok(answer);
         }
     }
-    let plan_id = D::plan_write(&mut tx, plan, actor, now).await?;
+    let plan_id = D::plan_write(&mut tx, plan, asked.by.name, now).await?;
     dependencies::plan_written::<D>(&mut tx, plan_id, plan, now).await?;
+    submitted::<D>(&mut tx, asked, plan_id, plan, now).await?;
     D::execute(
         &mut tx,
         "UPDATE plan_submission SET plan_id = $2, body_sha256 = $3 WHERE idempotency_key = $1"
@@ -83,4 +86,25 @@ pub async fn plan_insert_keyed<D: Dialect>(
         d.signals().raise(Signal::Changed);
     }
     Ok(Submitted::Created(plan_id))
+}
+
+/// The submit's audit entry. A replayed submit (its key seen before)
+/// changed nothing and has none.
+async fn submitted<D: Dialect>(
+    tx: &mut D::Tx,
+    asked: &Asked<'_>,
+    plan_id: i64,
+    plan: &NewPlan,
+    now: Ts,
+) -> Result<()> {
+    let n = plan.tasks.len();
+    let detail = format!(
+        "{n} {}{}",
+        if n == 1 { "task" } else { "tasks" },
+        if plan.start { "" } else { ", not started" }
+    );
+    asked
+        .about(Subject::Plan(plan_id))
+        .done::<D>(tx, &detail, now)
+        .await
 }

@@ -57,7 +57,7 @@ async fn waits_for_round(
 ) -> (bool, tokio::task::JoinHandle<Result<i64>>) {
     let submit = tokio::spawn({
         let store = store.clone();
-        async move { store.plan_insert(&plan, "test", Ts::now()).await }
+        async move { store.plan_insert(&plan, "test".into(), Ts::now()).await }
     });
     loop {
         if waiting_for_round(store).await > 0 {
@@ -121,7 +121,7 @@ async fn available_runs(store: &PgStore, n: usize) {
     let body = serde_json::json!({"name": "runs", "tasks": tasks});
     let plan = parse_json(body.to_string().as_bytes()).expect("a valid plan");
     store
-        .plan_insert(&plan, "test", Ts::now())
+        .plan_insert(&plan, "test".into(), Ts::now())
         .await
         .expect("submit");
     store

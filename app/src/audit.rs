@@ -1,0 +1,154 @@
+//! The audit log: who changed what, when and from where (operator
+//! actions, sign-ins, failed sign-ins and sign-outs), as the Audit page,
+//! `GET /api/v1/audit` and `baton audit` show it.
+//!
+//! The filter crosses as text and is checked once on the server, as the
+//! runs search's is (`search`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Every action the log records; an `action` filter is a prefix of some.
+/// Stable: scripts filter on them.
+pub const ACTIONS: &[&str] = &[
+    "auth.sign_in",
+    "auth.sign_in_failed",
+    "auth.sign_out",
+    "plan.approve",
+    "plan.cancel",
+    "plan.pause",
+    "plan.resume",
+    "plan.retry",
+    "plan.start",
+    "plan.submit",
+    "runs.bulk_cancel",
+    "runs.bulk_retry",
+    "runs.bulk_skip",
+    "schedule.create",
+    "schedule.delete",
+    "schedule.pause",
+    "schedule.resume",
+    "schedule.trigger",
+    "schedule.update",
+    "target.capacity",
+    "target.pause",
+    "target.resume",
+    "task.approve",
+    "task.cancel",
+    "task.retry",
+    "task.skip",
+];
+
+/// An audit search as typed. Every field is optional; empty means "any".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    /// Who acted (or tried to sign in as), exactly.
+    pub actor: Option<String>,
+    /// The start of an action: `task.` finds every task action,
+    /// `auth.sign_in_failed` only failed sign-ins.
+    pub action: Option<String>,
+    /// Part of what it touched, any case: a plan, task, schedule or
+    /// target name, `task 12`.
+    pub subject: Option<String>,
+    /// At or after: a time (RFC 3339, `2026-11-25T10:00` in UTC, a date)
+    /// or a duration ago (`1h`, `7d`).
+    pub since: Option<String>,
+    /// Before; the same forms as `since`.
+    pub until: Option<String>,
+}
+
+impl AuditQuery {
+    /// The fields as `(name, value)`, empty ones left out, in URL order.
+    pub fn pairs(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("actor", &self.actor),
+            ("action", &self.action),
+            ("subject", &self.subject),
+            ("since", &self.since),
+            ("until", &self.until),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| {
+            value
+                .as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(|v| (name, v))
+        })
+        .collect()
+    }
+
+    pub fn is_filtered(&self) -> bool {
+        !self.pairs().is_empty()
+    }
+
+    /// The query string (without `?`) for these fields plus `extra`.
+    pub fn to_query_string(&self, extra: &[(&str, String)]) -> String {
+        self.pairs()
+            .into_iter()
+            .map(|(name, value)| (name, value.to_owned()))
+            .chain(extra.iter().map(|(n, v)| (*n, v.clone())))
+            .map(|(name, value)| format!("{name}={}", crate::query::encode_value(&value)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+/// Whether the change was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Done,
+    /// The engine refused it (the status did not allow it, the person
+    /// may not, a failed sign-in); nothing changed.
+    Refused,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::Refused => "refused",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Outcome> {
+        match text {
+            "done" => Some(Outcome::Done),
+            "refused" => Some(Outcome::Refused),
+            _ => None,
+        }
+    }
+}
+
+/// One entry of the log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    /// The user; for a failed sign-in, the name that was tried.
+    pub actor: String,
+    /// The client's IP address as the server saw it.
+    pub address: Option<String>,
+    /// `X-Forwarded-For` as the client sent it: not checked, not trusted.
+    pub forwarded_for: Option<String>,
+    pub action: String,
+    pub outcome: Outcome,
+    /// What it touched, readable.
+    pub subject: String,
+    /// For links: the plan, task, schedule or target it touched.
+    pub plan_id: Option<i64>,
+    pub task_id: Option<i64>,
+    pub schedule_id: Option<i64>,
+    pub target: Option<String>,
+    /// How many runs, the capacity set, or why it was refused.
+    pub detail: String,
+}
+
+/// A page of entries, newest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditList {
+    pub entries: Vec<AuditEntry>,
+    /// Pass as `before` for the next, older page; absent on the last page.
+    pub next_before: Option<i64>,
+}

@@ -1,0 +1,251 @@
+//! The audit log: an entry for every change a person asks for, written
+//! in the change's own transaction (an action that rolls back leaves
+//! none), and one for each refusal, written on its own afterwards.
+//!
+//! Refusals are recorded because an incident review asks what people
+//! tried as well as what they did: a cancel refused because the run had
+//! ended, a bulk retry refused because the set changed under the
+//! operator's eyes, an approval refused by the approver list. Those are
+//! the engine's 409, 403 and 422 answers. A 404 (no such plan or task)
+//! touched nothing and is not recorded, nor is a database error (nothing
+//! was decided, and the database may not take the entry either).
+//!
+//! The scheduler's and replicas' own transitions are not audited: the
+//! event history records them.
+
+use app::audit::Outcome;
+
+use super::{Dialect, optional};
+use crate::store::audit::{AUDIT_INSERT, AuditRow, Person, client_text, list_sql, page};
+use crate::store::{Result, StoreError, Ts};
+
+/// What an entry touched. Names are read when the entry is written and
+/// kept as text, so the entry still says what it was after a plan is
+/// pruned or a schedule deleted.
+#[derive(Debug, Clone)]
+pub enum Subject<'a> {
+    Plan(i64),
+    Task(i64),
+    Schedule(i64),
+    Target(&'a str),
+    /// Something being created, by kind and name: what a refused submit
+    /// names (a created one is recorded under its id, [`Asked::about`]).
+    New(&'static str, &'a str),
+    /// The runs a bulk action's filter matched, described.
+    Runs(String),
+    /// A dashboard session (signing in and out).
+    Session,
+}
+
+/// A change a person asked for: who, which action, on what. The engine
+/// records it when the change commits ([`Asked::done`]); the store,
+/// when the engine refuses it ([`Asked::settle`]).
+#[derive(Debug, Clone)]
+pub struct Asked<'a> {
+    pub by: Person<'a>,
+    /// A stable verb of [`app::audit::ACTIONS`].
+    pub action: &'static str,
+    pub subject: Subject<'a>,
+}
+
+impl<'a> Asked<'a> {
+    pub fn new(by: Person<'a>, action: &'static str, subject: Subject<'a>) -> Self {
+        Asked {
+            by,
+            action,
+            subject,
+        }
+    }
+
+    /// The same request, about `subject` (a plan or schedule just made).
+    pub fn about(&self, subject: Subject<'a>) -> Asked<'a> {
+        Asked {
+            subject,
+            ..self.clone()
+        }
+    }
+
+    /// Records the change in `tx`, the transaction that makes it.
+    pub async fn done<D: Dialect>(&self, tx: &mut D::Tx, detail: &str, now: Ts) -> Result<()> {
+        write::<D>(tx, self, Outcome::Done, detail, now).await
+    }
+
+    /// Passes `result` on; when it is a refusal, records it first in a
+    /// transaction of its own (the change's was rolled back). Failing to
+    /// record it is logged, and the refusal still answered.
+    pub async fn settle<D: Dialect, T>(&self, d: &D, result: Result<T>, now: Ts) -> Result<T> {
+        let reason = match &result {
+            Err(
+                StoreError::Conflict(why) | StoreError::Forbidden(why) | StoreError::Invalid(why),
+            ) => why.clone(),
+            _ => return result,
+        };
+        let recorded = async {
+            let mut tx = d.begin().await?;
+            write::<D>(&mut tx, self, Outcome::Refused, &reason, now).await?;
+            D::commit(tx).await
+        };
+        if let Err(e) = recorded.await {
+            tracing::warn!(error = %e, action = self.action, "cannot record a refused action");
+        }
+        result
+    }
+}
+
+/// What an entry's subject columns hold.
+#[derive(Default)]
+struct Named {
+    text: String,
+    plan_id: Option<i64>,
+    task_id: Option<i64>,
+    schedule_id: Option<i64>,
+    target: Option<String>,
+}
+
+/// The subject's names as they stand in `tx`; its id alone when it is
+/// gone (a refusal can name what does not exist).
+async fn named<D: Dialect>(tx: &mut D::Tx, subject: &Subject<'_>) -> Result<Named> {
+    Ok(match subject {
+        Subject::Plan(id) => {
+            let name: Option<(String,)> =
+                optional::<D, _>(tx, "SELECT name FROM plan WHERE id = $1", &[(*id).into()])
+                    .await?;
+            Named {
+                text: match name {
+                    Some((name,)) => format!("plan {id} {name}"),
+                    None => format!("plan {id}"),
+                },
+                plan_id: Some(*id),
+                ..Named::default()
+            }
+        }
+        Subject::Task(id) => {
+            let found: Option<(String, i64, String)> = optional::<D, _>(
+                tx,
+                "SELECT t.name, p.id, p.name FROM task t JOIN plan p ON p.id = t.plan_id
+                 WHERE t.id = $1",
+                &[(*id).into()],
+            )
+            .await?;
+            match found {
+                Some((task, plan_id, plan)) => Named {
+                    text: format!("task {id} {task} of plan {plan_id} {plan}"),
+                    plan_id: Some(plan_id),
+                    task_id: Some(*id),
+                    ..Named::default()
+                },
+                None => Named {
+                    text: format!("task {id}"),
+                    task_id: Some(*id),
+                    ..Named::default()
+                },
+            }
+        }
+        Subject::Schedule(id) => {
+            let name: Option<(String,)> = optional::<D, _>(
+                tx,
+                "SELECT name FROM schedule WHERE id = $1",
+                &[(*id).into()],
+            )
+            .await?;
+            Named {
+                text: match name {
+                    Some((name,)) => format!("schedule {id} {name}"),
+                    None => format!("schedule {id}"),
+                },
+                schedule_id: Some(*id),
+                ..Named::default()
+            }
+        }
+        Subject::Target(target) => {
+            let target = client_text(target.trim());
+            Named {
+                text: format!("target {target}"),
+                target: Some(target),
+                ..Named::default()
+            }
+        }
+        Subject::New(kind, name) => Named {
+            text: format!("{kind} {}", client_text(name)),
+            ..Named::default()
+        },
+        Subject::Runs(described) => Named {
+            text: described.clone(),
+            ..Named::default()
+        },
+        Subject::Session => Named {
+            text: "dashboard session".to_owned(),
+            ..Named::default()
+        },
+    })
+}
+
+async fn write<D: Dialect>(
+    tx: &mut D::Tx,
+    asked: &Asked<'_>,
+    outcome: Outcome,
+    detail: &str,
+    now: Ts,
+) -> Result<()> {
+    let named = named::<D>(tx, &asked.subject).await?;
+    D::execute(
+        tx,
+        AUDIT_INSERT.into(),
+        &[
+            now.into(),
+            asked.by.name.into(),
+            asked.by.address.into(),
+            asked.by.forwarded_for.into(),
+            asked.action.into(),
+            outcome.as_str().into(),
+            named.text.as_str().into(),
+            named.plan_id.into(),
+            named.task_id.into(),
+            named.schedule_id.into(),
+            named.target.as_deref().into(),
+            detail.into(),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Entries `filter` matches with ids below `before`, newest first, at
+/// most `limit`.
+pub async fn audit_list<D: Dialect>(
+    d: &D,
+    filter: &crate::audit_filter::AuditFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<app::audit::AuditList> {
+    let (sql, values) = list_sql(filter);
+    let mut args = vec![before.unwrap_or(i64::MAX).into(), (limit + 1).into()];
+    args.extend(values.iter().map(|v| v.arg()));
+    // Planned for its actual arguments: which index serves depends on
+    // which filters are set.
+    let rows: Vec<AuditRow> = d.read(super::Sql::built(sql).unprepared(), &args).await?;
+    page(rows, limit as usize)
+}
+
+/// Deletes up to `limit` entries older than `cutoff`, oldest first; how
+/// many.
+pub async fn audit_prune<D: Dialect>(d: &D, cutoff: Ts, limit: i64) -> Result<u64> {
+    d.write(
+        crate::store::audit::AUDIT_PRUNE.into(),
+        &[cutoff.into(), limit.into()],
+    )
+    .await
+}
+
+/// A failed sign-in: there is no change to attach it to.
+pub async fn sign_in_failed<D: Dialect>(
+    d: &D,
+    by: Person<'_>,
+    reason: &str,
+    now: Ts,
+) -> Result<()> {
+    let asked = Asked::new(by, "auth.sign_in_failed", Subject::Session);
+    let mut tx = d.begin().await?;
+    write::<D>(&mut tx, &asked, Outcome::Refused, reason, now).await?;
+    D::commit(tx).await
+}
