@@ -5,7 +5,8 @@ use clap::{Parser, Subcommand};
 
 use crate::bench::BenchArgs;
 use crate::client::{
-    ApproveArgs, PausedArgs, PlanArg, RunsArgs, ScheduleArgs, StatusArgs, SubmitArgs, TargetArgs,
+    ApproveArgs, AuditArgs, PausedArgs, PlanArg, RunsArgs, ScheduleArgs, StatusArgs, SubmitArgs,
+    TargetArgs,
 };
 use crate::config::Settings;
 
@@ -35,6 +36,9 @@ pub enum Command {
     /// Search runs across plans, newest first: by status, target, plan,
     /// replica, actor, error text, finish time.
     Runs(RunsArgs),
+    /// Show the audit log, newest first: who did what, when and from
+    /// where, by actor, action, subject and time.
+    Audit(AuditArgs),
     /// Approve a task waiting for approval, or every such task of a plan.
     Approve(ApproveArgs),
     /// Pause a plan: none of its runs is promoted until it is resumed.

@@ -31,6 +31,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Submit(args) => baton::client::submit(args, cli.settings.listen).await,
         Command::Status(args) => baton::client::status(args, cli.settings.listen).await,
         Command::Runs(args) => baton::client::runs(args, cli.settings.listen).await,
+        Command::Audit(args) => baton::client::audit(args, cli.settings.listen).await,
         Command::Approve(args) => baton::client::approve(args, cli.settings.listen).await,
         Command::Pause(args) => baton::client::pause(args, cli.settings.listen, false).await,
         Command::Resume(args) => baton::client::pause(args, cli.settings.listen, true).await,

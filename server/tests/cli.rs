@@ -369,6 +369,31 @@ async fn runs_lists_the_search_and_acts_on_it_at_the_count_expected() {
     let plan = store.plan_get(1).await.unwrap();
     let boom = plan.tasks.iter().find(|t| t.name == "boom").unwrap();
     assert_eq!(boom.attempt, Some(2));
+
+    // `baton audit` lists the bulk retry and the refusal before it, from
+    // this machine, newest first; a filter by action keeps only those.
+    let out = baton(&server, &dir, &["audit", "--action", "runs."]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two entries: {stdout}");
+    assert!(
+        lines[1].contains("runs.bulk_retry") && lines[1].contains("1 run"),
+        "{stdout}"
+    );
+    assert!(lines[1].contains("127.0.0.1"), "{stdout}");
+    assert!(
+        lines[2].contains("runs.bulk_retry (refused)") && lines[2].contains("you saw 2"),
+        "{stdout}"
+    );
+    let out = baton(&server, &dir, &["audit", "--json", "--limit", "1"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(page["entries"][0]["action"], "runs.bulk_retry");
+    assert!(page["next_before"].is_i64(), "{page}");
+    let out = baton(&server, &dir, &["audit", "--since", "someday"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("since"), "{}", text(&out.stderr));
 }
 
 /// `baton hash-password` and `baton new-token` make what the users file

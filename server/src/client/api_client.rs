@@ -149,6 +149,29 @@ impl ApiClient {
         self.send(request).await
     }
 
+    /// `GET /api/v1/audit`: a page of the audit log, newest first.
+    pub async fn audit(
+        &self,
+        filter: &app::audit::AuditQuery,
+        before: Option<i64>,
+        limit: i64,
+    ) -> anyhow::Result<app::audit::AuditList> {
+        let mut query: Vec<(&str, String)> = filter
+            .pairs()
+            .into_iter()
+            .map(|(name, value)| (name, value.to_owned()))
+            .collect();
+        query.push(("limit", limit.to_string()));
+        if let Some(before) = before {
+            query.push(("before", before.to_string()));
+        }
+        let request = self
+            .http
+            .get(format!("{}/api/v1/audit", self.base))
+            .query(&query);
+        self.send(request).await
+    }
+
     /// `GET /api/v1/runs/bulk`: how many runs each bulk action would change.
     pub async fn runs_bulk_counts(&self, filter: &RunQuery) -> anyhow::Result<BulkCounts> {
         let query: Vec<(&str, &str)> = filter.pairs();

@@ -1,5 +1,5 @@
-//! `baton submit`, `status`, `runs`, `approve`, `pause`, `resume`, `target`
-//! and `schedule`: the operator's command line, a client of a running
+//! `baton submit`, `status`, `runs`, `audit`, `approve`, `pause`,
+//! `resume`, `target` and `schedule`: the operator's command line, a client of a running
 //! server's REST API.
 //!
 //! They talk HTTP rather than open the database themselves so a plan passes
@@ -7,6 +7,7 @@
 //! and so the commands work from any machine that can reach a replica.
 
 mod api_client;
+mod audit;
 pub mod progress;
 mod render;
 mod runs;
@@ -18,6 +19,7 @@ mod workflow;
 use clap::Args;
 
 pub use self::api_client::{ApiClient, PlanFormat};
+pub use self::audit::{AuditArgs, audit};
 pub use self::runs::{RunsArgs, runs};
 pub use self::schedules::{ScheduleArgs, schedule};
 pub use self::status::{StatusArgs, status};

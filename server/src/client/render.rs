@@ -70,6 +70,36 @@ pub fn run_list(list: &RunList) -> String {
     out
 }
 
+/// One line per audit entry, newest first.
+pub fn audit_list(list: &app::audit::AuditList) -> String {
+    if list.entries.is_empty() {
+        return "no entry matches\n".to_owned();
+    }
+    let mut rows = vec![header(&[
+        "ID", "AT", "ACTOR", "FROM", "ACTION", "SUBJECT", "DETAIL",
+    ])];
+    rows.extend(list.entries.iter().map(|e| {
+        let action = match e.outcome {
+            app::audit::Outcome::Done => e.action.clone(),
+            app::audit::Outcome::Refused => format!("{} (refused)", e.action),
+        };
+        vec![
+            e.id.to_string(),
+            e.at.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+            e.actor.clone(),
+            e.address.clone().unwrap_or_default(),
+            action,
+            e.subject.clone(),
+            e.detail.chars().take(80).collect(),
+        ]
+    }));
+    let mut out = table(&rows);
+    if let Some(next) = list.next_before {
+        out.push_str(&format!("(more: --before {next})\n"));
+    }
+    out
+}
+
 /// One line per plan, newest first, with its tasks counted by status.
 pub fn plan_list(list: &PlanList) -> String {
     let mut rows = vec![header(&["ID", "NAME", "STATUS", "TASKS", "CREATED"])];
