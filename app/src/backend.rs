@@ -60,6 +60,15 @@ pub trait DashboardSource: Send + Sync + 'static {
         query: crate::search::RunQuery,
         expected: i64,
     ) -> Result<crate::search::BulkResult, DashboardError>;
+    /// Audit entries matching `query` with ids below `before`, newest
+    /// first; a filter that cannot be read is [`DashboardError::Invalid`]
+    /// naming it.
+    async fn audit(
+        &self,
+        query: crate::audit::AuditQuery,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<crate::views::AuditPage, DashboardError>;
     /// The run with its events and the last `log_lines` lines of its log.
     async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError>;
     async fn replicas(&self) -> Result<ReplicasPage, DashboardError>;

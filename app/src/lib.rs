@@ -40,10 +40,10 @@ use crate::components::session::{
     OpenServerBanner, SessionBar, SignedIn, who_attribute, who_is_asking,
 };
 use crate::pages::{
-    deliveries::DeliveriesListPage, login::LoginPage, overview::OverviewPage, plan::PlanDetailPage,
-    plans::PlansListPage, replicas::ReplicasListPage, run::RunDetailPage, runs::RunsListPage,
-    schedules::ScheduleDetailPage, schedules::SchedulesListPage, submit::SubmitPage,
-    targets::TargetsListPage,
+    audit::AuditListPage, deliveries::DeliveriesListPage, login::LoginPage, overview::OverviewPage,
+    plan::PlanDetailPage, plans::PlansListPage, replicas::ReplicasListPage, run::RunDetailPage,
+    runs::RunsListPage, schedules::ScheduleDetailPage, schedules::SchedulesListPage,
+    submit::SubmitPage, targets::TargetsListPage,
 };
 
 /// The whole HTML document; only ever rendered on the server.
@@ -141,6 +141,7 @@ pub fn App() -> impl IntoView {
                             <NavLink href="/targets" label="Targets" />
                             <NavLink href="/replicas" label="Replicas" />
                             <NavLink href="/deliveries" label="Deliveries" />
+                            <NavLink href="/audit" label="Audit" />
                         </nav>
                         <SessionBar />
                     </div>
@@ -159,6 +160,7 @@ pub fn App() -> impl IntoView {
                         <Route path=path!("/targets") view=TargetsListPage ssr=SsrMode::Async />
                         <Route path=path!("/replicas") view=ReplicasListPage ssr=SsrMode::Async />
                         <Route path=path!("/deliveries") view=DeliveriesListPage ssr=SsrMode::Async />
+                        <Route path=path!("/audit") view=AuditListPage ssr=SsrMode::Async />
                     </Routes>
                 </main>
             </div>

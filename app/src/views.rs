@@ -195,6 +195,13 @@ pub struct RunsPage {
     pub confirm: Option<(crate::search::BulkAction, i64)>,
 }
 
+/// `/audit`: one page of the audit log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditPage {
+    pub now: DateTime<Utc>,
+    pub list: crate::audit::AuditList,
+}
+
 /// `/runs/:id`: the run, its history and the end of its log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunPage {

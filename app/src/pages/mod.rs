@@ -1,5 +1,6 @@
 //! One module per page; each holds the server functions it calls.
 
+pub mod audit;
 pub mod deliveries;
 pub mod login;
 pub mod overview;

@@ -6,16 +6,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use app::audit::AuditQuery;
 use app::backend::{DashboardSource, PlanFilter};
 use app::error::DashboardError;
 use app::model::{Identity, TaskView};
 use app::search::{BulkAction, BulkResult, RunQuery};
 use app::views::{
-    Action, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage,
-    RunsPage, ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE, TargetChange,
-    TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
+    Action, AuditPage, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage,
+    ReplicasPage, RunPage, RunsPage, ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE,
+    TargetChange, TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
 };
 
+use crate::audit_filter;
 use crate::executor::CommandPolicy;
 use crate::liveness::replica_views;
 use crate::plan;
@@ -181,6 +183,22 @@ impl DashboardSource for StoreSource {
             .run_bulk(&filter, action, expected, who.into(), Ts::now())
             .await
             .map_err(failed)
+    }
+
+    async fn audit(
+        &self,
+        query: AuditQuery,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<AuditPage, DashboardError> {
+        let now = Ts::now();
+        let filter = audit_filter::parse(&query, now).map_err(bad_filter)?;
+        let list = self
+            .store
+            .audit_list(&filter, before, limit)
+            .await
+            .map_err(failed)?;
+        Ok(AuditPage { now: now.0, list })
     }
 
     async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError> {
