@@ -71,8 +71,9 @@ impl<'a> Asked<'a> {
     }
 
     /// Passes `result` on; when it is a refusal, records it first in a
-    /// transaction of its own (the change's was rolled back). Failing to
-    /// record it is logged, and the refusal still answered.
+    /// transaction of its own (the refused change's wrote nothing, and has
+    /// ended). Failing to record it is logged, and the refusal still
+    /// answered.
     pub async fn settle<D: Dialect, T>(&self, d: &D, result: Result<T>, now: Ts) -> Result<T> {
         let reason = match &result {
             Err(
