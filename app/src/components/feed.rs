@@ -51,10 +51,12 @@ pub enum Feed {
 }
 
 impl Feed {
-    /// The plans list's feed, normalised as its server function reads it.
+    /// The plans list's feed, normalised as its server function reads it
+    /// (the name search trimmed, the status as typed: a status with spaces
+    /// is an error there, so it must be one here too).
     pub fn plans(status: &str, q: &str, page: i64) -> Feed {
         Feed::Plans {
-            status: status.trim().to_owned(),
+            status: status.to_owned(),
             q: q.trim().to_owned(),
             page: page.max(1),
         }
