@@ -72,6 +72,16 @@ impl Feed {
         }
     }
 
+    /// Reads the plan's views until its first task has `status`; a feed
+    /// that never brings it fails the test instead of hanging it.
+    async fn until_task_status(&mut self, status: TaskStatus) {
+        let seen = tokio::time::timeout(Duration::from_secs(60), async {
+            while self.next_plan().await.plan.tasks[0].status != status {}
+        })
+        .await;
+        assert!(seen.is_ok(), "the feed never showed the task {status}");
+    }
+
     async fn next_plan(&mut self) -> PlanPage {
         let text = self.next().await;
         serde_json::from_str::<Result<PlanPage, DashboardError>>(&text)
@@ -146,12 +156,7 @@ mod cases {
             .await;
         assert_eq!(status, 200);
         for feed in &mut feeds {
-            loop {
-                let page = feed.next_plan().await;
-                if page.plan.tasks[0].status == TaskStatus::Canceled {
-                    break;
-                }
-            }
+            feed.until_task_status(TaskStatus::Canceled).await;
         }
 
         // The tabs go away: so does the view's refresher.
@@ -227,6 +232,37 @@ mod cases {
         let nothing = Feed::open(&server.http, &url("plan/x")).await;
         assert_eq!(nothing.status(), 404);
     }
+}
+
+/// On PostgreSQL a commit on another replica reaches this replica's feed
+/// through LISTEN/NOTIFY, not by waiting for the idle refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_on_another_replica_reaches_the_feed_through_notify() {
+    let db = Arc::new(TestDb::new(Kind::Postgres).await);
+    // The watching replica never re-reads idly within the test.
+    let watching = Server::start_on(db.clone(), &["--live-idle-refresh", "1h"]).await;
+    let other = Server::start_on(db, &[]).await;
+    // Scheduled far ahead: PENDING, so the cancel is one commit on the
+    // other replica and nothing on the watching one moves it.
+    let (_, plan) = other
+        .post(
+            "/api/v1/plans",
+            json!({"name": "far", "tasks": [{"name": "later", "target": "t", "sleep": "1s",
+                "run_at": "2099-01-01T00:00:00Z"}]}),
+        )
+        .await;
+    let id = plan["id"].as_i64().unwrap();
+    let task = plan["tasks"][0]["id"].as_i64().unwrap();
+    let mut feed =
+        Feed::of(Feed::open(&watching.http, &format!("{}/live/plan/{id}", watching.base)).await);
+    let first = feed.next_plan().await;
+    assert_eq!(first.plan.tasks[0].status, TaskStatus::Pending);
+
+    let (status, _) = other
+        .post_empty(&format!("/api/v1/tasks/{task}/cancel"))
+        .await;
+    assert_eq!(status, 200);
+    feed.until_task_status(TaskStatus::Canceled).await;
 }
 
 /// Views followed on a server whose `/metrics` needs a sign-in: read from
