@@ -102,3 +102,18 @@ test('a hidden tab closes its feed and opens a new one when shown again', async 
   // The reopened feed's first message is the current view.
   await expect(page.locator('[data-count="RUNNING"]')).toBeVisible();
 });
+
+test('a page whose feed is refused polls its server function instead', async ({ page }) => {
+  // As a replica past BATON_LIVE_MAX_VIEWS answers.
+  await page.route('**/live/**', (route) =>
+    route.fulfill({ status: 503, contentType: 'text/plain', body: 'too many live views' }),
+  );
+  const polls: string[] = [];
+  page.on('request', (r) => {
+    if (r.url().includes('/_fn/overview')) polls.push(r.url());
+  });
+  await hydrated(page, '/');
+  // One poll at once, then one every 2 s: the page stays live.
+  await expect.poll(() => polls.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
+  await expect(page.locator('[data-count="RUNNING"]')).toBeVisible();
+});
