@@ -56,7 +56,8 @@ impl Refresher {
         let config = self.hub.config.clone();
         let mut changes = self.hub.signals.changes();
         loop {
-            // Signals raised from here on are news to the read below.
+            // The read below covers what was signalled until now; a signal
+            // raised during it calls for the next one.
             changes.mark_unchanged();
             let read_at = Instant::now();
             self.read_once().await;
@@ -79,7 +80,7 @@ impl Refresher {
     }
 
     /// Reads the view and publishes it if it differs from the last one.
-    pub(super) async fn read_once(&self) {
+    async fn read_once(&self) {
         let feed = self.feed.clone();
         let read = self
             .owner
