@@ -264,19 +264,28 @@ test('a hidden tab stops refreshing and catches up when shown again', async ({ p
   await page.addInitScript(() => {
     Object.defineProperty(document, 'hidden', { get: () => (window as any).__hidden === true });
   });
-  const refetches: string[] = [];
+  const setHidden = (hidden: boolean) =>
+    page.evaluate((hidden) => {
+      (window as any).__hidden = hidden;
+      document.dispatchEvent(new Event('visibilitychange'));
+    }, hidden);
+  // The page follows its live feed (one request per connection) and
+  // polls nothing while the feed works.
+  const feeds: string[] = [];
+  const polls: string[] = [];
   page.on('request', (req) => {
-    if (req.url().includes('/_fn/')) refetches.push(req.url());
+    if (req.url().includes('/live/')) feeds.push(req.url());
+    if (req.url().includes('/_fn/')) polls.push(req.url());
   });
   await hydrated(page, '/');
-  await expect.poll(() => refetches.length, { timeout: 10_000 }).toBeGreaterThan(0);
-  await page.evaluate(() => ((window as any).__hidden = true));
-  await page.waitForTimeout(2_500); // a refetch already under way may land
-  const whileHidden = refetches.length;
-  await page.waitForTimeout(5_000); // two and a half refresh periods
-  expect(refetches.length).toBe(whileHidden);
-  await page.evaluate(() => ((window as any).__hidden = false));
-  await expect.poll(() => refetches.length, { timeout: 5_000 }).toBeGreaterThan(whileHidden);
+  await expect.poll(() => feeds.length, { timeout: 10_000 }).toBe(1);
+  await setHidden(true);
+  await page.waitForTimeout(5_000); // two and a half of the old refresh periods
+  expect(feeds.length).toBe(1);
+  await setHidden(false);
+  // Shown again: a new connection, whose first message is the current view.
+  await expect.poll(() => feeds.length, { timeout: 5_000 }).toBe(2);
+  expect(polls).toEqual([]);
 });
 
 test('an unknown plan or run is a 404 page', async ({ page, request }) => {

@@ -79,6 +79,24 @@ pub struct Settings {
     /// Attempts per delivery before it is given up.
     #[arg(long, env = "BATON_WEBHOOK_MAX_ATTEMPTS", default_value_t = scheduler::DEFAULT_WEBHOOK_MAX_ATTEMPTS, global = true)]
     pub webhook_max_attempts: u32,
+    /// The dashboard's live feed reads one view at most this often,
+    /// however many tabs watch it (100ms to 60s).
+    #[arg(long, env = "BATON_LIVE_INTERVAL", default_value = duration_text(crate::dashboard::live::DEFAULT_INTERVAL), value_parser = humantime::parse_duration, global = true)]
+    pub live_interval: Duration,
+    /// The live feed re-reads a watched view this often even when no
+    /// change was signalled, for heartbeat ages and changes made on other
+    /// replicas that announce nothing (at least BATON_LIVE_INTERVAL).
+    #[arg(long, env = "BATON_LIVE_IDLE_REFRESH", default_value = duration_text(crate::dashboard::live::DEFAULT_IDLE_REFRESH), value_parser = humantime::parse_duration, global = true)]
+    pub live_idle_refresh: Duration,
+    /// The most distinct views (a plan, a search) one replica's live feed
+    /// follows at once; past it, new ones are refused with 503 and those
+    /// pages poll instead.
+    #[arg(long, env = "BATON_LIVE_MAX_VIEWS", default_value_t = crate::dashboard::live::DEFAULT_MAX_VIEWS, global = true)]
+    pub live_max_views: usize,
+    /// The most open live connections (tabs) one replica serves; past it,
+    /// new ones are refused with 503.
+    #[arg(long, env = "BATON_LIVE_MAX_SUBSCRIBERS", default_value_t = crate::dashboard::live::DEFAULT_MAX_SUBSCRIBERS, global = true)]
+    pub live_max_subscribers: usize,
     /// The dashboard's address as operators reach it, for links in
     /// notifications. Default: http://<BATON_LISTEN>.
     #[arg(long, env = "BATON_PUBLIC_URL", global = true)]
@@ -156,6 +174,16 @@ impl Settings {
                 max_attempts: self.webhook_max_attempts,
             },
         }
+    }
+
+    /// The dashboard's live feed settings, checked.
+    pub fn live(&self) -> anyhow::Result<crate::dashboard::live::LiveConfig> {
+        crate::dashboard::live::LiveConfig::new(
+            self.live_interval,
+            self.live_idle_refresh,
+            self.live_max_views,
+            self.live_max_subscribers,
+        )
     }
 
     /// Where notifications go, for the store.

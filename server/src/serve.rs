@@ -97,13 +97,39 @@ pub fn router(
     settings: &Settings,
     users: Option<Users>,
 ) -> anyhow::Result<axum::Router> {
+    let source = Arc::new(dashboard::StoreSource {
+        store: store.clone(),
+        stale_after: settings.stale_after,
+        commands: settings.command_policy(),
+    });
+    router_over(store, source, replica, scheduler, settings, users)
+}
+
+/// [`router`] with the dashboard reading through `source` (`bench --live`
+/// counts page reads through one).
+pub fn router_over(
+    store: Arc<dyn Store>,
+    source: Arc<dyn app::backend::DashboardSource>,
+    replica: ReplicaInfo,
+    scheduler: SchedulerView,
+    settings: &Settings,
+    users: Option<Users>,
+) -> anyhow::Result<axum::Router> {
     let auth = Arc::new(Auth::new(
         users,
         store.clone(),
         settings.session_ttl,
         &settings.notify_targets()?.public_url,
     )?);
+    let backend = app::backend::Backend(source);
+    let hub = dashboard::live::Hub::new(
+        settings.live()?,
+        backend.clone(),
+        store.signals().clone(),
+        scheduler.stopping.clone(),
+    );
     let state = ApiState {
+        live: hub.clone(),
         store: store.clone(),
         replica,
         stale_after: settings.stale_after,
@@ -121,17 +147,12 @@ pub fn router(
         .site_pkg_dir("pkg")
         .site_addr(settings.listen)
         .build();
-    let backend = app::backend::Backend(Arc::new(dashboard::StoreSource {
-        store,
-        stale_after: settings.stale_after,
-        commands: settings.command_policy(),
-    }));
     let sign_in = axum::Router::new()
         .route("/auth/login", post(auth::login))
         .route("/auth/logout", post(auth::logout))
         .with_state(auth.clone());
     let app = api::router(state)
-        .merge(dashboard::router(options, backend, &bundle))
+        .merge(dashboard::router(options, backend, hub, &bundle))
         .merge(sign_in)
         .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
         // Pages, JSON and the wasm bundle shrink several times over.

@@ -2,6 +2,7 @@
 
 pub mod actions;
 pub mod chart;
+pub mod feed;
 pub mod graph;
 pub mod keys;
 pub mod live;

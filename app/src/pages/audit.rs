@@ -9,7 +9,8 @@ use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
 use crate::audit::{AuditEntry, AuditQuery, Outcome};
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::feed::Feed;
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::tables::{DataTable, LINK, TD};
@@ -67,10 +68,14 @@ pub fn AuditListPage() -> impl IntoView {
         until: Some(field("until")),
     };
     let before = move || field("before").parse::<i64>().ok();
-    let tick = use_tick(REFRESH_EVERY);
+    let live = use_live(move || Feed::audit(query(), before()));
     let data = Resource::new(
-        move || (query(), before(), tick.get()),
-        |(q, before, _)| load_audit(q.actor, q.action, q.subject, q.since, q.until, before),
+        move || (query(), before(), live.track()),
+        move |(q, before, _)| {
+            live.or_fetch(load_audit(
+                q.actor, q.action, q.subject, q.since, q.until, before,
+            ))
+        },
     );
     let text_input = move |name: &'static str, label: &'static str, hint: &'static str| {
         view! {

@@ -2,7 +2,8 @@
 
 use leptos::prelude::*;
 
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::feed::Feed;
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::tables::DeliveryTable;
@@ -17,8 +18,11 @@ pub async fn load_deliveries() -> Result<DeliveriesPage, DashboardError> {
 
 #[component]
 pub fn DeliveriesListPage() -> impl IntoView {
-    let tick = use_tick(REFRESH_EVERY);
-    let data = Resource::new(move || tick.get(), |_| load_deliveries());
+    let live = use_live(|| Feed::Deliveries);
+    let data = Resource::new(
+        move || live.track(),
+        move |_| live.or_fetch(load_deliveries()),
+    );
     view! {
         <section class="space-y-4">
             <h1 class="text-2xl font-semibold tracking-tight">"Webhook deliveries"</h1>

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use leptos::prelude::*;
 
 use crate::components::chart::ThroughputChart;
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::feed::Feed;
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::status::{ProgressBar, task_status_class};
@@ -24,8 +25,11 @@ pub async fn load_overview() -> Result<Overview, DashboardError> {
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
-    let tick = use_tick(REFRESH_EVERY);
-    let data = Resource::new(move || tick.get(), |_| load_overview());
+    let live = use_live(|| Feed::Overview);
+    let data = Resource::new(
+        move || live.track(),
+        move |_| live.or_fetch(load_overview()),
+    );
     view! {
         <section class="space-y-6">
             <h1 class="text-2xl font-semibold tracking-tight">"Overview"</h1>

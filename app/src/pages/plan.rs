@@ -11,8 +11,9 @@ use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::components::actions::{Act, ActionButton, ActionResult};
+use crate::components::feed::Feed;
 use crate::components::graph::PlanGraph;
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::status::{PlanStatusBadge, ProgressBar, TaskStatusBadge};
@@ -55,10 +56,13 @@ pub fn PlanDetailPage() -> impl IntoView {
             .clamp(1, MAX_TASK_PAGE)
     };
     let action = ServerAction::<Act>::new();
-    let tick = use_tick(REFRESH_EVERY);
+    let live = use_live(move || Feed::Plan {
+        id: id(),
+        page: page(),
+    });
     let data = Resource::new(
-        move || (id(), page(), tick.get(), action.version().get()),
-        |(id, page, _, _)| load_plan(id, page),
+        move || (id(), page(), live.track(), action.version().get()),
+        move |(id, page, _, _)| live.or_fetch(load_plan(id, page)),
     );
     view! {
         <section class="space-y-5">

@@ -7,7 +7,8 @@ use leptos::prelude::*;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::feed::Feed;
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::status::{PlanStatusBadge, ProgressBar};
@@ -73,10 +74,10 @@ pub fn PlansListPage() -> impl IntoView {
             .unwrap_or(1)
             .clamp(1, MAX_PAGE)
     };
-    let tick = use_tick(REFRESH_EVERY);
+    let live = use_live(move || Feed::plans(&status(), &q(), page()));
     let data = Resource::new(
-        move || (status(), q(), page(), tick.get()),
-        |(status, q, page, _)| load_plans(Some(status), Some(q), page),
+        move || (status(), q(), page(), live.track()),
+        move |(status, q, page, _)| live.or_fetch(load_plans(Some(status), Some(q), page)),
     );
 
     view! {

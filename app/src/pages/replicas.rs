@@ -3,7 +3,8 @@
 
 use leptos::prelude::*;
 
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::feed::Feed;
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::tables::ReplicaTable;
@@ -17,8 +18,11 @@ pub async fn load_replicas() -> Result<ReplicasPage, DashboardError> {
 
 #[component]
 pub fn ReplicasListPage() -> impl IntoView {
-    let tick = use_tick(REFRESH_EVERY);
-    let data = Resource::new(move || tick.get(), |_| load_replicas());
+    let live = use_live(|| Feed::Replicas);
+    let data = Resource::new(
+        move || live.track(),
+        move |_| live.or_fetch(load_replicas()),
+    );
     view! {
         <section class="space-y-4">
             <h1 class="text-2xl font-semibold tracking-tight">"Replicas"</h1>

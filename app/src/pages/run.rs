@@ -6,7 +6,8 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::feed::Feed;
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::status::RunStatusBadge;
 use crate::components::tables::LINK;
@@ -27,8 +28,11 @@ pub async fn load_run(id: i64) -> Result<RunPage, DashboardError> {
 pub fn RunDetailPage() -> impl IntoView {
     let params = use_params_map();
     let id = move || path_id(params.read().get("id"));
-    let tick = use_tick(REFRESH_EVERY);
-    let data = Resource::new(move || (id(), tick.get()), |(id, _)| load_run(id));
+    let live = use_live(move || Feed::Run { id: id() });
+    let data = Resource::new(
+        move || (id(), live.track()),
+        move |(id, _)| live.or_fetch(load_run(id)),
+    );
     view! { <section class="space-y-5">{loaded(data, |r| view! { <RunBody r /> }.into_any())}</section> }
 }
 

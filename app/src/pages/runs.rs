@@ -8,7 +8,8 @@ use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
 use crate::components::actions::{BUTTON, PLAIN, outcome};
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::feed::Feed;
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::session::may_act;
@@ -124,7 +125,7 @@ pub fn RunsListPage() -> impl IntoView {
     };
     let before = move || field("before").parse::<i64>().ok();
     let confirm = move || BulkAction::parse(&field("confirm"));
-    let tick = use_tick(REFRESH_EVERY);
+    let live = use_live(move || Feed::runs(query(), before(), confirm()));
     let bulk = ServerAction::<BulkAct>::new();
     let data = Resource::new(
         move || {
@@ -132,15 +133,15 @@ pub fn RunsListPage() -> impl IntoView {
                 query(),
                 before(),
                 confirm(),
-                tick.get(),
+                live.track(),
                 bulk.version().get(),
             )
         },
-        |(q, before, confirm, _, _)| {
-            load_runs(
+        move |(q, before, confirm, _, _)| {
+            live.or_fetch(load_runs(
                 q.status, q.target, q.plan, q.replica, q.actor, q.error, q.since, q.until, before,
                 confirm,
-            )
+            ))
         },
     );
     let text_input = move |name: &'static str, label: &'static str, hint: &'static str| {

@@ -10,7 +10,8 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use crate::components::actions::{BUTTON, PLAIN, outcome};
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::feed::Feed;
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::{EmptyState, FieldError};
 use crate::components::session::may_act;
@@ -71,10 +72,10 @@ plan:
 #[component]
 pub fn SchedulesListPage() -> impl IntoView {
     let action = ServerAction::<ScheduleAct>::new();
-    let tick = use_tick(REFRESH_EVERY);
+    let live = use_live(|| Feed::Schedules);
     let data = Resource::new(
-        move || (tick.get(), action.version().get()),
-        |_| load_schedules(),
+        move || (live.track(), action.version().get()),
+        move |_| live.or_fetch(load_schedules()),
     );
     view! {
         <Title text="Schedules · Baton" />
@@ -386,10 +387,10 @@ pub fn ScheduleDetailPage() -> impl IntoView {
     let params = use_params_map();
     let id = move || path_id(params.read().get("id"));
     let action = ServerAction::<ScheduleAct>::new();
-    let tick = use_tick(REFRESH_EVERY);
+    let live = use_live(move || Feed::Schedule { id: id() });
     let data = Resource::new(
-        move || (id(), tick.get(), action.version().get()),
-        |(id, _, _)| load_schedule(id),
+        move || (id(), live.track(), action.version().get()),
+        move |(id, _, _)| live.or_fetch(load_schedule(id)),
     );
     view! {
         <section class="space-y-5">

@@ -7,7 +7,8 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::components::actions::{BUTTON, PLAIN, outcome};
-use crate::components::live::{REFRESH_EVERY, use_tick};
+use crate::components::feed::Feed;
+use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::session::may_act;
@@ -42,10 +43,10 @@ pub async fn target_act(
 #[component]
 pub fn TargetsListPage() -> impl IntoView {
     let action = ServerAction::<TargetAct>::new();
-    let tick = use_tick(REFRESH_EVERY);
+    let live = use_live(|| Feed::Targets);
     let data = Resource::new(
-        move || (tick.get(), action.version().get()),
-        |_| load_targets(),
+        move || (live.track(), action.version().get()),
+        move |_| live.or_fetch(load_targets()),
     );
     view! {
         <Title text="Targets · Baton" />

@@ -70,6 +70,26 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
     );
     out.sample("baton_replica_finishes_fenced_total", &[], counts.fenced);
 
+    let live = state.live.stats();
+    out.family(
+        "baton_live_views",
+        "gauge",
+        "Dashboard views this replica's live feed follows now (one refresher each).",
+    );
+    out.sample("baton_live_views", &[], live.views);
+    out.family(
+        "baton_live_subscribers",
+        "gauge",
+        "Open live feed connections (dashboard tabs) on this replica.",
+    );
+    out.sample("baton_live_subscribers", &[], live.subscribers);
+    out.family(
+        "baton_live_reads_total",
+        "counter",
+        "Views the live feed read from the database since this replica started.",
+    );
+    out.sample("baton_live_reads_total", &[], live.reads);
+
     let stats = state.store.overview_stats(now).await;
     let replicas = replica_views(state.store.as_ref(), state.stale_after, now).await;
     out.family(

@@ -47,6 +47,8 @@ pub struct ApiState {
     pub health: Arc<LoopHealth>,
     /// Which commands plans may run on this server.
     pub commands: CommandPolicy,
+    /// The dashboard's live feed, for `/metrics`.
+    pub live: crate::dashboard::live::Hub,
 }
 
 /// An operator action answered with the plan as it now stands.

@@ -113,7 +113,8 @@ fn is_public(path: &str) -> bool {
 enum Audience {
     /// `/api/v1` and `/metrics`: JSON `{"error"}` for scripts.
     Api,
-    /// The dashboard's server functions: a `DashboardError` in JSON.
+    /// The dashboard's server functions and live feeds: a
+    /// `DashboardError` in JSON (a feed refused is never data).
     ServerFn,
     /// Pages: a browser.
     Page,
@@ -123,7 +124,8 @@ impl Audience {
     fn of(path: &str) -> Audience {
         if path.starts_with("/api/") || path == "/metrics" {
             Audience::Api
-        } else if path.starts_with("/_fn/") {
+        } else if path.starts_with("/_fn/") || path.starts_with(app::components::feed::LIVE_PREFIX)
+        {
             Audience::ServerFn
         } else {
             Audience::Page

@@ -21,10 +21,16 @@
 //! Replicas run in this process (`--replicas`, each with its own pool and
 //! id) on scratch databases, or the load goes to a running server
 //! (`--server URL`), whose own replicas do the work (phases 1 and 2).
+//!
+//! The other modes each have their own file: `--render` and `--seed`
+//! (`render.rs`), `--graph`, `--prune`, `--failover`, and `--live`
+//! (`live.rs`: what open dashboard tabs cost the database).
 
+mod counted_source;
 mod cpu_meter;
 mod failover;
 mod graph;
+mod live;
 mod prune;
 mod render;
 
@@ -135,6 +141,14 @@ pub struct BenchArgs {
     /// submit -> RUNNING while the history is deleted.
     #[arg(long, conflicts_with_all = ["render", "seed", "graph", "failover"])]
     pub prune: bool,
+    /// Measure what open dashboard tabs cost the database instead: 1 and
+    /// 50 tabs on the overview and on a plan page, polling every 2 s (the
+    /// old way) and following the live feed, under a steady load.
+    #[arg(long, conflicts_with_all = ["render", "seed", "graph", "failover", "prune"])]
+    pub live: bool,
+    /// `--live`: seconds each measurement counts over.
+    #[arg(long, default_value_t = 15)]
+    pub live_seconds: u64,
 }
 
 impl BenchArgs {
@@ -197,6 +211,10 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         } else {
             render::run(&settings, spec, args.requests).await
         };
+    }
+    if args.live {
+        anyhow::ensure!(args.live_seconds >= 1, "--live-seconds must be at least 1");
+        return live::run(&settings, Duration::from_secs(args.live_seconds)).await;
     }
     if args.failover {
         return failover::run(

@@ -3,11 +3,13 @@
 //! assets beside it.
 //!
 //! The REST API lives elsewhere; `main` merges the two routers, so this one
-//! claims only page routes, the server-function prefix, the stylesheet and
-//! the bundle's files: from inside the binary, or from `BATON_SITE_ROOT`.
+//! claims only page routes, the server-function prefix, the live feed
+//! (`/live/`), the stylesheet and the bundle's files: from inside the
+//! binary, or from `BATON_SITE_ROOT`.
 
 pub mod assets;
 mod contrast;
+pub mod live;
 pub mod security_headers;
 mod server_fn_status;
 mod source;
@@ -63,8 +65,9 @@ impl Bundle {
     }
 }
 
-/// Serves the dashboard, its files taken from `bundle`.
-pub fn router(options: LeptosOptions, backend: Backend, bundle: &Bundle) -> Router {
+/// Serves the dashboard, its files taken from `bundle`, and the live feed
+/// of `hub` (which reads through the same `backend`).
+pub fn router(options: LeptosOptions, backend: Backend, hub: live::Hub, bundle: &Bundle) -> Router {
     let routes = generate_route_list(App);
     let context = move || provide_context(backend.clone());
     let page = |options: LeptosOptions| {
@@ -72,7 +75,11 @@ pub fn router(options: LeptosOptions, backend: Backend, bundle: &Bundle) -> Rout
         shell(options, STYLESHEET_HREF.as_str())
     };
 
+    let feed = Router::new()
+        .route("/live/{*view}", get(live::follow))
+        .with_state(hub);
     let mut router = Router::new()
+        .merge(feed)
         .route(STYLESHEET_HREF.as_str(), get(stylesheet))
         .leptos_routes_with_context(&options, routes, context.clone(), {
             let options = options.clone();

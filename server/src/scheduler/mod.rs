@@ -139,6 +139,8 @@ pub struct Replica {
     pub leadership: Leadership,
     /// Whether each loop is completing rounds, for `/readyz`.
     pub health: Arc<LoopHealth>,
+    /// Fires when the replica is told to stop.
+    stopping: CancellationToken,
 }
 
 impl Replica {
@@ -161,6 +163,7 @@ impl Replica {
         shutdown: CancellationToken,
     ) -> anyhow::Result<Self> {
         config.validate()?;
+        let stopping = shutdown.clone();
         store.replica_upsert(&info, Ts::now()).await?;
         let worker = Arc::new(Worker::new(
             store.clone(),
@@ -280,6 +283,7 @@ impl Replica {
             info,
             leadership,
             health,
+            stopping,
         })
     }
 
@@ -288,6 +292,7 @@ impl Replica {
         SchedulerView {
             counters: self.worker.counters(),
             health: self.health.clone(),
+            stopping: self.stopping.clone(),
         }
     }
 
@@ -314,6 +319,9 @@ impl Replica {
 pub struct SchedulerView {
     pub counters: Arc<RunCounters>,
     pub health: Arc<LoopHealth>,
+    /// Fires when the replica stops: the dashboard's live feeds end with
+    /// it, or the HTTP server's graceful shutdown would wait on open tabs.
+    pub stopping: CancellationToken,
 }
 
 /// Spawns a replica's loops so that a panicking one stops the whole

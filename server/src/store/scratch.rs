@@ -117,6 +117,25 @@ impl Scratch {
         Ok(())
     }
 
+    /// Transactions committed or rolled back in this database so far, as
+    /// PostgreSQL's statistics count them (`bench --live` measures the
+    /// dashboard's cost with it); `None` on SQLite, which counts nothing.
+    /// Backends report their counts lazily (within about a second when
+    /// busy), so compare samples over windows of several seconds.
+    pub async fn transactions(&self) -> anyhow::Result<Option<i64>> {
+        if self.admin_url.is_none() {
+            return Ok(None);
+        }
+        let mut c = PgConnection::connect(&self.url).await?;
+        let (n,): (i64,) = sqlx::query_as(
+            "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database \
+             WHERE datname = current_database()",
+        )
+        .fetch_one(&mut c)
+        .await?;
+        Ok(Some(n))
+    }
+
     /// Drops a PostgreSQL scratch database (closing other connections).
     pub async fn drop_database(&self) -> anyhow::Result<()> {
         if let (Some(admin_url), Some(name)) = (&self.admin_url, &self.name) {

@@ -7,13 +7,20 @@
 //! `Notify` has exactly one waiting loop, and `notify_one` keeps a permit
 //! when that loop is busy, so no wake-up is lost; polling stays as the
 //! fallback for anything else.
+//!
+//! The dashboard's live feed cannot share those `Notify`s (it would steal
+//! the one loop's wake-up), so every raise also moves a generation
+//! counter in a [`watch`] channel that any number of feed refreshers may
+//! follow ([`Signals::changes`]). Commits that wake no loop but change
+//! what a page shows (a claim, log lines) move it too, through
+//! [`Signals::touch`].
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 /// The PostgreSQL channel every replica listens on.
 pub const CHANNEL: &str = "baton";
 
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub struct Signals {
     /// Runs became AVAILABLE: claimers should claim.
     pub available: Notify,
@@ -29,6 +36,21 @@ pub struct Signals {
     pub deliveries: Notify,
     /// Runs were cancelled: executors should check their fences.
     pub canceled: Notify,
+    /// Moves on every raise and touch: how the dashboard's feed learns
+    /// that what it last read may be out of date.
+    generation: watch::Sender<u64>,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Signals {
+            available: Notify::new(),
+            changed: Notify::new(),
+            deliveries: Notify::new(),
+            canceled: Notify::new(),
+            generation: watch::Sender::new(0),
+        }
+    }
 }
 
 /// What a NOTIFY payload (or a local commit) announces.
@@ -70,6 +92,20 @@ impl Signals {
             Signal::Canceled => self.canceled.notify_one(),
             Signal::Deliveries => self.deliveries.notify_one(),
         }
+        self.touch();
+    }
+
+    /// Tells the dashboard's feed (only) that something it shows changed:
+    /// for commits no loop waits on, such as a claim or a log line.
+    pub fn touch(&self) {
+        self.generation.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// A receiver that sees every later raise and touch, in this process
+    /// and (on PostgreSQL, once `signals_forward` runs) from other
+    /// replicas' commits.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
     }
 }
 
@@ -96,6 +132,22 @@ mod tests {
         );
         signals.raise(Signal::Deliveries);
         assert!(deliverer.now_or_never().is_some(), "the deliverer slept on");
+    }
+
+    /// Every raise, and a touch, reaches each feed subscriber; none of
+    /// them consumes another's.
+    #[test]
+    fn raises_and_touches_move_every_feed_subscriber() {
+        let signals = Signals::default();
+        let mut one = signals.changes();
+        let two = signals.changes();
+        signals.raise(Signal::Available);
+        assert!(one.has_changed().unwrap() && two.has_changed().unwrap());
+        one.borrow_and_update();
+        assert!(!one.has_changed().unwrap(), "one saw it twice");
+        assert!(two.has_changed().unwrap(), "one took two's change");
+        signals.touch();
+        assert!(one.has_changed().unwrap(), "a touch moved nothing");
     }
 
     /// Other replicas' NOTIFY payloads turn back into the same signals.

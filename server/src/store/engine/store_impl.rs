@@ -264,7 +264,13 @@ impl<D: Dialect> Store for D {
     }
 
     async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>> {
-        execution::run_claim_many(self, claim, now).await
+        let claimed = execution::run_claim_many(self, claim, now).await?;
+        // No loop waits on a claim, but pages show it (RUNNING, where):
+        // tell this replica's dashboard feed.
+        if !claimed.is_empty() {
+            Dialect::signals(self).touch();
+        }
+        Ok(claimed)
     }
 
     async fn run_finish_many(
@@ -291,7 +297,12 @@ impl<D: Dialect> Store for D {
         run_id: i64,
         lines: &[LogLine],
     ) -> Result<bool> {
-        self.log_append(replica_id, run_id, lines).await
+        let kept = self.log_append(replica_id, run_id, lines).await?;
+        // The run page tails the log: tell this replica's dashboard feed.
+        if !lines.is_empty() {
+            Dialect::signals(self).touch();
+        }
+        Ok(kept)
     }
 
     async fn run_get(&self, id: i64) -> Result<RunView> {

@@ -1,0 +1,83 @@
+//! `GET /live/{view}`: a view's feed as server-sent events.
+//!
+//! Each event's data is the JSON of the page's server function result
+//! (`{"Ok": view}` or `{"Err": error}`). The first event is the current
+//! view, so a tab that (re)connects is up to date at once.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use app::components::feed::Feed;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+
+use super::hub::{Hub, Subscription};
+
+/// A comment line this often keeps proxies and browsers from closing an
+/// idle feed, and lets the server notice a tab that went away.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// How long a browser waits before reconnecting a dropped feed (the
+/// `retry:` field).
+const RECONNECT_AFTER: Duration = Duration::from_secs(2);
+
+pub async fn follow(
+    State(hub): State<Hub>,
+    Path(view): Path<String>,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> Response {
+    let Some(feed) = Feed::parse(&view, &params) else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("there is no live view `{view}`"),
+        )
+            .into_response();
+    };
+    let mut subscription = match hub.subscribe(feed) {
+        Ok(subscription) => subscription,
+        Err(refusal) => return refusal.into_response(),
+    };
+    // A view already read goes out at once; otherwise its first read does.
+    if subscription.receiver.borrow().is_some() {
+        subscription.receiver.mark_changed();
+    }
+    let stopping = hub.stopping().clone();
+    let events = stream::unfold(
+        (subscription, true),
+        move |(mut subscription, first): (Subscription, bool)| {
+            let stopping = stopping.clone();
+            async move {
+                let json = loop {
+                    tokio::select! {
+                        changed = subscription.receiver.changed() => changed.ok()?,
+                        _ = stopping.cancelled() => return None,
+                    }
+                    if let Some(json) = subscription.receiver.borrow_and_update().clone() {
+                        break json;
+                    }
+                };
+                let mut event = Event::default().data(&*json);
+                if first {
+                    event = event.retry(RECONNECT_AFTER);
+                }
+                Some((Ok::<_, Infallible>(event), (subscription, false)))
+            }
+        },
+    );
+    let mut response = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
+    // nginx passes this response through unbuffered even where
+    // `proxy_buffering` is on (docs/deploy.md).
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
