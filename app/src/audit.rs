@@ -60,22 +60,13 @@ pub struct AuditQuery {
 impl AuditQuery {
     /// The fields as `(name, value)`, empty ones left out, in URL order.
     pub fn pairs(&self) -> Vec<(&'static str, &str)> {
-        [
+        crate::query::filled(&[
             ("actor", &self.actor),
             ("action", &self.action),
             ("subject", &self.subject),
             ("since", &self.since),
             ("until", &self.until),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| {
-            value
-                .as_deref()
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(|v| (name, v))
-        })
-        .collect()
+        ])
     }
 
     pub fn is_filtered(&self) -> bool {
@@ -84,13 +75,7 @@ impl AuditQuery {
 
     /// The query string (without `?`) for these fields plus `extra`.
     pub fn to_query_string(&self, extra: &[(&str, String)]) -> String {
-        self.pairs()
-            .into_iter()
-            .map(|(name, value)| (name, value.to_owned()))
-            .chain(extra.iter().map(|(n, v)| (*n, v.clone())))
-            .map(|(name, value)| format!("{name}={}", crate::query::encode_value(&value)))
-            .collect::<Vec<_>>()
-            .join("&")
+        crate::query::query_string(self.pairs(), extra)
     }
 }
 

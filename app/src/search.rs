@@ -38,7 +38,7 @@ impl RunQuery {
     /// The fields as `(name, value)`, empty ones left out, in the order
     /// they appear in a URL.
     pub fn pairs(&self) -> Vec<(&'static str, &str)> {
-        [
+        crate::query::filled(&[
             ("status", &self.status),
             ("target", &self.target),
             ("plan", &self.plan),
@@ -47,16 +47,7 @@ impl RunQuery {
             ("error", &self.error),
             ("since", &self.since),
             ("until", &self.until),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| {
-            value
-                .as_deref()
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(|v| (name, v))
-        })
-        .collect()
+        ])
     }
 
     /// Whether any field narrows the search.
@@ -66,13 +57,7 @@ impl RunQuery {
 
     /// The query string (without `?`) for these fields plus `extra`.
     pub fn to_query_string(&self, extra: &[(&str, String)]) -> String {
-        self.pairs()
-            .into_iter()
-            .map(|(name, value)| (name, value.to_owned()))
-            .chain(extra.iter().map(|(n, v)| (*n, v.clone())))
-            .map(|(name, value)| format!("{name}={}", crate::query::encode_value(&value)))
-            .collect::<Vec<_>>()
-            .join("&")
+        crate::query::query_string(self.pairs(), extra)
     }
 }
 

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use crate::audit::AuditQuery;
-use crate::query::encode_value;
+use crate::query::{encode_value, field};
 use crate::search::{BulkAction, RunQuery};
 
 /// The prefix of every feed's address.
@@ -70,7 +70,6 @@ impl Feed {
 
     /// The runs search's feed; empty fields are no filter, as on the page.
     pub fn runs(query: RunQuery, before: Option<i64>, confirm: Option<BulkAction>) -> Feed {
-        let field = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         Feed::Runs {
             query: RunQuery {
                 status: field(query.status),
@@ -89,7 +88,6 @@ impl Feed {
 
     /// The audit log's feed; empty fields are no filter, as on the page.
     pub fn audit(query: AuditQuery, before: Option<i64>) -> Feed {
-        let field = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         Feed::Audit {
             query: AuditQuery {
                 actor: field(query.actor),
@@ -142,31 +140,14 @@ impl Feed {
                 before,
                 confirm,
             } => {
-                let mut params: Vec<(&str, String)> = query
-                    .pairs()
-                    .into_iter()
-                    .map(|(name, value)| (name, value.to_owned()))
-                    .collect();
-                if let Some(before) = before {
-                    params.push(("before", before.to_string()));
-                }
+                let mut params = searched(query.pairs(), *before);
                 if let Some(confirm) = confirm {
                     params.push(("confirm", confirm.as_str().to_owned()));
                 }
                 with("runs", params)
             }
             Feed::Run { id } => with(&format!("run/{id}"), vec![]),
-            Feed::Audit { query, before } => {
-                let mut params: Vec<(&str, String)> = query
-                    .pairs()
-                    .into_iter()
-                    .map(|(name, value)| (name, value.to_owned()))
-                    .collect();
-                if let Some(before) = before {
-                    params.push(("before", before.to_string()));
-                }
-                with("audit", params)
-            }
+            Feed::Audit { query, before } => with("audit", searched(query.pairs(), *before)),
             Feed::Replicas => with("replicas", vec![]),
             Feed::Deliveries => with("deliveries", vec![]),
             Feed::Targets => with("targets", vec![]),
@@ -262,6 +243,15 @@ impl Feed {
             Feed::Schedule { id } => json(schedules::load_schedule(id).await),
         }
     }
+}
+
+/// A search's filled-in fields and its page's cursor, as feed parameters.
+fn searched<'a>(pairs: Vec<(&'a str, &str)>, before: Option<i64>) -> Vec<(&'a str, String)> {
+    pairs
+        .into_iter()
+        .map(|(name, value)| (name, value.to_owned()))
+        .chain(before.map(|b| ("before", b.to_string())))
+        .collect()
 }
 
 #[cfg(feature = "ssr")]

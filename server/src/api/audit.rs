@@ -7,15 +7,9 @@ use axum::Json;
 use axum::extract::{Query, State};
 use serde::Deserialize;
 
-use super::runs::whole;
-use super::{ApiError, ApiResult, ApiState};
+use super::{ApiError, ApiResult, ApiState, keyset};
 use crate::audit_filter;
 use crate::store::Ts;
-
-/// Entries per page when the client names no limit, and the most it may
-/// ask.
-const DEFAULT_LIMIT: i64 = 50;
-const MAX_LIMIT: i64 = 500;
 
 #[derive(Debug, Deserialize)]
 pub struct AuditSearch {
@@ -32,19 +26,6 @@ pub async fn list(
 ) -> ApiResult<Json<AuditList>> {
     let filter = audit_filter::parse(&q.filter, Ts::now())
         .map_err(|e| ApiError::invalid(e.field, e.message))?;
-    let limit = whole("limit", q.limit.as_deref())?.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::invalid(
-            "limit",
-            format!("limit must be between 1 and {MAX_LIMIT}"),
-        ));
-    }
-    let before = whole("before", q.before.as_deref())?;
-    if before.is_some_and(|b| b < 1) {
-        return Err(ApiError::invalid(
-            "before",
-            "before is an entry id from `next_before`, a positive whole number",
-        ));
-    }
+    let (before, limit) = keyset::page(q.before.as_deref(), q.limit.as_deref(), "an entry")?;
     Ok(Json(state.store.audit_list(&filter, before, limit).await?))
 }

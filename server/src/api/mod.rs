@@ -9,6 +9,7 @@ mod deliveries;
 mod error;
 mod health;
 mod json_errors;
+mod keyset;
 mod metrics;
 mod openapi;
 mod plans;

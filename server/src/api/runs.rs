@@ -10,14 +10,11 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 
 use super::error::parse_id;
+use super::keyset;
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::run_filter::{self, RunFilter};
 use crate::store::Ts;
-
-/// Runs per page when the client names no limit, and the most it may ask.
-const DEFAULT_LIMIT: i64 = 50;
-const MAX_LIMIT: i64 = 500;
 
 /// The search's filter plus the page it wants.
 #[derive(Debug, Deserialize)]
@@ -35,20 +32,7 @@ pub async fn search(
 ) -> ApiResult<Json<RunList>> {
     let filter = run_filter::parse(&q.filter, Ts::now())
         .map_err(|e| ApiError::invalid(e.field, e.message))?;
-    let limit = whole("limit", q.limit.as_deref())?.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::invalid(
-            "limit",
-            format!("limit must be between 1 and {MAX_LIMIT}"),
-        ));
-    }
-    let before = whole("before", q.before.as_deref())?;
-    if before.is_some_and(|b| b < 1) {
-        return Err(ApiError::invalid(
-            "before",
-            "before is a run id from `next_before`, a positive whole number",
-        ));
-    }
+    let (before, limit) = keyset::page(q.before.as_deref(), q.limit.as_deref(), "a run")?;
     Ok(Json(state.store.run_search(&filter, before, limit).await?))
 }
 
@@ -106,15 +90,6 @@ fn bulk_filter(q: &RunQuery, prefix: &str) -> ApiResult<RunFilter> {
         };
         ApiError::invalid(&field, e.message)
     })
-}
-
-pub(super) fn whole(field: &str, text: Option<&str>) -> ApiResult<Option<i64>> {
-    match text.map(str::trim).filter(|t| !t.is_empty()) {
-        None => Ok(None),
-        Some(t) => t.parse().map(Some).map_err(|_| {
-            ApiError::invalid(field, format!("{field} must be a whole number, not `{t}`"))
-        }),
-    }
 }
 
 pub async fn get(

@@ -133,15 +133,7 @@ impl ApiClient {
         before: Option<i64>,
         limit: i64,
     ) -> anyhow::Result<RunList> {
-        let mut query: Vec<(&str, String)> = filter
-            .pairs()
-            .into_iter()
-            .map(|(name, value)| (name, value.to_owned()))
-            .collect();
-        query.push(("limit", limit.to_string()));
-        if let Some(before) = before {
-            query.push(("before", before.to_string()));
-        }
+        let query = paged(filter.pairs(), before, limit);
         let request = self
             .http
             .get(format!("{}/api/v1/runs", self.base))
@@ -156,15 +148,7 @@ impl ApiClient {
         before: Option<i64>,
         limit: i64,
     ) -> anyhow::Result<app::audit::AuditList> {
-        let mut query: Vec<(&str, String)> = filter
-            .pairs()
-            .into_iter()
-            .map(|(name, value)| (name, value.to_owned()))
-            .collect();
-        query.push(("limit", limit.to_string()));
-        if let Some(before) = before {
-            query.push(("before", before.to_string()));
-        }
+        let query = paged(filter.pairs(), before, limit);
         let request = self
             .http
             .get(format!("{}/api/v1/audit", self.base))
@@ -281,4 +265,19 @@ impl ApiClient {
             Err(_) => format!("the server answered {status}: {}", text.trim()),
         }
     }
+}
+
+/// A search's filled-in fields plus the page it asks for, as query
+/// parameters.
+fn paged<'a>(
+    pairs: Vec<(&'a str, &str)>,
+    before: Option<i64>,
+    limit: i64,
+) -> Vec<(&'a str, String)> {
+    pairs
+        .into_iter()
+        .map(|(name, value)| (name, value.to_owned()))
+        .chain([("limit", limit.to_string())])
+        .chain(before.map(|b| ("before", b.to_string())))
+        .collect()
 }
