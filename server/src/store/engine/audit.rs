@@ -25,6 +25,8 @@ use crate::store::{Result, StoreError, Ts};
 #[derive(Debug, Clone)]
 pub enum Subject<'a> {
     Plan(i64),
+    /// A plan whose name is at hand (one just submitted): nothing to read.
+    NamedPlan(i64, &'a str),
     Task(i64),
     Schedule(i64),
     Target(&'a str),
@@ -107,19 +109,16 @@ struct Named {
 /// gone (a refusal can name what does not exist).
 async fn named<D: Dialect>(tx: &mut D::Tx, subject: &Subject<'_>) -> Result<Named> {
     Ok(match subject {
-        Subject::Plan(id) => {
-            let name: Option<(String,)> =
-                optional::<D, _>(tx, "SELECT name FROM plan WHERE id = $1", &[(*id).into()])
-                    .await?;
-            Named {
-                text: match name {
-                    Some((name,)) => format!("plan {id} {name}"),
-                    None => format!("plan {id}"),
-                },
-                plan_id: Some(*id),
-                ..Named::default()
-            }
-        }
+        Subject::Plan(id) => Named {
+            text: name_of::<D>(tx, "plan", "SELECT name FROM plan WHERE id = $1", *id).await?,
+            plan_id: Some(*id),
+            ..Named::default()
+        },
+        Subject::NamedPlan(id, name) => Named {
+            text: format!("plan {id} {name}"),
+            plan_id: Some(*id),
+            ..Named::default()
+        },
         Subject::Task(id) => {
             let found: Option<(String, i64, String)> = optional::<D, _>(
                 tx,
@@ -142,22 +141,17 @@ async fn named<D: Dialect>(tx: &mut D::Tx, subject: &Subject<'_>) -> Result<Name
                 },
             }
         }
-        Subject::Schedule(id) => {
-            let name: Option<(String,)> = optional::<D, _>(
+        Subject::Schedule(id) => Named {
+            text: name_of::<D>(
                 tx,
+                "schedule",
                 "SELECT name FROM schedule WHERE id = $1",
-                &[(*id).into()],
+                *id,
             )
-            .await?;
-            Named {
-                text: match name {
-                    Some((name,)) => format!("schedule {id} {name}"),
-                    None => format!("schedule {id}"),
-                },
-                schedule_id: Some(*id),
-                ..Named::default()
-            }
-        }
+            .await?,
+            schedule_id: Some(*id),
+            ..Named::default()
+        },
         Subject::Target(target) => {
             let target = client_text(target.trim());
             Named {
@@ -178,6 +172,21 @@ async fn named<D: Dialect>(tx: &mut D::Tx, subject: &Subject<'_>) -> Result<Name
             text: "dashboard session".to_owned(),
             ..Named::default()
         },
+    })
+}
+
+/// `kind id name` as `sql` (by id) reads the name; `kind id` when the
+/// row is gone.
+async fn name_of<D: Dialect>(
+    tx: &mut D::Tx,
+    kind: &str,
+    sql: &'static str,
+    id: i64,
+) -> Result<String> {
+    let name: Option<(String,)> = optional::<D, _>(tx, sql, &[id.into()]).await?;
+    Ok(match name {
+        Some((name,)) => format!("{kind} {id} {name}"),
+        None => format!("{kind} {id}"),
     })
 }
 

@@ -104,7 +104,7 @@ async fn submitted<D: Dialect>(
         if plan.start { "" } else { ", not started" }
     );
     asked
-        .about(Subject::Plan(plan_id))
+        .about(Subject::NamedPlan(plan_id, &plan.name))
         .done::<D>(tx, &detail, now)
         .await
 }
