@@ -31,12 +31,14 @@ pub struct PlanFilter {
 #[async_trait::async_trait]
 pub trait DashboardSource: Send + Sync + 'static {
     async fn overview(&self) -> Result<Overview, DashboardError>;
-    /// Plans, newest first.
+    /// Plans, newest first, and with `confirm` what that bulk action
+    /// would change in the plans the filter matches.
     async fn plans(
         &self,
         filter: PlanFilter,
         limit: i64,
         offset: i64,
+        confirm: Option<crate::search::BulkAction>,
     ) -> Result<PlansPage, DashboardError>;
     /// The plan with the tasks from `offset` on, [`crate::views::TASKS_PER_PAGE`]
     /// of them.
@@ -58,6 +60,15 @@ pub trait DashboardSource: Send + Sync + 'static {
         who: &Identity,
         action: crate::search::BulkAction,
         query: crate::search::RunQuery,
+        expected: i64,
+    ) -> Result<crate::search::BulkResult, DashboardError>;
+    /// Applies `action` on behalf of `who` to the runs of the plans
+    /// `query` matches, if they are still `expected` in number.
+    async fn plans_bulk(
+        &self,
+        who: &Identity,
+        action: crate::search::BulkAction,
+        query: crate::search::PlanQuery,
         expected: i64,
     ) -> Result<crate::search::BulkResult, DashboardError>;
     /// Audit entries matching `query` with ids below `before`, newest

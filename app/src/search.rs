@@ -1,6 +1,7 @@
 //! The runs search: the filter as an operator types it (query parameters
 //! of the Runs page and `GET /api/v1/runs`, flags of `baton runs`), and
-//! one page of what it found.
+//! one page of what it found; and the bulk actions on what a runs search
+//! or a plans list matches.
 //!
 //! The filter crosses as text and is checked on the server, once, for all
 //! three: the page, the API and the command line cannot disagree about
@@ -158,6 +159,62 @@ pub struct BulkCounts {
 
 impl BulkCounts {
     pub fn of(&self, action: BulkAction) -> i64 {
+        match action {
+            BulkAction::Retry | BulkAction::Skip => self.ended_badly,
+            BulkAction::Cancel => self.live,
+        }
+    }
+}
+
+/// The plans list's filter as typed (`GET /api/v1/plans`, the Plans
+/// page, `baton status`), for a bulk action on the runs of the plans it
+/// matches. Empty means "any".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanQuery {
+    /// A plan status, any case.
+    pub status: Option<String>,
+    /// Part of the plan's name, any case.
+    pub name: Option<String>,
+}
+
+impl PlanQuery {
+    /// The fields as `(name, value)`, empty ones left out.
+    pub fn pairs(&self) -> Vec<(&'static str, &str)> {
+        crate::query::filled(&[("status", &self.status), ("name", &self.name)])
+    }
+}
+
+/// `POST /api/v1/plans/bulk`: an action on the runs of every plan `filter`
+/// matches, bound to how many runs the operator saw (`expected`), as
+/// [`BulkRequest`] is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanBulkRequest {
+    pub action: BulkAction,
+    #[serde(default)]
+    pub filter: PlanQuery,
+    pub expected: i64,
+}
+
+/// What an action on a plans filter would change: runs, and the plans
+/// they belong to (the question names both; the action is bound to the
+/// runs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanBulkCount {
+    pub runs: i64,
+    pub plans: i64,
+}
+
+/// [`PlanBulkCount`] for each kind of action, as [`BulkCounts`] for runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanBulkCounts {
+    /// What Retry and Skip change.
+    pub ended_badly: PlanBulkCount,
+    /// What Cancel changes.
+    pub live: PlanBulkCount,
+}
+
+impl PlanBulkCounts {
+    pub fn of(&self, action: BulkAction) -> PlanBulkCount {
         match action {
             BulkAction::Retry | BulkAction::Skip => self.ended_badly,
             BulkAction::Cancel => self.live,

@@ -67,6 +67,9 @@ pub struct FailureView {
 pub struct PlansPage {
     pub now: DateTime<Utc>,
     pub list: PlanList,
+    /// The bulk action asked about (`confirm=`) and what it would change
+    /// in the plans the filter matches.
+    pub confirm: Option<(crate::search::BulkAction, crate::search::PlanBulkCount)>,
 }
 
 /// Tasks the plan page shows at once: a 10,000-task plan on one page was

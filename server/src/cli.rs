@@ -31,7 +31,9 @@ pub enum Command {
     Migrate,
     /// Submit a plan file to a running server and print the plan.
     Submit(SubmitArgs),
-    /// Show the newest plans, or one plan's tasks, from a running server.
+    /// Show the newest plans, or one plan's tasks, from a running server;
+    /// with --act, retry, cancel or skip all on the plans a filter matches.
+    #[command(visible_alias = "plans")]
     Status(StatusArgs),
     /// Search runs across plans, newest first: by status, target, plan,
     /// replica, actor, error text, finish time.

@@ -17,7 +17,7 @@
 //! - [`executor`]: `command` (under its supervisor), `http`, `sleep`.
 //! - [`notifications`]: the webhook deliverer and signatures.
 //! - [`run_filter`]: the runs search's filter, checked; [`audit_filter`]:
-//!   the audit log's.
+//!   the audit log's; [`plan_filter`]: the plans list's, for bulk actions.
 //! - [`actions`]: operator actions, one dispatch for the API and the
 //!   dashboard.
 //! - [`api`]: the REST API; [`dashboard`]: the Leptos routes; [`auth`]:
@@ -43,6 +43,7 @@ pub mod faults;
 pub mod liveness;
 pub mod notifications;
 pub mod plan;
+pub mod plan_filter;
 pub mod retention;
 pub mod run_filter;
 pub mod schedule;

@@ -339,6 +339,105 @@ async fn the_runs_search_filters_pages_and_refuses_bad_input() {
     }
 }
 
+/// Retry all from the plans list: counted over the plans the filter
+/// matches, refused at another count, applied at the one seen, recorded;
+/// a filter that narrows nothing or cannot be read is 422 naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bulk_actions_on_the_plans_list_are_bound_to_the_count_seen() {
+    let s = Server::start(Kind::Sqlite).await;
+    let failing = |name: &str| {
+        json!({"name": name, "tasks": [
+            {"name": "boom", "target": format!("db/{name}"), "command": {"argv": ["sh", "-c", "exit 3"]}},
+            {"name": "ok", "target": format!("svc/{name}"), "sleep": "0s"},
+        ]})
+    };
+    let mut ids = Vec::new();
+    for name in ["Orders EU", "Orders US", "Billing"] {
+        let (status, body) = s.post("/api/v1/plans", failing(name)).await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["id"].as_i64().unwrap();
+        s.wait_plan(id, PlanStatus::Failed).await;
+        ids.push(id);
+    }
+    let counts: Value = s.get("/api/v1/plans/bulk?status=failed&name=orders").await;
+    assert_eq!(
+        counts,
+        json!({"ended_badly": {"runs": 2, "plans": 2}, "live": {"runs": 0, "plans": 0}})
+    );
+    let retry = |expected: i64| json!({"action": "retry", "filter": {"status": "FAILED", "name": "orders"}, "expected": expected});
+    let (status, body) = s.post("/api/v1/plans/bulk", retry(3)).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        body["error"],
+        "the filter now matches 2 runs to retry, you saw 3; nothing was changed, look again"
+    );
+    let (status, body) = s.post("/api/v1/plans/bulk", retry(2)).await;
+    assert_eq!(
+        (status, &body),
+        (200, &json!({"action": "retry", "changed": 2}))
+    );
+    for (id, attempt) in ids.iter().zip([2, 2, 1]) {
+        let plan: PlanView = s.get(&format!("/api/v1/plans/{id}")).await;
+        let boom = plan.tasks.iter().find(|t| t.name == "boom").unwrap();
+        assert_eq!(boom.attempt, Some(attempt), "{}", plan.name);
+    }
+    let audit: AuditList = s.get("/api/v1/audit?action=plans.").await;
+    let got: Vec<(&str, Outcome, &str, &str)> = audit
+        .entries
+        .iter()
+        .map(|e| {
+            (
+                e.action.as_str(),
+                e.outcome,
+                e.subject.as_str(),
+                e.detail.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got[0],
+        (
+            "plans.bulk_retry",
+            Outcome::Done,
+            "plans status=FAILED name=orders",
+            "2 runs"
+        )
+    );
+    assert_eq!(got[1].1, Outcome::Refused);
+
+    for (body, field) in [
+        (
+            json!({"action": "retry", "filter": {}, "expected": 1}),
+            "filter",
+        ),
+        (json!({"action": "retry", "expected": 1}), "filter"),
+        (
+            json!({"action": "retry", "filter": {"name": "  "}, "expected": 1}),
+            "filter",
+        ),
+        (
+            json!({"action": "retry", "filter": {"status": "LOST"}, "expected": 1}),
+            "filter.status",
+        ),
+        (
+            json!({"action": "retry", "filter": {"name": "orders"}, "expected": -1}),
+            "expected",
+        ),
+    ] {
+        let (status, answer) = s.post("/api/v1/plans/bulk", body.clone()).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+        assert_eq!(answer["field"], field, "{body}: {answer}");
+    }
+    for (query, field) in [("", "filter"), ("?status=LOST", "status")] {
+        let (status, answer) = s.get_status(&format!("/api/v1/plans/bulk{query}")).await;
+        assert_eq!(
+            (status, answer["field"].as_str()),
+            (422, Some(field)),
+            "{query}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_audit_log_records_actions_with_the_address_and_filters() {
     let s = Server::start(Kind::Postgres).await;
@@ -736,6 +835,7 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
     let run: Value = s.get(&format!("/api/v1/runs/{run_id}")).await;
     let runs: Value = s.get("/api/v1/runs?status=DONE&plan=doc").await;
     let counts: Value = s.get("/api/v1/runs/bulk?status=DONE").await;
+    let plan_counts: Value = s.get("/api/v1/plans/bulk?status=DONE").await;
     let replicas: Value = s.get("/api/v1/replicas").await;
     let capped = s
         .http
@@ -778,6 +878,8 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
         ("RunList", &runs),
         ("RunSummary", &runs["runs"][0]),
         ("BulkCounts", &counts),
+        ("PlanBulkCounts", &plan_counts),
+        ("PlanBulkCount", &plan_counts["live"]),
         ("ReplicaView", &replicas[0]),
         ("TargetView", &targets[0]),
         ("PausedView", &paused),

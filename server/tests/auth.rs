@@ -256,6 +256,10 @@ mod cases {
                 w.url("/api/v1/runs/bulk"),
                 Some(json!({"action": "cancel", "filter": {"target": "db/"}, "expected": 1})),
             ),
+            (
+                w.url("/api/v1/plans/bulk"),
+                Some(json!({"action": "cancel", "filter": {"name": "gated"}, "expected": 1})),
+            ),
         ] {
             let mut request = http.post(&url).bearer_auth(&w.victor_token);
             if let Some(body) = body {
@@ -295,6 +299,15 @@ mod cases {
         assert_eq!(status, StatusCode::FORBIDDEN);
         let kept = w.server.store.schedule_get(id).await.unwrap();
         assert!(kept.paused_by.is_none() && kept.plans.is_empty());
+        // Nor may an operator act on every plan by leaving the filter out.
+        let (status, body) = answer(
+            http.post(w.url("/api/v1/plans/bulk"))
+                .bearer_auth(&w.alice_token)
+                .json(&json!({"action": "cancel", "filter": {}, "expected": 1})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["field"], "filter");
         // The submitter may not be the second person.
         let (status, body) = answer(http.post(&approve).bearer_auth(&w.alice_token)).await;
         assert_eq!(status, StatusCode::FORBIDDEN);

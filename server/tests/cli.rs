@@ -396,6 +396,82 @@ async fn runs_lists_the_search_and_acts_on_it_at_the_count_expected() {
     assert!(text(&out.stderr).contains("since"), "{}", text(&out.stderr));
 }
 
+/// `baton plans` (`baton status`) lists by status and name, and `--act`
+/// retries the runs of the plans listed only at the count expected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_act_retries_the_listed_plans_at_the_count_expected() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = spawn_baton(db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["cli-orders-1", "cli-orders-2", "cli-billing"] {
+        let file = format!("{name}.json");
+        std::fs::write(
+            dir.path().join(&file),
+            format!(
+                r#"{{"name": "{name}", "tasks": [
+                    {{"name": "boom", "target": "db/{name}", "command": {{"argv": ["sh", "-c", "exit 3"]}}}}]}}"#
+            ),
+        )
+        .unwrap();
+        let out = baton(&server, &dir, &["submit", &file, "--wait"]).await;
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    }
+    let out = baton(
+        &server,
+        &dir,
+        &["plans", "--status", "failed", "--name", "ORDERS"],
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("cli-orders-1") && stdout.contains("cli-orders-2"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("cli-billing"), "{stdout}");
+
+    let act = |expect: Option<&'static str>| {
+        let mut args = vec![
+            "plans", "--status", "failed", "--name", "orders", "--act", "retry",
+        ];
+        if let Some(n) = expect {
+            args.extend(["--expect", n]);
+        }
+        args
+    };
+    // No terminal: it says how many and asks for the count.
+    let out = baton(&server, &dir, &act(None)).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("2 runs would be retried; pass --expect 2"),
+        "{stderr}"
+    );
+    let out = baton(&server, &dir, &act(Some("3"))).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("now matches 2 runs to retry, you saw 3"),
+        "{stderr}"
+    );
+    let out = baton(&server, &dir, &act(Some("2"))).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "retried 2 runs\n");
+    let store = db.store().await;
+    for (id, attempt) in [(1, 2), (2, 2), (3, 1)] {
+        let plan = store.plan_get(id).await.unwrap();
+        assert_eq!(plan.tasks[0].attempt, Some(attempt), "{}", plan.name);
+    }
+    // A filter that narrows nothing is refused, naming it.
+    let out = baton(&server, &dir, &["status", "--act", "cancel", "--yes"]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("needs a filter") && stderr.contains("`filter`"),
+        "{stderr}"
+    );
+}
+
 /// `baton hash-password` and `baton new-token` make what the users file
 /// holds: a hash the server verifies, a token whose hash is printed.
 #[test]

@@ -21,11 +21,13 @@ pub const LIVE_PREFIX: &str = "/live/";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Feed {
     Overview,
-    /// The plans list: status as typed, name search, page from 1.
+    /// The plans list: status as typed, name search, page from 1, and
+    /// the bulk action being confirmed (the page shows its count).
     Plans {
         status: String,
         q: String,
         page: i64,
+        confirm: Option<BulkAction>,
     },
     /// A plan's page of tasks, from 1.
     Plan {
@@ -60,11 +62,12 @@ impl Feed {
     /// The plans list's feed, normalised as its server function reads it
     /// (the name search trimmed, the status as typed: a status with spaces
     /// is an error there, so it must be one here too).
-    pub fn plans(status: &str, q: &str, page: i64) -> Feed {
+    pub fn plans(status: &str, q: &str, page: i64, confirm: Option<BulkAction>) -> Feed {
         Feed::Plans {
             status: status.to_owned(),
             q: q.trim().to_owned(),
             page: page.max(1),
+            confirm,
         }
     }
 
@@ -115,7 +118,12 @@ impl Feed {
         };
         match self {
             Feed::Overview => with("overview", vec![]),
-            Feed::Plans { status, q, page } => {
+            Feed::Plans {
+                status,
+                q,
+                page,
+                confirm,
+            } => {
                 let mut params = Vec::new();
                 if !status.is_empty() {
                     params.push(("status", status.clone()));
@@ -125,6 +133,9 @@ impl Feed {
                 }
                 if *page != 1 {
                     params.push(("page", page.to_string()));
+                }
+                if let Some(confirm) = confirm {
+                    params.push(("confirm", confirm.as_str().to_owned()));
                 }
                 with("plans", params)
             }
@@ -165,7 +176,12 @@ impl Feed {
         let feed = match view.split_once('/') {
             None => match view {
                 "overview" => Feed::Overview,
-                "plans" => Feed::plans(&param("status"), &param("q"), page()),
+                "plans" => Feed::plans(
+                    &param("status"),
+                    &param("q"),
+                    page(),
+                    BulkAction::parse(&param("confirm")),
+                ),
                 "runs" => Feed::runs(
                     RunQuery {
                         status: Some(param("status")),
@@ -217,9 +233,12 @@ impl Feed {
         };
         match self.clone() {
             Feed::Overview => json(overview::load_overview().await),
-            Feed::Plans { status, q, page } => {
-                json(plans::load_plans(Some(status), Some(q), page).await)
-            }
+            Feed::Plans {
+                status,
+                q,
+                page,
+                confirm,
+            } => json(plans::load_plans(Some(status), Some(q), page, confirm).await),
             Feed::Plan { id, page } => json(plan::load_plan(id, page).await),
             Feed::Runs {
                 query: q,
@@ -291,8 +310,9 @@ mod tests {
     fn every_feed_survives_its_path() {
         let feeds = [
             Feed::Overview,
-            Feed::plans("FAILED", "nightly run", 3),
-            Feed::plans("", "", 1),
+            Feed::plans("FAILED", "nightly run", 3, None),
+            Feed::plans("", "", 1, None),
+            Feed::plans("FAILED", "orders", 1, Some(BulkAction::Skip)),
             Feed::Plan { id: 42, page: 2 },
             Feed::Plan { id: 42, page: 1 },
             Feed::runs(

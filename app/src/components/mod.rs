@@ -1,6 +1,7 @@
 //! Pieces shared by the pages.
 
 pub mod actions;
+pub mod bulk;
 pub mod chart;
 pub mod feed;
 pub mod graph;

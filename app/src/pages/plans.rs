@@ -1,12 +1,17 @@
 //! `/plans`: every plan, newest first, with a progress bar each; filter by
-//! status, search by name, page through. Filters and pages are plain query
-//! parameters, so links can be shared and everything works without
-//! JavaScript.
+//! status, search by name, page through; and on a filtered list, Retry,
+//! Cancel or Skip all on the runs of every plan it matches. Filters, pages
+//! and the bulk confirmation are plain query parameters, so links can be
+//! shared and everything works without JavaScript.
 
 use leptos::prelude::*;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
+use crate::components::actions::{BUTTON, outcome};
+use crate::components::bulk::{
+    MAX_BULK_RUNS, bulk_bar, bulk_confirm, consequence, done_line, runs_word,
+};
 use crate::components::feed::Feed;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
@@ -16,6 +21,7 @@ use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
 use crate::model::{PlanStatus, PlanSummary};
+use crate::search::{BulkAction, PlanBulkCount, PlanQuery};
 use crate::views::PlansPage;
 
 pub const PAGE_SIZE: i64 = 50;
@@ -24,12 +30,14 @@ pub const PAGE_SIZE: i64 = 50;
 const MAX_PAGE: i64 = i64::MAX / PAGE_SIZE;
 
 /// Page `page` (from 1) of the plans whose status is spelled `status` and
-/// whose name contains `q`.
+/// whose name contains `q`; with `confirm`, what that bulk action would
+/// change in them.
 #[server(prefix = "/_fn", endpoint = "plans")]
 pub async fn load_plans(
     status: Option<String>,
     q: Option<String>,
     page: i64,
+    confirm: Option<BulkAction>,
 ) -> Result<PlansPage, DashboardError> {
     use crate::backend::PlanFilter;
 
@@ -45,20 +53,44 @@ pub async fn load_plans(
     let name = q.map(|q| q.trim().to_owned()).filter(|q| !q.is_empty());
     let offset = (page.clamp(1, MAX_PAGE) - 1) * PAGE_SIZE;
     crate::backend::source()?
-        .plans(PlanFilter { status, name }, PAGE_SIZE, offset)
+        .plans(PlanFilter { status, name }, PAGE_SIZE, offset, confirm)
         .await
+}
+
+/// Applies `action` to the runs of the plans `status` and `name` match,
+/// if they are still `expected`; answers with the result line.
+#[server(prefix = "/_fn", endpoint = "plans_bulk")]
+pub async fn plans_bulk_act(
+    action: BulkAction,
+    status: Option<String>,
+    name: Option<String>,
+    expected: i64,
+) -> Result<String, DashboardError> {
+    let who = crate::backend::identity()?;
+    let done = crate::backend::source()?
+        .plans_bulk(&who, action, PlanQuery { status, name }, expected)
+        .await?;
+    Ok(done_line(&done))
 }
 
 /// The list's query string for `page`, keeping the filters.
 fn page_href(status: &str, q: &str, page: i64) -> String {
-    let mut params = vec![format!("page={page}")];
+    list_href(status, q, &[format!("page={page}")])
+}
+
+/// The list with its filters and `extra` parameters.
+fn list_href(status: &str, q: &str, extra: &[String]) -> String {
+    let mut params = extra.to_vec();
     if !status.is_empty() {
-        params.push(format!("status={status}"));
+        params.push(format!("status={}", crate::query::encode_value(status)));
     }
     if !q.is_empty() {
         params.push(format!("q={}", crate::query::encode_value(q)));
     }
-    format!("/plans?{}", params.join("&"))
+    match params.is_empty() {
+        true => "/plans".to_owned(),
+        false => format!("/plans?{}", params.join("&")),
+    }
 }
 
 #[component]
@@ -74,10 +106,23 @@ pub fn PlansListPage() -> impl IntoView {
             .unwrap_or(1)
             .clamp(1, MAX_PAGE)
     };
-    let live = use_live(move || Feed::plans(&status(), &q(), page()));
+    let confirm = move || BulkAction::parse(&query.read().get("confirm").unwrap_or_default());
+    let live = use_live(move || Feed::plans(&status(), &q(), page(), confirm()));
+    let bulk = ServerAction::<PlansBulkAct>::new();
     let data = Resource::new(
-        move || (status(), q(), page(), live.track()),
-        move |(status, q, page, _)| live.or_fetch(load_plans(Some(status), Some(q), page)),
+        move || {
+            (
+                status(),
+                q(),
+                page(),
+                confirm(),
+                live.track(),
+                bulk.version().get(),
+            )
+        },
+        move |(status, q, page, confirm, _, _)| {
+            live.or_fetch(load_plans(Some(status), Some(q), page, confirm))
+        },
     );
 
     view! {
@@ -130,20 +175,105 @@ pub fn PlansListPage() -> impl IntoView {
                     "Apply"
                 </button>
             </Form>
+            <div id="bulk-result" role="status" aria-live="polite">
+                {move || bulk.value().get().map(outcome)}
+            </div>
             {loaded(
                 data,
                 move |p| {
                     let filtered = !status().is_empty() || !q().is_empty();
-                    view! { <PlanTable p filtered status=status() q=q() page=page() /> }.into_any()
+                    let bar = filtered
+                        .then(|| view! { <PlansBulkBar bulk p=p.clone() status=status() q=q() /> });
+                    view! {
+                        {bar}
+                        <PlanTable p filtered status=status() q=q() page=page() />
+                    }
+                        .into_any()
                 },
             )}
         </section>
     }
 }
 
+/// Retry, Cancel and Skip all on the runs of every plan the filter
+/// matches ([`bulk_bar`]), across every page of the list.
+#[component]
+fn PlansBulkBar(
+    bulk: ServerAction<PlansBulkAct>,
+    p: PlansPage,
+    status: String,
+    q: String,
+) -> impl IntoView {
+    let href =
+        |action: BulkAction| list_href(&status, &q, &[format!("confirm={}", action.as_str())]);
+    let filter = PlanQuery {
+        status: Some(status.clone()),
+        name: Some(q.clone()),
+    };
+    let panel = p.confirm.map(|(action, count)| {
+        view! { <PlansBulkConfirm bulk action count filter back=list_href(&status, &q, &[]) /> }
+            .into_any()
+    });
+    bulk_bar("The runs of every plan this list matches:", href, panel)
+}
+
+/// The question before a bulk action on plans: how many runs, in how many
+/// plans; the action is bound to the number of runs.
+#[component]
+fn PlansBulkConfirm(
+    bulk: ServerAction<PlansBulkAct>,
+    action: BulkAction,
+    count: PlanBulkCount,
+    filter: PlanQuery,
+    back: String,
+) -> impl IntoView {
+    let PlanBulkCount { runs: n, plans } = count;
+    let runs = runs_word(n);
+    let which = match action {
+        BulkAction::Retry | BulkAction::Skip => "failed or canceled",
+        BulkAction::Cancel => "live",
+    };
+    let body = if n == 0 {
+        view! {
+            <p>{format!("No run of the plans this list matches can be {}.", action.past())}</p>
+        }
+        .into_any()
+    } else if n > MAX_BULK_RUNS {
+        view! {
+            <p>{format!("More than {MAX_BULK_RUNS} runs match; narrow the list to {} them.", action.as_str())}</p>
+        }
+        .into_any()
+    } else {
+        let hidden = filter
+            .pairs()
+            .into_iter()
+            .map(|(field, value)| view! { <input type="hidden" name=field value=value.to_owned() /> })
+            .collect_view();
+        let question = format!(
+            "{} the {n} {which} {runs} in {plans} {} this list matches? {}",
+            action.label(),
+            if plans == 1 { "plan" } else { "plans" },
+            consequence(action)
+        );
+        view! {
+            <p>{question}</p>
+            <ActionForm action=bulk attr:class="inline">
+                <input type="hidden" name="action" value=action.as_str() />
+                {hidden}
+                <input type="hidden" name="expected" value=n />
+                <button type="submit" class=format!("{BUTTON} btn-danger") data-bulk-confirm=action.as_str()>
+                    {format!("Yes, {} {n} {runs}", action.as_str())}
+                </button>
+            </ActionForm>
+        }
+        .into_any()
+    };
+    bulk_confirm(body, back)
+}
+
 #[component]
 fn PlanTable(p: PlansPage, filtered: bool, status: String, q: String, page: i64) -> impl IntoView {
-    let PlansPage { now, list } = p;
+    let PlansPage { now, list, .. } = p;
     if list.plans.is_empty() {
         let message = if filtered {
             "No plan matches these filters. Clear them to see every plan."

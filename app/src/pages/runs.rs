@@ -7,12 +7,14 @@ use leptos::prelude::*;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
-use crate::components::actions::{BUTTON, PLAIN, outcome};
+use crate::components::actions::{BUTTON, outcome};
+use crate::components::bulk::{
+    MAX_BULK_RUNS, bulk_bar, bulk_confirm, consequence, done_line, runs_word,
+};
 use crate::components::feed::Feed;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
-use crate::components::session::may_act;
 use crate::components::status::RunStatusBadge;
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::MaybeAgo;
@@ -22,9 +24,6 @@ use crate::search::{BulkAction, RunQuery, RunSummary};
 use crate::views::RunsPage;
 
 pub const PAGE_SIZE: i64 = 50;
-
-/// Most runs one bulk action changes (the server's limit, said up front).
-const MAX_BULK_RUNS: i64 = 10_000;
 
 /// One page of the runs matching the filter, below run `before`.
 #[server(prefix = "/_fn", endpoint = "runs")]
@@ -86,14 +85,7 @@ pub async fn bulk_act(
     let done = crate::backend::source()?
         .bulk(&who, action, query, expected)
         .await?;
-    let runs = if done.changed == 1 { "run" } else { "runs" };
-    let past = done.action.past();
-    Ok(format!(
-        "{}{} {} {runs}.",
-        past[..1].to_uppercase(),
-        &past[1..],
-        done.changed
-    ))
+    Ok(done_line(&done))
 }
 
 /// A link to the runs matching `query`, from the newest.
@@ -225,43 +217,21 @@ pub fn RunsListPage() -> impl IntoView {
 }
 
 /// Retry, Cancel and Skip for every run the search matches that each
-/// applies to. Each is a link to the same search with `confirm=<action>`,
-/// which counts the runs it would change (counting is not free with a
-/// large history, so it happens only on the way to an action) and asks;
-/// the confirming form carries the filter as the server read it and that
-/// count.
+/// applies to ([`bulk_bar`]); the confirming form carries the filter as
+/// the server read it and the count.
 #[component]
 fn BulkBar(bulk: ServerAction<BulkAct>, p: RunsPage, query: RunQuery) -> impl IntoView {
-    let allowed = may_act();
-    let links = BulkAction::ALL
-        .into_iter()
-        .map(|action| {
-            let name = action.as_str();
-            let label = format!("{} all…", action.label());
-            if !allowed {
-                return view! {
-                    <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title="Only operators can do this" data-bulk=name>
-                        {label}
-                    </button>
-                }
-                .into_any();
-            }
-            let href = format!("/runs?{}", query.to_query_string(&[("confirm", name.to_owned())]));
-            view! { <a class=format!("{BUTTON} btn-danger") href=href data-bulk=name>{label}</a> }.into_any()
-        })
-        .collect_view();
-    let panel = p.confirm.filter(|_| allowed).map(|(action, n)| {
+    let href = |action: BulkAction| {
+        format!(
+            "/runs?{}",
+            query.to_query_string(&[("confirm", action.as_str().to_owned())])
+        )
+    };
+    let panel = p.confirm.map(|(action, n)| {
         view! { <BulkConfirm bulk action n resolved=p.resolved.clone() back=runs_href(&query) /> }
+            .into_any()
     });
-    view! {
-        <div id="bulk" class="space-y-2">
-            <div class="flex flex-wrap items-center justify-end gap-2 text-sm text-slate-700">
-                <span>"Every run this search matches:"</span>
-                {links}
-            </div>
-            {panel}
-        </div>
-    }
+    bulk_bar("Every run this search matches:", href, panel)
 }
 
 /// The question before a bulk action, with the count it is bound to.
@@ -273,7 +243,7 @@ fn BulkConfirm(
     resolved: RunQuery,
     back: String,
 ) -> impl IntoView {
-    let runs = if n == 1 { "run" } else { "runs" };
+    let runs = runs_word(n);
     let body = if n == 0 {
         view! { <p>{format!("No run this search matches can be {}.", action.past())}</p> }
             .into_any()
@@ -291,11 +261,7 @@ fn BulkConfirm(
         let question = format!(
             "{} the {n} {runs} this search matches? {}",
             action.label(),
-            match action {
-                BulkAction::Retry => "Each task gets a new attempt.",
-                BulkAction::Cancel => "Running ones are stopped.",
-                BulkAction::Skip => "Their tasks count as done for what waits on them.",
-            }
+            consequence(action)
         );
         view! {
             <p>{question}</p>
@@ -310,12 +276,7 @@ fn BulkConfirm(
         }
         .into_any()
     };
-    view! {
-        <div id="bulk-confirm" class="rounded-sm border border-amber-300 bg-amber-50 px-3 py-2 text-sm text-slate-800 space-y-2">
-            {body}
-            <a class=LINK href=back>"Never mind"</a>
-        </div>
-    }
+    bulk_confirm(body, back)
 }
 
 #[component]

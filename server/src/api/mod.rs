@@ -13,6 +13,7 @@ mod keyset;
 mod metrics;
 mod openapi;
 mod plans;
+mod plans_bulk;
 mod replicas;
 mod runs;
 mod schedules;
@@ -85,6 +86,10 @@ fn yaml_body<'a>(headers: &axum::http::HeaderMap, body: &'a [u8]) -> ApiResult<O
 pub fn router(state: ApiState) -> Router {
     let api = Router::new()
         .route("/plans", post(plans::submit).get(plans::list))
+        .route(
+            "/plans/bulk",
+            get(plans_bulk::counts).post(plans_bulk::bulk),
+        )
         .route("/plans/{id}", get(plans::get))
         .route("/plans/{id}/run", post(plans::run))
         .route("/plans/{id}/retry", post(plans::retry))

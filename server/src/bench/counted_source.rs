@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use app::backend::{DashboardSource, PlanFilter};
 use app::error::DashboardError;
 use app::model::Identity;
-use app::search::{BulkAction, BulkResult, RunQuery};
+use app::search::{BulkAction, BulkResult, PlanQuery, RunQuery};
 use app::views::{
     Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, RunsPage,
     ScheduleAction, SchedulePage, SchedulesPage, TargetChange, TargetsPage,
@@ -44,8 +44,9 @@ impl DashboardSource for CountedSource {
         filter: PlanFilter,
         limit: i64,
         offset: i64,
+        confirm: Option<BulkAction>,
     ) -> Result<PlansPage, DashboardError> {
-        self.read().plans(filter, limit, offset).await
+        self.read().plans(filter, limit, offset, confirm).await
     }
 
     async fn plan(&self, id: i64, offset: i64) -> Result<PlanPage, DashboardError> {
@@ -70,6 +71,16 @@ impl DashboardSource for CountedSource {
         expected: i64,
     ) -> Result<BulkResult, DashboardError> {
         self.inner.bulk(who, action, query, expected).await
+    }
+
+    async fn plans_bulk(
+        &self,
+        who: &Identity,
+        action: BulkAction,
+        query: PlanQuery,
+        expected: i64,
+    ) -> Result<BulkResult, DashboardError> {
+        self.inner.plans_bulk(who, action, query, expected).await
     }
 
     async fn audit(

@@ -75,6 +75,12 @@ async fn bench(
         ),
         ("plans, status FAILED", "/plans?status=FAILED".to_owned()),
         ("plans, name search", "/plans?q=seed-9999".to_owned()),
+        // Before a bulk action on the plans list: the runs it would retry
+        // in every FAILED plan.
+        (
+            "plans, Retry all confirm",
+            "/plans?status=FAILED&confirm=retry".to_owned(),
+        ),
         ("plan of 1,000 tasks", format!("/plans/{}", seeded.big_plan)),
         ("run", format!("/runs/{a_run}")),
         ("replicas", "/replicas".to_owned()),

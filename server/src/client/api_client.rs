@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use app::model::{ErrorBody, PlanList, PlanView};
-use app::search::{BulkCounts, RunList, RunQuery};
+use app::search::{BulkCounts, PlanBulkCounts, PlanQuery, RunList, RunQuery};
 use reqwest::{RequestBuilder, Response, header};
 use serde::de::DeserializeOwned;
 
@@ -114,10 +114,18 @@ impl ApiClient {
     }
 
     /// `GET /api/v1/plans`, newest first.
-    pub async fn plans(&self, status: Option<&str>, limit: i64) -> anyhow::Result<PlanList> {
+    pub async fn plans(
+        &self,
+        status: Option<&str>,
+        name: Option<&str>,
+        limit: i64,
+    ) -> anyhow::Result<PlanList> {
         let mut query = vec![("limit", limit.to_string())];
         if let Some(status) = status {
             query.push(("status", status.to_owned()));
+        }
+        if let Some(name) = name {
+            query.push(("name", name.to_owned()));
         }
         let request = self
             .http
@@ -162,6 +170,17 @@ impl ApiClient {
         let request = self
             .http
             .get(format!("{}/api/v1/runs/bulk", self.base))
+            .query(&query);
+        self.send(request).await
+    }
+
+    /// `GET /api/v1/plans/bulk`: how many runs, in how many plans, each
+    /// bulk action on a plans filter would change.
+    pub async fn plans_bulk_counts(&self, filter: &PlanQuery) -> anyhow::Result<PlanBulkCounts> {
+        let query: Vec<(&str, &str)> = filter.pairs();
+        let request = self
+            .http
+            .get(format!("{}/api/v1/plans/bulk", self.base))
             .query(&query);
         self.send(request).await
     }

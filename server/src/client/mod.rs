@@ -8,6 +8,7 @@
 
 mod api_client;
 mod audit;
+mod bulk;
 pub mod progress;
 mod render;
 mod runs;

@@ -1,12 +1,11 @@
 //! `baton runs`: the runs search from the command line, newest first,
 //! filtered as on the dashboard's Runs page.
 
-use std::io::{BufRead, IsTerminal, Write};
-
 use anyhow::bail;
 use app::search::{BulkAction, BulkCounts, BulkResult, RunQuery};
 use clap::Args;
 
+use super::bulk::{confirm, parse_action};
 use super::{ServerArg, render};
 
 #[derive(Args, Debug, Clone)]
@@ -62,10 +61,6 @@ pub struct RunsArgs {
     pub server: ServerArg,
 }
 
-fn parse_action(text: &str) -> Result<BulkAction, String> {
-    BulkAction::parse(text).ok_or_else(|| format!("`{text}` is not retry, cancel or skip"))
-}
-
 pub async fn runs(args: RunsArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
     let client = args.server.client(listen)?;
     let filter = RunQuery {
@@ -88,7 +83,8 @@ pub async fn runs(args: RunsArgs, listen: std::net::SocketAddr) -> anyhow::Resul
                     println!("no run this filter matches can be {}", action.past());
                     return Ok(());
                 }
-                if !args.yes && !confirm(action, n)? {
+                let question = format!("{} the {n} runs this filter matches?", action.label());
+                if !args.yes && !confirm(&question, action, n)? {
                     bail!("nothing was changed");
                 }
                 n
@@ -109,22 +105,4 @@ pub async fn runs(args: RunsArgs, listen: std::net::SocketAddr) -> anyhow::Resul
         false => print!("{}", render::run_list(&list)),
     }
     Ok(())
-}
-
-/// Asks on the terminal; refuses to guess without one.
-fn confirm(action: BulkAction, n: i64) -> anyhow::Result<bool> {
-    if !std::io::stdin().is_terminal() {
-        bail!(
-            "{n} runs would be {}; pass --expect {n} to act on exactly those, or --yes",
-            action.past()
-        );
-    }
-    print!(
-        "{} the {n} runs this filter matches? [y/N] ",
-        action.label()
-    );
-    std::io::stdout().flush()?;
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }

@@ -10,7 +10,7 @@ use app::audit::AuditQuery;
 use app::backend::{DashboardSource, PlanFilter};
 use app::error::DashboardError;
 use app::model::{Identity, TaskView};
-use app::search::{BulkAction, BulkResult, RunQuery};
+use app::search::{BulkAction, BulkResult, PlanQuery, RunQuery};
 use app::views::{
     Action, AuditPage, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage,
     ReplicasPage, RunPage, RunsPage, ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE,
@@ -21,6 +21,7 @@ use crate::audit_filter;
 use crate::executor::CommandPolicy;
 use crate::liveness::replica_views;
 use crate::plan;
+use crate::plan_filter;
 use crate::run_filter::{self, RunFilter};
 use crate::schedule;
 use crate::store::{Person, Store, StoreError, Ts};
@@ -67,6 +68,7 @@ impl DashboardSource for StoreSource {
         filter: PlanFilter,
         limit: i64,
         offset: i64,
+        confirm: Option<BulkAction>,
     ) -> Result<PlansPage, DashboardError> {
         let now = Ts::now();
         let list = self
@@ -74,7 +76,23 @@ impl DashboardSource for StoreSource {
             .plan_list(filter.status, filter.name.as_deref(), limit, offset)
             .await
             .map_err(failed)?;
-        Ok(PlansPage { now: now.0, list })
+        let confirm = match confirm {
+            // Only on a filtered list, and only the action asked about.
+            Some(action) if filter != PlanFilter::default() => {
+                let count = self
+                    .store
+                    .plan_bulk_count(&filter, action)
+                    .await
+                    .map_err(failed)?;
+                Some((action, count))
+            }
+            _ => None,
+        };
+        Ok(PlansPage {
+            now: now.0,
+            list,
+            confirm,
+        })
     }
 
     async fn plan(&self, id: i64, offset: i64) -> Result<PlanPage, DashboardError> {
@@ -181,6 +199,21 @@ impl DashboardSource for StoreSource {
         let filter = run_filter::parse_for_bulk(&query, Ts::now()).map_err(bad_filter)?;
         self.store
             .run_bulk(&filter, action, expected, who.into(), Ts::now())
+            .await
+            .map_err(failed)
+    }
+
+    async fn plans_bulk(
+        &self,
+        who: &Identity,
+        action: BulkAction,
+        query: PlanQuery,
+        expected: i64,
+    ) -> Result<BulkResult, DashboardError> {
+        may_act(who)?;
+        let filter = plan_filter::parse_for_bulk(&query).map_err(bad_filter)?;
+        self.store
+            .plan_bulk(&filter, action, expected, who.into(), Ts::now())
             .await
             .map_err(failed)
     }
@@ -440,7 +473,7 @@ fn may_act(who: &Identity) -> Result<(), DashboardError> {
     }
 }
 
-/// A runs or audit filter that cannot be read, naming its field.
+/// A runs, plans or audit filter that cannot be read, naming its field.
 fn bad_filter(e: run_filter::BadFilter) -> DashboardError {
     DashboardError::Invalid {
         message: e.to_string(),

@@ -375,6 +375,34 @@ pub trait Store: Send + Sync + 'static {
         by: Person<'_>,
         now: Ts,
     ) -> Result<app::search::BulkResult>;
+    /// How many runs `action` would change in the plans `filter` matches
+    /// (up to 10,001), and in how many plans.
+    async fn plan_bulk_count(
+        &self,
+        filter: &app::backend::PlanFilter,
+        action: app::search::BulkAction,
+    ) -> Result<app::search::PlanBulkCount>;
+    /// [`Store::plan_bulk_count`] for Retry/Skip and for Cancel.
+    async fn plan_bulk_counts(
+        &self,
+        filter: &app::backend::PlanFilter,
+    ) -> Result<app::search::PlanBulkCounts> {
+        use app::search::BulkAction;
+        Ok(app::search::PlanBulkCounts {
+            ended_badly: self.plan_bulk_count(filter, BulkAction::Retry).await?,
+            live: self.plan_bulk_count(filter, BulkAction::Cancel).await?,
+        })
+    }
+    /// [`Store::run_bulk`] on the runs of the plans `filter` matches (the
+    /// plans list's filter), bound to the number of runs, `expected`.
+    async fn plan_bulk(
+        &self,
+        filter: &app::backend::PlanFilter,
+        action: app::search::BulkAction,
+        expected: i64,
+        by: Person<'_>,
+        now: Ts,
+    ) -> Result<app::search::BulkResult>;
     async fn run_log(&self, id: i64) -> Result<String>;
     /// The last `limit` lines of a run's log and how many it has in all.
     async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail>;

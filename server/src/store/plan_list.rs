@@ -10,7 +10,8 @@
 //! `PlanStatus::from_counts`; the conformance suite checks they agree.
 //!
 //! Placeholders: `$1` a lower-case `LIKE` pattern for the name or NULL,
-//! `$2` the limit, `$3` the offset.
+//! `$2` the limit, `$3` the offset. A bulk action on the list
+//! ([`bulk_sql`]) selects its runs with the same filter.
 
 use std::collections::BTreeMap;
 
@@ -101,6 +102,22 @@ pub fn page_sql(status: Option<PlanStatus>) -> String {
 /// How many plans the filter matches in all (`$1` only).
 pub fn count_sql(status: Option<PlanStatus>) -> String {
     format!("SELECT COUNT(*) FROM plan p WHERE {}", filter(status))
+}
+
+/// The runs of the plans the filter matches that `applies` (a condition
+/// on run `r` and its task `t`) holds for, with their tasks and plans, at
+/// most `$2`, in task order (the order `lock` locks their tasks in): what
+/// a bulk action on the list changes. Driven by the runs `applies` picks
+/// (each through a small partial index), each tested against its plan.
+pub fn bulk_sql(status: Option<PlanStatus>, applies: &str, lock: &str) -> String {
+    format!(
+        "SELECT r.id, r.task_id, r.plan_id
+        FROM task_run r JOIN task t ON t.id = r.task_id JOIN plan p ON p.id = r.plan_id
+        WHERE {applies}
+         AND {filter}
+        ORDER BY t.id LIMIT $2 {lock}",
+        filter = filter(status),
+    )
 }
 
 /// The `LIKE` pattern matching names that contain `text`, any case.

@@ -14,7 +14,8 @@
 //! - `notifications`: notification claims, the outbox, deliveries;
 //! - `dashboard`: the reads behind the dashboard;
 //! - `bulk`: bulk Retry, Cancel and Skip on a runs search, bound to the
-//!   count the operator saw, and operators racing one;
+//!   count the operator saw, and operators racing one; `plan_bulk`: the
+//!   same on the plans a status and name filter matches;
 //! - `audit`: the audit log: one entry per person's action, refusals,
 //!   sign-ins, filters and pages, retention, rollback;
 //! - `retention`: pruning finished plans, whole and with nothing left
@@ -41,6 +42,7 @@ mod dashboard;
 mod gates;
 mod liveness;
 mod notifications;
+mod plan_bulk;
 mod plans;
 mod retention;
 mod run_search;

@@ -33,8 +33,9 @@ pub enum Subject<'a> {
     /// Something being created, by kind and name: what a refused submit
     /// names (a created one is recorded under its id, [`Asked::about`]).
     New(&'static str, &'a str),
-    /// The runs a bulk action's filter matched, described.
-    Runs(String),
+    /// The filter a bulk action acted on, described (`runs status=FAILED`,
+    /// `plans name=orders`).
+    Filter(String),
     /// A dashboard session (signing in and out).
     Session,
 }
@@ -164,7 +165,7 @@ async fn named<D: Dialect>(tx: &mut D::Tx, subject: &Subject<'_>) -> Result<Name
             text: format!("{kind} {}", client_text(name)),
             ..Named::default()
         },
-        Subject::Runs(described) => Named {
+        Subject::Filter(described) => Named {
             text: described.clone(),
             ..Named::default()
         },

@@ -1,6 +1,8 @@
 //! Bulk actions: Retry, Cancel or Skip every run a runs search matches
 //! that the action applies to, in one transaction, refused unless the
-//! filter still matches as many runs as the operator was shown.
+//! filter still matches as many runs as the operator was shown. The
+//! plans list's bulk actions ([`super::plan_bulk`]) select their runs
+//! their own way and share the rest: [`apply`].
 //!
 //! The count is taken again inside the transaction, with the tasks' rows
 //! locked (PostgreSQL; SQLite's writer lock serialises the whole
@@ -14,7 +16,7 @@ use app::search::{BulkAction, BulkResult};
 
 use super::actions::{cancel_runs, create_runs, new_phase, run_count};
 use super::audit::Asked;
-use super::{BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placeholders, read_one};
+use super::{Arg, BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placeholders, read_one};
 use crate::run_filter::RunFilter;
 use crate::store::notify::PlanOutcomes;
 use crate::store::run_search::Search;
@@ -47,7 +49,7 @@ pub const MAX_RUNS: i64 = 10_000;
 /// The runs `action` applies to, as a condition on run `r` and task `t`.
 /// Each is driven by a small partial index (`task_run_ended_badly`, the
 /// live-status ones), so counting stays cheap with a million runs.
-fn applies(action: BulkAction) -> &'static str {
+pub(super) fn applies(action: BulkAction) -> &'static str {
     match action {
         BulkAction::Retry | BulkAction::Skip => {
             "r.status IN ('FAILED', 'CANCELED') AND t.latest_run_id = r.id AND t.skipped_at IS NULL"
@@ -80,16 +82,30 @@ pub async fn bulk_apply<D: Dialect>(
     asked: &Asked<'_>,
     now: Ts,
 ) -> Result<BulkResult> {
-    let actor = asked.by.name;
     let search = Search::new(D::BACKEND, filter);
     let sql = search.matching_sql(applies(action), D::row_lock(RowLock::Tasks));
+    let args = search.args(i64::MAX, 0, MAX_RUNS + 1);
+    let matching = Sql::built(sql).unprepared();
+    apply(d, matching, &args, action, expected, asked, now).await
+}
+
+/// The one apply path of every bulk action: in one transaction, reads the
+/// runs `matching` selects (`(run, task, plan)`, at most [`MAX_RUNS`] + 1,
+/// their tasks locked), refuses unless they are `expected` in number, and
+/// applies `action` to them, each run's event naming who, with one audit
+/// entry for the whole.
+pub(super) async fn apply<D: Dialect>(
+    d: &D,
+    matching: Sql,
+    args: &[Arg<'_>],
+    action: BulkAction,
+    expected: i64,
+    asked: &Asked<'_>,
+    now: Ts,
+) -> Result<BulkResult> {
+    let actor = asked.by.name;
     let mut tx = d.begin().await?;
-    let matched: Vec<(i64, i64, i64)> = D::fetch_all(
-        &mut tx,
-        Sql::built(sql).unprepared(),
-        &search.args(i64::MAX, 0, MAX_RUNS + 1),
-    )
-    .await?;
+    let matched: Vec<(i64, i64, i64)> = D::fetch_all(&mut tx, matching, args).await?;
     let n = matched.len() as i64;
     if n > MAX_RUNS {
         return Err(StoreError::Invalid(format!(

@@ -20,6 +20,7 @@ pub mod execution;
 pub mod liveness;
 pub mod outcomes;
 pub mod pins;
+pub mod plan_bulk;
 pub mod promote;
 pub mod reads;
 pub mod retention;

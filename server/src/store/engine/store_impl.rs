@@ -8,7 +8,7 @@ use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunVie
 use super::audit::{self, Asked, Subject};
 use super::{
     Dialect, actions, approvals, brakes, bulk, deliveries, endings, execution, liveness, pins,
-    promote, read_one, reads, retention, schedules, sessions, submit,
+    plan_bulk, promote, read_one, reads, retention, schedules, sessions, submit,
 };
 use crate::plan::NewPlan;
 use crate::schedule::NewSchedule;
@@ -339,8 +339,35 @@ impl<D: Dialect> Store for D {
             app::search::BulkAction::Cancel => "runs.bulk_cancel",
             app::search::BulkAction::Skip => "runs.bulk_skip",
         };
-        let asked = Asked::new(by, verb, Subject::Runs(bulk::described(filter)));
+        let asked = Asked::new(by, verb, Subject::Filter(bulk::described(filter)));
         let done = bulk::bulk_apply(self, filter, action, expected, &asked, now).await;
+        asked.settle(self, done, now).await
+    }
+
+    async fn plan_bulk_count(
+        &self,
+        filter: &app::backend::PlanFilter,
+        action: app::search::BulkAction,
+    ) -> Result<app::search::PlanBulkCount> {
+        plan_bulk::plan_bulk_count(self, filter, action).await
+    }
+
+    async fn plan_bulk(
+        &self,
+        filter: &app::backend::PlanFilter,
+        action: app::search::BulkAction,
+        expected: i64,
+        by: Person<'_>,
+        now: Ts,
+    ) -> Result<app::search::BulkResult> {
+        let verb = match action {
+            app::search::BulkAction::Retry => "plans.bulk_retry",
+            app::search::BulkAction::Cancel => "plans.bulk_cancel",
+            app::search::BulkAction::Skip => "plans.bulk_skip",
+        };
+        let described = crate::plan_filter::described(filter);
+        let asked = Asked::new(by, verb, Subject::Filter(described));
+        let done = plan_bulk::plan_bulk_apply(self, filter, action, expected, &asked, now).await;
         asked.settle(self, done, now).await
     }
 

@@ -1,0 +1,27 @@
+//! What `baton runs --act` and `baton status --act` share: the action's
+//! name on the command line, and the question before acting.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use anyhow::bail;
+use app::search::BulkAction;
+
+pub fn parse_action(text: &str) -> Result<BulkAction, String> {
+    BulkAction::parse(text).ok_or_else(|| format!("`{text}` is not retry, cancel or skip"))
+}
+
+/// Asks `question` on the terminal about acting on `n` runs; refuses to
+/// guess without one, saying how to act on exactly those.
+pub fn confirm(question: &str, action: BulkAction, n: i64) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        bail!(
+            "{n} runs would be {}; pass --expect {n} to act on exactly those, or --yes",
+            action.past()
+        );
+    }
+    print!("{question} [y/N] ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
