@@ -2,7 +2,8 @@
 //!
 //! Layout:
 //! - [`model`]: the JSON view types shared with the REST API; [`search`]:
-//!   the runs search's filter and results; [`audit`]: the audit log's.
+//!   the runs search's filter and results, and the bulk actions on a runs
+//!   search or the plans list; [`audit`]: the audit log's.
 //! - [`views`]: what each page loads; [`error`]: the error its server
 //!   functions return.
 //! - `backend` (ssr only): the trait through which server functions reach
