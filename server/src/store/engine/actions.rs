@@ -273,11 +273,11 @@ async fn task_lock<D: Dialect>(tx: &mut D::Tx, id: i64) -> Result<TaskState> {
 }
 
 /// Runs `attempt` again when the database broke a deadlock by failing it.
-/// Plan-wide actions lock many runs; a finish batch or a claim may hold
-/// some of them, and whichever order each takes, a cycle can form on a
-/// plan of thousands of tasks (a 40,000-task cancel once answered 500).
-/// Each attempt is a whole transaction, so a retry is safe.
-async fn retrying_deadlocks<D, T, F, Fut>(mut attempt: F) -> Result<T>
+/// Plan-wide and bulk actions lock many runs; a finish batch or a claim
+/// may hold some of them, and whichever order each takes, a cycle can
+/// form on a plan of thousands of tasks (a 40,000-task cancel once
+/// answered 500). Each attempt is a whole transaction, so a retry is safe.
+pub(super) async fn retrying_deadlocks<D, T, F, Fut>(mut attempt: F) -> Result<T>
 where
     D: Dialect,
     F: FnMut() -> Fut,

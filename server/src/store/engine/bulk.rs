@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use app::search::{BulkAction, BulkResult};
 
-use super::actions::{cancel_runs, create_runs, new_phase, run_count};
+use super::actions::{cancel_runs, create_runs, new_phase, retrying_deadlocks, run_count};
 use super::audit::Asked;
 use super::{Arg, BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placeholders, read_one};
 use crate::run_filter::RunFilter;
@@ -93,8 +93,26 @@ pub async fn bulk_apply<D: Dialect>(
 /// runs `matching` selects (`(run, task, plan)`, at most [`MAX_RUNS`] + 1,
 /// their tasks locked), refuses unless they are `expected` in number, and
 /// applies `action` to them, each run's event naming who, with one audit
-/// entry for the whole.
+/// entry for the whole. Thousands of runs locked at once can deadlock
+/// with a finish batch, as a plan-wide action can: the database breaks
+/// it, and the whole transaction is tried again, the count with it.
 pub(super) async fn apply<D: Dialect>(
+    d: &D,
+    matching: Sql,
+    args: &[Arg<'_>],
+    action: BulkAction,
+    expected: i64,
+    asked: &Asked<'_>,
+    now: Ts,
+) -> Result<BulkResult> {
+    retrying_deadlocks::<D, _, _, _>(move || {
+        apply_once(d, matching.clone(), args, action, expected, asked, now)
+    })
+    .await
+}
+
+/// One try of [`apply`].
+async fn apply_once<D: Dialect>(
     d: &D,
     matching: Sql,
     args: &[Arg<'_>],
