@@ -98,10 +98,70 @@ test('Cancel all works as links and a form without JavaScript', async ({ browser
     await expect(page).toHaveURL(/confirm=cancel/);
     await expect(page.locator('#bulk-confirm')).toContainText('Cancel the 1 live run in 1 plan this list matches?');
     await page.locator('#bulk-confirm button[data-bulk-confirm=cancel]').click();
-    // Back on the list, which counts again: nothing left to cancel.
-    await expect(page).toHaveURL(/\/plans\?/);
-    await expect(page.locator('#bulk-confirm')).toContainText('No run of the plans this list matches can be canceled.');
+    // Back on the list, no longer asking, and the result line says how
+    // many changed, as it does with JavaScript.
+    await expect(page).toHaveURL(/\/plans\?q=e2e-pbulk-nojs&done=cancel&changed=1$/);
+    await expect(page.locator('#bulk-result')).toHaveText('Canceled 1 run.');
+    await expect(page.locator('#bulk-confirm')).toHaveCount(0);
+    // The result stays out of the links it offers.
+    await expect(page.locator('#bulk a[data-bulk=cancel]')).toHaveAttribute('href', '/plans?confirm=cancel&q=e2e-pbulk-nojs');
     await expect.poll(() => planStatus(request, id), { timeout: 10_000 }).toBe('CANCELED');
+  } finally {
+    await context.close();
+  }
+});
+
+test('without JavaScript, a refusal shows its message where the result would be', async ({ browser, request }) => {
+  const id = await submit(request, {
+    name: 'e2e-pbulk-moved',
+    tasks: [{ name: 'long', target: 'db/pbulk-moved', command: { argv: ['sleep', '60'] } }],
+  });
+  await expect.poll(() => planStatus(request, id), { timeout: 20_000 }).toBe('RUNNING');
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const page = await context.newPage();
+  try {
+    await page.goto('/plans?q=e2e-pbulk-moved&confirm=cancel');
+    await expect(page.locator('#bulk-confirm')).toContainText('Cancel the 1 live run in 1 plan this list matches?');
+    // Another plan joins the list after the count was shown.
+    const other = await submit(request, {
+      name: 'e2e-pbulk-moved-too',
+      tasks: [{ name: 'long', target: 'db/pbulk-moved-too', command: { argv: ['sleep', '60'] } }],
+    });
+    await expect.poll(() => planStatus(request, other), { timeout: 20_000 }).toBe('RUNNING');
+    await page.locator('#bulk-confirm button[data-bulk-confirm=cancel]').click();
+    await expect(page.locator('#bulk-result [role=alert]')).toContainText('the filter now matches 2');
+    await expect(page.locator('#bulk-result [role=alert]')).toContainText('you saw 1');
+    // Nothing changed, and the question is asked again with the new count.
+    await expect(page.locator('#bulk-confirm')).toContainText('Cancel the 2 live runs in 2 plans this list matches?');
+    expect(await planStatus(request, id)).toBe('RUNNING');
+    await page.locator('#bulk-confirm button[data-bulk-confirm=cancel]').click();
+    await expect(page.locator('#bulk-result')).toHaveText('Canceled 2 runs.');
+    await expect(page).not.toHaveURL(/__err|confirm=/);
+  } finally {
+    await context.close();
+  }
+});
+
+test('a result written into a link shows as text, or not at all', async ({ browser, page: hydrated }) => {
+  // The page hydrates over the line it was served with.
+  await hydrated.goto('/plans?q=e2e-pbulk&done=retry&changed=3');
+  await expect(hydrated.locator('#baton')).toHaveAttribute('data-hydrated', 'true');
+  await expect(hydrated.locator('#bulk-result')).toHaveText('Retried 3 runs.');
+
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const page = await context.newPage();
+  try {
+    await page.goto('/plans?q=e2e-pbulk&done=retry&changed=3');
+    await expect(page.locator('#bulk-result')).toHaveText('Retried 3 runs.');
+    for (const query of [
+      'done=%3Cb%3Eretry%3C%2Fb%3E&changed=3',
+      'done=retry&changed=3%3Cscript%3Ealert(1)%3C%2Fscript%3E',
+      'done=retry&changed=99999999',
+    ]) {
+      await page.goto(`/plans?q=e2e-pbulk&${query}`);
+      await expect(page.locator('#plans tbody tr').first()).toBeVisible();
+      await expect(page.locator('#bulk-result')).toHaveText('');
+    }
   } finally {
     await context.close();
   }

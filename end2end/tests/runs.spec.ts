@@ -59,6 +59,8 @@ test('the Runs page finds a failed run by its error, and its links narrow the se
   await expect(page.locator('#bulk-confirm')).toContainText('Retry the 1 run this search matches?');
   await page.locator('#bulk-confirm button[data-bulk-confirm=retry]').click();
   await expect(page.locator('#bulk-result')).toContainText('Retried 1 run.');
+  // With JavaScript the page reads the answer itself and stays where it is.
+  await expect(page).toHaveURL(/confirm=retry$/);
   await expect
     .poll(async () => {
       const plan = await (await request.get(`/api/v1/plans/${id}`)).json();
@@ -89,6 +91,36 @@ test('a filter that cannot be read is named, and a plain search works without Ja
   // fine #1, and stuck's two attempts.
   await expect(page.locator('#runs tbody tr')).toHaveCount(3);
   await context.close();
+});
+
+test('without JavaScript, a bulk retry ends on the list with the result line', async ({ browser, request }) => {
+  const id = await submit(request, {
+    name: 'e2e-nojs-retry',
+    tasks: [{ name: 'stuck', target: 'db/nojs-retry', command: { argv: ['sh', '-c', 'exit 6'] } }],
+  });
+  await expect
+    .poll(async () => (await (await request.get(`/api/v1/plans/${id}`)).json()).status, { timeout: 20_000 })
+    .toBe('FAILED');
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const page = await context.newPage();
+  try {
+    // A relative time: the list the operator comes back to keeps it.
+    await page.goto('/runs?status=FAILED&target=db/nojs-retry&since=1h');
+    await page.locator('#bulk a[data-bulk=retry]').click();
+    await expect(page.locator('#bulk-confirm')).toContainText('Retry the 1 run this search matches?');
+    await page.locator('#bulk-confirm button[data-bulk-confirm=retry]').click();
+    await expect(page).toHaveURL(/\/runs\?status=FAILED&target=db\/nojs-retry&since=1h&done=retry&changed=1$/);
+    await expect(page.locator('#bulk-result')).toHaveText('Retried 1 run.');
+    await expect(page.locator('#bulk-confirm')).toHaveCount(0);
+    await expect
+      .poll(async () => {
+        const plan = await (await request.get(`/api/v1/plans/${id}`)).json();
+        return plan.tasks[0].attempt;
+      })
+      .toBe(2);
+  } finally {
+    await context.close();
+  }
 });
 
 test('/ goes to the search box: the page\'s own, else the Runs page\'s; never while typing', async ({ page }) => {

@@ -10,7 +10,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::components::actions::{BUTTON, outcome};
 use crate::components::bulk::{
-    MAX_BULK_RUNS, bulk_bar, bulk_confirm, consequence, done_line, runs_word,
+    MAX_BULK_RUNS, bulk_bar, bulk_confirm, consequence, result_line, runs_word,
 };
 use crate::components::feed::Feed;
 use crate::components::live::use_live;
@@ -58,7 +58,8 @@ pub async fn load_plans(
 }
 
 /// Applies `action` to the runs of the plans `status` and `name` match,
-/// if they are still `expected`; answers with the result line.
+/// if they are still `expected`; answers with the result line (a plain
+/// form post is sent back to the list with it instead, `bulk::back_to_list`).
 #[server(prefix = "/_fn", endpoint = "plans_bulk")]
 pub async fn plans_bulk_act(
     action: BulkAction,
@@ -67,10 +68,16 @@ pub async fn plans_bulk_act(
     expected: i64,
 ) -> Result<String, DashboardError> {
     let who = crate::backend::identity()?;
+    // The list calls the name filter `q`.
+    let fallback = crate::query::query_string(
+        crate::query::filled(&[("status", &status), ("q", &name)]),
+        &[],
+    );
     let done = crate::backend::source()?
         .plans_bulk(&who, action, PlanQuery { status, name }, expected)
         .await?;
-    Ok(done_line(&done))
+    crate::components::bulk::back_to_list("/plans", &fallback, &done);
+    Ok(crate::components::bulk::done_line(&done))
 }
 
 /// The list's query string for `page`, keeping the filters.
@@ -176,7 +183,7 @@ pub fn PlansListPage() -> impl IntoView {
                 </button>
             </Form>
             <div id="bulk-result" role="status" aria-live="polite">
-                {move || bulk.value().get().map(outcome)}
+                {move || result_line(bulk.value().get(), &query.read()).map(outcome)}
             </div>
             {loaded(
                 data,

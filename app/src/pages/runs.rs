@@ -9,7 +9,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::components::actions::{BUTTON, outcome};
 use crate::components::bulk::{
-    MAX_BULK_RUNS, bulk_bar, bulk_confirm, consequence, done_line, runs_word,
+    MAX_BULK_RUNS, bulk_bar, bulk_confirm, consequence, result_line, runs_word,
 };
 use crate::components::feed::Feed;
 use crate::components::live::use_live;
@@ -56,7 +56,8 @@ pub async fn load_runs(
 }
 
 /// Applies `action` to the runs the filter matches, if they are still
-/// `expected`; answers with the result line.
+/// `expected`; answers with the result line (a plain form post is sent
+/// back to the list with it instead, `bulk::back_to_list`).
 #[server(prefix = "/_fn", endpoint = "runs_bulk")]
 #[allow(clippy::too_many_arguments)]
 pub async fn bulk_act(
@@ -82,10 +83,12 @@ pub async fn bulk_act(
         since,
         until,
     };
+    let fallback = query.to_query_string(&[]);
     let done = crate::backend::source()?
         .bulk(&who, action, query, expected)
         .await?;
-    Ok(done_line(&done))
+    crate::components::bulk::back_to_list("/runs", &fallback, &done);
+    Ok(crate::components::bulk::done_line(&done))
 }
 
 /// A link to the runs matching `query`, from the newest.
@@ -197,7 +200,7 @@ pub fn RunsListPage() -> impl IntoView {
                 <a class=format!("{LINK} py-1 text-sm") href="/runs">"Clear"</a>
             </Form>
             <div id="bulk-result" role="status" aria-live="polite">
-                {move || bulk.value().get().map(outcome)}
+                {move || result_line(bulk.value().get(), &query_map.read()).map(outcome)}
             </div>
             {loaded(
                 data,
