@@ -280,7 +280,7 @@ async fn the_runs_search_filters_pages_and_refuses_bad_input() {
     assert_eq!(status, 409, "{body}");
     assert_eq!(
         body["error"],
-        "the filter now matches 1 runs to retry, you saw 2; nothing was changed, look again"
+        "the filter now matches 1 run to retry, you saw 2; nothing was changed, look again"
     );
     let (status, body) = s.post("/api/v1/runs/bulk", retry(1)).await;
     assert_eq!(

@@ -338,7 +338,7 @@ async fn runs_lists_the_search_and_acts_on_it_at_the_count_expected() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("1 runs would be retried; pass --expect 1"),
+        stderr.contains("1 run would be retried; pass --expect 1"),
         "{stderr}"
     );
     let out = baton(
@@ -352,7 +352,7 @@ async fn runs_lists_the_search_and_acts_on_it_at_the_count_expected() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("now matches 1 runs to retry, you saw 2"),
+        stderr.contains("now matches 1 run to retry, you saw 2"),
         "{stderr}"
     );
     let out = baton(
@@ -364,7 +364,7 @@ async fn runs_lists_the_search_and_acts_on_it_at_the_count_expected() {
     )
     .await;
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "retried 1 runs\n");
+    assert_eq!(text(&out.stdout), "retried 1 run\n");
     let store = db.store().await;
     let plan = store.plan_get(1).await.unwrap();
     let boom = plan.tasks.iter().find(|t| t.name == "boom").unwrap();

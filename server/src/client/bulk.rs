@@ -15,7 +15,8 @@ pub fn parse_action(text: &str) -> Result<BulkAction, String> {
 pub fn confirm(question: &str, action: BulkAction, n: i64) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
         bail!(
-            "{n} runs would be {}; pass --expect {n} to act on exactly those, or --yes",
+            "{} would be {}; pass --expect {n} to act on exactly those, or --yes",
+            run_count(n),
             action.past()
         );
     }
@@ -24,4 +25,9 @@ pub fn confirm(question: &str, action: BulkAction, n: i64) -> anyhow::Result<boo
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// "1 run", "12 runs".
+pub fn run_count(n: i64) -> String {
+    format!("{n} {}", if n == 1 { "run" } else { "runs" })
 }

@@ -5,7 +5,7 @@ use anyhow::bail;
 use app::search::{BulkAction, BulkCounts, BulkResult, RunQuery};
 use clap::Args;
 
-use super::bulk::{confirm, parse_action};
+use super::bulk::{confirm, parse_action, run_count};
 use super::{ServerArg, render};
 
 #[derive(Args, Debug, Clone)]
@@ -96,7 +96,7 @@ pub async fn runs(args: RunsArgs, listen: std::net::SocketAddr) -> anyhow::Resul
                 Some(serde_json::json!({"action": action, "filter": filter, "expected": expected})),
             )
             .await?;
-        println!("{} {} runs", done.action.past(), done.changed);
+        println!("{} {}", done.action.past(), run_count(done.changed));
         return Ok(());
     }
     let list = client.runs(&filter, args.before, args.limit).await?;

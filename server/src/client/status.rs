@@ -7,7 +7,7 @@ use anyhow::bail;
 use app::search::{BulkAction, BulkResult, PlanQuery};
 use clap::Args;
 
-use super::bulk::{confirm, parse_action};
+use super::bulk::{confirm, parse_action, run_count};
 use super::{ApiClient, ServerArg, render};
 
 #[derive(Args, Debug, Clone)]
@@ -106,6 +106,6 @@ async fn act(args: &StatusArgs, client: &ApiClient) -> anyhow::Result<()> {
             Some(serde_json::json!({"action": action, "filter": filter, "expected": expected})),
         )
         .await?;
-    println!("{} {} runs", done.action.past(), done.changed);
+    println!("{} {}", done.action.past(), run_count(done.changed));
     Ok(())
 }

@@ -133,7 +133,8 @@ async fn apply_once<D: Dialect>(
     }
     if n != expected {
         return Err(StoreError::Conflict(format!(
-            "the filter now matches {n} runs to {}, you saw {expected}; nothing was changed, look again",
+            "the filter now matches {n} {} to {}, you saw {expected}; nothing was changed, look again",
+            if n == 1 { "run" } else { "runs" },
             action.as_str()
         )));
     }
@@ -146,7 +147,11 @@ async fn apply_once<D: Dialect>(
     let runs: Vec<i64> = matched.iter().map(|m| m.0).collect();
     let tasks: Vec<i64> = matched.iter().map(|m| m.1).collect();
     let plans: BTreeSet<i64> = matched.iter().map(|m| m.2).collect();
-    let detail = format!("{} by {actor} (bulk, {n} runs)", action.past());
+    let detail = format!(
+        "{} by {actor} (bulk, {})",
+        action.past(),
+        run_count(n as u64)
+    );
     let mut deliveries = false;
     match action {
         BulkAction::Retry => {
