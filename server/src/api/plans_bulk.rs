@@ -7,6 +7,7 @@ use app::search::{BulkResult, PlanBulkCounts, PlanBulkRequest, PlanQuery};
 use axum::Json;
 use axum::extract::{Query, State};
 
+use super::runs::seen_count;
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::plan_filter;
@@ -32,12 +33,7 @@ pub async fn bulk(
     Json(request): Json<PlanBulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let filter = bulk_filter(&request.filter, "filter.")?;
-    if request.expected < 0 {
-        return Err(ApiError::invalid(
-            "expected",
-            "expected is the number of runs you were shown, not negative",
-        ));
-    }
+    seen_count(request.expected)?;
     let result = state
         .store
         .plan_bulk(

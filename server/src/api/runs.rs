@@ -55,12 +55,7 @@ pub async fn bulk(
     Json(request): Json<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let filter = bulk_filter(&request.filter, "filter.")?;
-    if request.expected < 0 {
-        return Err(ApiError::invalid(
-            "expected",
-            "expected is the number of runs you were shown, not negative",
-        ));
-    }
+    seen_count(request.expected)?;
     let result = state
         .store
         .run_bulk(
@@ -105,4 +100,15 @@ pub async fn log(
 ) -> ApiResult<impl IntoResponse> {
     let text = state.store.run_log(parse_id(&id, "run")?).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text))
+}
+
+/// A bulk action's `expected`: the number of runs the operator was shown.
+pub(super) fn seen_count(expected: i64) -> ApiResult<i64> {
+    if expected < 0 {
+        return Err(ApiError::invalid(
+            "expected",
+            "expected is the number of runs you were shown, not negative",
+        ));
+    }
+    Ok(expected)
 }

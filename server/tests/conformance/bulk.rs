@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use app::model::{RunStatus, TaskStatus};
-use app::search::{BulkAction, BulkCounts};
+use app::search::{BulkAction, BulkCounts, BulkResult};
 use baton::run_filter::{self, RunFilter};
 use baton::store::{Finish, NotifyTargets, Store, StoreError, Ts};
 use serde_json::json;
@@ -23,6 +23,49 @@ per_backend!(cases:
 
 fn filter(pairs: &[(&str, &str)]) -> RunFilter {
     run_filter::parse(&crate::run_search::query(pairs), Ts::now()).unwrap()
+}
+
+/// `racers` operators press the same bulk Retry at once, each through
+/// `act` (one store call, by `op-<i>`, with the count all of them saw,
+/// `tasks`): one wins and retries every task once, the others are told
+/// the count moved.
+pub(crate) async fn race_bulk_retries<F, Fut>(
+    db: &TestDb,
+    s: &Arc<dyn Store>,
+    racers: usize,
+    tasks: i64,
+    act: F,
+) where
+    F: Fn(Arc<dyn Store>, String) -> Fut,
+    Fut: std::future::Future<Output = Result<BulkResult, StoreError>> + Send + 'static,
+{
+    let running: Vec<_> = (0..racers)
+        .map(|i| tokio::spawn(act(s.clone(), format!("op-{i}"))))
+        .collect();
+    let mut won = 0;
+    for r in running {
+        match r.await.unwrap() {
+            Ok(done) => {
+                assert_eq!(done.changed, tasks);
+                won += 1;
+            }
+            Err(StoreError::Conflict(m)) => {
+                assert!(m.contains(&format!("you saw {tasks}")), "{m}")
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(won, 1, "one operator's retry, not two");
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM task_run WHERE attempt = 2")
+            .await,
+        tasks
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM task_run WHERE attempt > 2")
+            .await,
+        0
+    );
 }
 
 /// A plan `name` of `n` tasks on `db/<name>-<i>` and one on `svc/<name>`;
@@ -278,42 +321,13 @@ mod cases {
         failed_plan(s.as_ref(), "race", 40).await;
         let f = Arc::new(filter(&[("status", "FAILED")]));
         assert_eq!(s.run_bulk_counts(&f).await.unwrap().ended_badly, 40);
-        let mut racers = Vec::new();
-        for i in 0..8 {
-            let s: Arc<dyn Store> = s.clone();
+        race_bulk_retries(&db, &s, 8, 40, move |s, by| {
             let f = f.clone();
-            racers.push(tokio::spawn(async move {
-                s.run_bulk(
-                    &f,
-                    BulkAction::Retry,
-                    40,
-                    format!("op-{i}").as_str().into(),
-                    Ts::now(),
-                )
-                .await
-            }));
-        }
-        let mut won = 0;
-        for r in racers {
-            match r.await.unwrap() {
-                Ok(done) => {
-                    assert_eq!(done.changed, 40);
-                    won += 1;
-                }
-                Err(StoreError::Conflict(m)) => assert!(m.contains("you saw 40"), "{m}"),
-                Err(e) => panic!("{e}"),
+            async move {
+                s.run_bulk(&f, BulkAction::Retry, 40, by.as_str().into(), Ts::now())
+                    .await
             }
-        }
-        assert_eq!(won, 1, "one operator's retry, not two");
-        assert_eq!(
-            db.count("SELECT COUNT(*) FROM task_run WHERE attempt = 2")
-                .await,
-            40
-        );
-        assert_eq!(
-            db.count("SELECT COUNT(*) FROM task_run WHERE attempt > 2")
-                .await,
-            0
-        );
+        })
+        .await;
     }
 }

@@ -16,7 +16,7 @@ use baton::plan_filter;
 use baton::store::{Finish, NotifyTargets, Store, StoreError, Ts};
 use serde_json::json;
 
-use crate::bulk::failed_plan;
+use crate::bulk::{failed_plan, race_bulk_retries};
 use crate::common::store::{claim, promote, task_named};
 use crate::common::{Kind, TestDb, plan};
 use crate::per_backend;
@@ -325,42 +325,13 @@ mod cases {
             s.plan_bulk_count(&f, BulkAction::Retry).await.unwrap(),
             count(40, 2)
         );
-        let mut racers = Vec::new();
-        for i in 0..6 {
-            let s: Arc<dyn Store> = s.clone();
+        race_bulk_retries(&db, &s, 6, 40, move |s, by| {
             let f = f.clone();
-            racers.push(tokio::spawn(async move {
-                s.plan_bulk(
-                    &f,
-                    BulkAction::Retry,
-                    40,
-                    format!("op-{i}").as_str().into(),
-                    Ts::now(),
-                )
-                .await
-            }));
-        }
-        let mut won = 0;
-        for r in racers {
-            match r.await.unwrap() {
-                Ok(done) => {
-                    assert_eq!(done.changed, 40);
-                    won += 1;
-                }
-                Err(StoreError::Conflict(m)) => assert!(m.contains("you saw 40"), "{m}"),
-                Err(e) => panic!("{e}"),
+            async move {
+                s.plan_bulk(&f, BulkAction::Retry, 40, by.as_str().into(), Ts::now())
+                    .await
             }
-        }
-        assert_eq!(won, 1, "one operator's retry, not two");
-        assert_eq!(
-            db.count("SELECT COUNT(*) FROM task_run WHERE attempt = 2")
-                .await,
-            40
-        );
-        assert_eq!(
-            db.count("SELECT COUNT(*) FROM task_run WHERE attempt > 2")
-                .await,
-            0
-        );
+        })
+        .await;
     }
 }

@@ -42,6 +42,25 @@ pub fn described(filter: &RunFilter) -> String {
     parts.join(" ")
 }
 
+/// The list a bulk action was asked from.
+#[derive(Clone, Copy)]
+pub enum List {
+    Runs,
+    Plans,
+}
+
+/// The audit action of `action` asked from `list`: `runs.bulk_retry`.
+pub fn verb(list: List, action: BulkAction) -> &'static str {
+    match (list, action) {
+        (List::Runs, BulkAction::Retry) => "runs.bulk_retry",
+        (List::Runs, BulkAction::Cancel) => "runs.bulk_cancel",
+        (List::Runs, BulkAction::Skip) => "runs.bulk_skip",
+        (List::Plans, BulkAction::Retry) => "plans.bulk_retry",
+        (List::Plans, BulkAction::Cancel) => "plans.bulk_cancel",
+        (List::Plans, BulkAction::Skip) => "plans.bulk_skip",
+    }
+}
+
 /// Most runs one bulk action changes: a filter that matches more is
 /// refused, so that one click never rewrites a whole history.
 pub const MAX_RUNS: i64 = 10_000;

@@ -334,11 +334,7 @@ impl<D: Dialect> Store for D {
         by: Person<'_>,
         now: Ts,
     ) -> Result<app::search::BulkResult> {
-        let verb = match action {
-            app::search::BulkAction::Retry => "runs.bulk_retry",
-            app::search::BulkAction::Cancel => "runs.bulk_cancel",
-            app::search::BulkAction::Skip => "runs.bulk_skip",
-        };
+        let verb = bulk::verb(bulk::List::Runs, action);
         let asked = Asked::new(by, verb, Subject::Filter(bulk::described(filter)));
         let done = bulk::bulk_apply(self, filter, action, expected, &asked, now).await;
         asked.settle(self, done, now).await
@@ -360,11 +356,7 @@ impl<D: Dialect> Store for D {
         by: Person<'_>,
         now: Ts,
     ) -> Result<app::search::BulkResult> {
-        let verb = match action {
-            app::search::BulkAction::Retry => "plans.bulk_retry",
-            app::search::BulkAction::Cancel => "plans.bulk_cancel",
-            app::search::BulkAction::Skip => "plans.bulk_skip",
-        };
+        let verb = bulk::verb(bulk::List::Plans, action);
         let described = crate::plan_filter::described(filter);
         let asked = Asked::new(by, verb, Subject::Filter(described));
         let done = plan_bulk::plan_bulk_apply(self, filter, action, expected, &asked, now).await;
