@@ -165,8 +165,18 @@ pub async fn schedule_create<D: Dialect>(
         .about(Subject::Schedule(id))
         .done::<D>(&mut tx, &format!("{} {}", s.cron, s.time_zone), now)
         .await?;
-    D::commit(tx).await?;
+    commit_shown(d, tx).await?;
     Ok(id)
+}
+
+/// Commits an operator's change to a schedule and moves the dashboard's
+/// live feeds at once: no engine loop waits on schedules, so no signal is
+/// raised, and without this touch an open schedule page showed the change
+/// only at its idle refresh.
+async fn commit_shown<D: Dialect>(d: &D, tx: D::Tx) -> Result<()> {
+    D::commit(tx).await?;
+    d.signals().touch();
+    Ok(())
 }
 
 /// Locks schedule `id` for the rest of the transaction.
@@ -222,7 +232,7 @@ pub async fn schedule_update<D: Dialect>(
     )?;
     let detail = format!("{} {}", s.cron, s.time_zone);
     asked.done::<D>(&mut tx, &detail, now).await?;
-    D::commit(tx).await
+    commit_shown(d, tx).await
 }
 
 /// Deletes schedule `id` and its tick records; the plans it made stay.
@@ -243,7 +253,7 @@ pub async fn schedule_delete<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now:
         &[id.into()],
     )
     .await?;
-    D::commit(tx).await
+    commit_shown(d, tx).await
 }
 
 /// Pauses schedule `id`: its ticks make nothing until it is resumed.
@@ -264,7 +274,7 @@ pub async fn schedule_pause<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: 
     )
     .await?;
     asked.done::<D>(&mut tx, "", now).await?;
-    D::commit(tx).await
+    commit_shown(d, tx).await
 }
 
 /// Resumes schedule `id` from its first tick after `now`: ticks that fell
@@ -287,7 +297,7 @@ pub async fn schedule_resume<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now:
     )
     .await?;
     asked.done::<D>(&mut tx, "", now).await?;
-    D::commit(tx).await
+    commit_shown(d, tx).await
 }
 
 /// Makes and starts a plan from schedule `id` now, whatever its overlap
