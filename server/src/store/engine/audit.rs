@@ -82,15 +82,26 @@ impl<'a> Asked<'a> {
             Err(
                 StoreError::Conflict(why) | StoreError::Forbidden(why) | StoreError::Invalid(why),
             ) => why.clone(),
-            _ => return result,
+            Ok(_) => {
+                // What a person did shows on the dashboard at once: its
+                // live feeds move, even for a change no engine loop waits
+                // for (a schedule edit raises no signal of its own).
+                d.signals().touch();
+                return result;
+            }
+            Err(_) => return result,
         };
         let recorded = async {
             let mut tx = d.begin().await?;
             write::<D>(&mut tx, self, Outcome::Refused, &reason, now).await?;
             D::commit(tx).await
         };
-        if let Err(e) = recorded.await {
-            tracing::warn!(error = %e, action = self.action, "cannot record a refused action");
+        match recorded.await {
+            // The Audit page shows the refusal.
+            Ok(()) => d.signals().touch(),
+            Err(e) => {
+                tracing::warn!(error = %e, action = self.action, "cannot record a refused action")
+            }
         }
         result
     }

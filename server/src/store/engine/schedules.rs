@@ -165,18 +165,8 @@ pub async fn schedule_create<D: Dialect>(
         .about(Subject::Schedule(id))
         .done::<D>(&mut tx, &format!("{} {}", s.cron, s.time_zone), now)
         .await?;
-    commit_shown(d, tx).await?;
-    Ok(id)
-}
-
-/// Commits an operator's change to a schedule and moves the dashboard's
-/// live feeds at once: no engine loop waits on schedules, so no signal is
-/// raised, and without this touch an open schedule page showed the change
-/// only at its idle refresh.
-async fn commit_shown<D: Dialect>(d: &D, tx: D::Tx) -> Result<()> {
     D::commit(tx).await?;
-    d.signals().touch();
-    Ok(())
+    Ok(id)
 }
 
 /// Locks schedule `id` for the rest of the transaction.
@@ -232,7 +222,7 @@ pub async fn schedule_update<D: Dialect>(
     )?;
     let detail = format!("{} {}", s.cron, s.time_zone);
     asked.done::<D>(&mut tx, &detail, now).await?;
-    commit_shown(d, tx).await
+    D::commit(tx).await
 }
 
 /// Deletes schedule `id` and its tick records; the plans it made stay.
@@ -253,7 +243,7 @@ pub async fn schedule_delete<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now:
         &[id.into()],
     )
     .await?;
-    commit_shown(d, tx).await
+    D::commit(tx).await
 }
 
 /// Pauses schedule `id`: its ticks make nothing until it is resumed.
@@ -274,7 +264,7 @@ pub async fn schedule_pause<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: 
     )
     .await?;
     asked.done::<D>(&mut tx, "", now).await?;
-    commit_shown(d, tx).await
+    D::commit(tx).await
 }
 
 /// Resumes schedule `id` from its first tick after `now`: ticks that fell
@@ -297,7 +287,7 @@ pub async fn schedule_resume<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now:
     )
     .await?;
     asked.done::<D>(&mut tx, "", now).await?;
-    commit_shown(d, tx).await
+    D::commit(tx).await
 }
 
 /// Makes and starts a plan from schedule `id` now, whatever its overlap
