@@ -68,6 +68,42 @@ pub(crate) async fn race_bulk_retries<F, Fut>(
     );
 }
 
+/// A plan `gated` whose task `then` depends on `first`, with `first`
+/// claimed by `r-2` (and whatever else was AVAILABLE) and FAILED. The
+/// plan id.
+pub(crate) async fn gated_plan_failed_first(s: &dyn Store) -> i64 {
+    let gated = s
+        .plan_insert(
+            &plan(json!({"name": "gated", "tasks": [
+                {"name": "first", "target": "g/1", "sleep": "0s"},
+                {"name": "then", "target": "g/2", "sleep": "0s", "depends_on": ["first"]},
+            ]})),
+            "bob".into(),
+            Ts::now(),
+        )
+        .await
+        .unwrap();
+    promote(s).await;
+    let claimed = s
+        .run_claim_many(&claim("r-2", &[], 10), Ts::now())
+        .await
+        .unwrap();
+    let first = claimed.iter().find(|c| c.plan_id == gated).unwrap().id;
+    s.run_finish_many(
+        "r-2",
+        &[Finish {
+            run_id: first,
+            status: RunStatus::Failed,
+            result_code: Some(1),
+            error: None,
+        }],
+        Ts::now(),
+    )
+    .await
+    .unwrap();
+    gated
+}
+
 /// A plan `name` of `n` tasks on `db/<name>-<i>` and one on `svc/<name>`;
 /// every run claimed by `r-1` and the `db/` ones failed. The plan id.
 pub(crate) async fn failed_plan(s: &dyn Store, name: &str, n: usize) -> i64 {
@@ -253,35 +289,7 @@ mod cases {
         );
 
         // Skip: a dependent of a skipped task is released.
-        let gated = s
-            .plan_insert(
-                &plan(json!({"name": "gated", "tasks": [
-                    {"name": "first", "target": "g/1", "sleep": "0s"},
-                    {"name": "then", "target": "g/2", "sleep": "0s", "depends_on": ["first"]},
-                ]})),
-                "bob".into(),
-                Ts::now(),
-            )
-            .await
-            .unwrap();
-        promote(s).await;
-        let claimed = s
-            .run_claim_many(&claim("r-2", &[], 10), Ts::now())
-            .await
-            .unwrap();
-        let first = claimed.iter().find(|c| c.plan_id == gated).unwrap().id;
-        s.run_finish_many(
-            "r-2",
-            &[Finish {
-                run_id: first,
-                status: RunStatus::Failed,
-                result_code: Some(1),
-                error: None,
-            }],
-            Ts::now(),
-        )
-        .await
-        .unwrap();
+        let gated = gated_plan_failed_first(s).await;
         let ended = filter(&[("status", "FAILED")]);
         assert_eq!(s.run_bulk_counts(&ended).await.unwrap().ended_badly, 3);
         let done = s

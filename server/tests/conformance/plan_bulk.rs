@@ -13,11 +13,11 @@ use app::model::{RunStatus, TaskStatus};
 use app::search::{BulkAction, PlanBulkCount, PlanBulkCounts, PlanQuery};
 use baton::audit_filter::AuditFilter;
 use baton::plan_filter;
-use baton::store::{Finish, NotifyTargets, Store, StoreError, Ts};
+use baton::store::{NotifyTargets, Store, StoreError, Ts};
 use serde_json::json;
 
-use crate::bulk::{failed_plan, race_bulk_retries};
-use crate::common::store::{claim, promote, task_named};
+use crate::bulk::{failed_plan, gated_plan_failed_first, race_bulk_retries};
+use crate::common::store::{promote, task_named};
 use crate::common::{Kind, TestDb, plan};
 use crate::per_backend;
 
@@ -225,35 +225,7 @@ mod cases {
 
         // Skip: the failed tasks of the plans named `ga…` are skipped, and
         // a dependent is released.
-        let gated = s
-            .plan_insert(
-                &plan(json!({"name": "gated", "tasks": [
-                    {"name": "first", "target": "g/1", "sleep": "0s"},
-                    {"name": "then", "target": "g/2", "sleep": "0s", "depends_on": ["first"]},
-                ]})),
-                "bob".into(),
-                Ts::now(),
-            )
-            .await
-            .unwrap();
-        promote(s).await;
-        let claimed = s
-            .run_claim_many(&claim("r-2", &[], 10), Ts::now())
-            .await
-            .unwrap();
-        let first = claimed.iter().find(|c| c.plan_id == gated).unwrap().id;
-        s.run_finish_many(
-            "r-2",
-            &[Finish {
-                run_id: first,
-                status: RunStatus::Failed,
-                result_code: Some(1),
-                error: None,
-            }],
-            Ts::now(),
-        )
-        .await
-        .unwrap();
+        let gated = gated_plan_failed_first(s).await;
         // The status is the plan's: `gated` still runs (its dependent
         // waits) and the nightly plans are CANCELED, so the FAILED list
         // holds gamma alone.
