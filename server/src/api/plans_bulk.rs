@@ -7,8 +7,8 @@ use app::search::{BulkResult, PlanBulkCounts, PlanBulkRequest, PlanQuery};
 use axum::Json;
 use axum::extract::{Query, State};
 
-use super::runs::seen_count;
-use super::{ApiError, ApiResult, ApiState};
+use super::runs::{bad_bulk_filter, seen_count};
+use super::{ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::plan_filter;
 use crate::store::Ts;
@@ -56,11 +56,5 @@ pub async fn bulk(
 /// [`plan_filter::parse_for_bulk`], its fields named as they were sent:
 /// under `filter.` in a POST body (`prefix`), bare in a query string.
 fn bulk_filter(q: &PlanQuery, prefix: &str) -> ApiResult<PlanFilter> {
-    plan_filter::parse_for_bulk(q).map_err(|e| {
-        let field = match e.field {
-            "filter" => "filter".to_owned(),
-            field => format!("{prefix}{field}"),
-        };
-        ApiError::invalid(&field, e.message)
-    })
+    plan_filter::parse_for_bulk(q).map_err(|e| bad_bulk_filter(e, prefix))
 }

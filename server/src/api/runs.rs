@@ -78,13 +78,18 @@ pub async fn bulk(
 /// [`run_filter::parse_for_bulk`], its fields named as they were sent:
 /// under `filter.` in a POST body (`prefix`), bare in a query string.
 fn bulk_filter(q: &RunQuery, prefix: &str) -> ApiResult<RunFilter> {
-    run_filter::parse_for_bulk(q, Ts::now()).map_err(|e| {
-        let field = match e.field {
-            "filter" => "filter".to_owned(),
-            field => format!("{prefix}{field}"),
-        };
-        ApiError::invalid(&field, e.message)
-    })
+    run_filter::parse_for_bulk(q, Ts::now()).map_err(|e| bad_bulk_filter(e, prefix))
+}
+
+/// A bulk action's filter that cannot be read, its field named as it was
+/// sent: under `prefix` (`filter.` in a POST body), except the whole
+/// `filter` (one that narrows nothing).
+pub(super) fn bad_bulk_filter(e: run_filter::BadFilter, prefix: &str) -> ApiError {
+    let field = match e.field {
+        "filter" => "filter".to_owned(),
+        field => format!("{prefix}{field}"),
+    };
+    ApiError::invalid(&field, e.message)
 }
 
 pub async fn get(
