@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{InProcess, Replicas, ms, percentile, render, wait_done};
+use super::{InProcess, Replicas, ms, percentile, pickup, render};
 use crate::retention::{self, PAUSE};
 use crate::scheduler::SchedulerConfig;
 use crate::store::scratch::Scratch;
@@ -105,16 +105,8 @@ async fn samples(
 ) -> anyhow::Result<Vec<Duration>> {
     let mut latencies = Vec::new();
     while latencies.len() < at_least || more() {
-        let plan = serde_json::json!({
-            "name": format!("bench-probe-{}", latencies.len()),
-            "tasks": [{"name": "noop", "target": "bench/probe", "sleep": "0s"}],
-        });
-        let id = super::Target::submit(target, &plan).await?;
-        let view = wait_done(target, id, Duration::from_secs(30)).await?;
-        let started = view.tasks[0]
-            .started_at
-            .ok_or_else(|| anyhow::anyhow!("a DONE run has started_at"))?;
-        latencies.push((started - view.created_at).to_std().unwrap_or_default());
+        let name = format!("bench-probe-{}", latencies.len());
+        latencies.push(pickup(target, &name, "bench/probe").await?);
     }
     latencies.sort();
     Ok(latencies)
