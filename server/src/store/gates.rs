@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::time::Ts;
 use super::version;
+use super::{Result, StoreError};
 
 /// A PENDING run as the promoter sees it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -82,7 +83,51 @@ pub struct Brakes {
     pub targets: Vec<TargetBrake>,
 }
 
+/// A row of [`BRAKES`]: a paused plan (`plan_id`) or a target's settings
+/// (`target`).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct BrakeRow {
+    pub plan_id: Option<i64>,
+    pub target: Option<String>,
+    pub capacity: Option<i64>,
+    pub paused_by: Option<String>,
+    pub paused_at: Option<Ts>,
+}
+
 impl Brakes {
+    /// Sorts [`BRAKES`]' rows into plans and targets.
+    pub fn from_rows(rows: Vec<BrakeRow>) -> Result<Self> {
+        let mut brakes = Brakes::default();
+        for row in rows {
+            match (row.plan_id, row.target) {
+                (Some(id), _) => {
+                    let (Some(paused_by), Some(paused_at)) = (row.paused_by, row.paused_at) else {
+                        return Err(StoreError::Corrupt(format!(
+                            "plan {id} is paused by nobody or at no time"
+                        )));
+                    };
+                    brakes.plans.push(PlanBrake {
+                        id,
+                        paused_by,
+                        paused_at,
+                    });
+                }
+                (None, Some(target)) => brakes.targets.push(TargetBrake {
+                    target,
+                    capacity: row.capacity,
+                    paused_by: row.paused_by,
+                    paused_at: row.paused_at,
+                }),
+                (None, None) => {
+                    return Err(StoreError::Corrupt(
+                        "a brake of neither a plan nor a target".into(),
+                    ));
+                }
+            }
+        }
+        Ok(brakes)
+    }
+
     /// Copies the brakes onto the runs they apply to.
     pub fn apply(&self, pending: &mut [PendingRun]) {
         if self.plans.is_empty() && self.targets.is_empty() {
@@ -108,12 +153,14 @@ impl Brakes {
     }
 }
 
-/// Promoter round: the paused plans (a partial index holds them).
-pub const PAUSED_PLANS: &str =
-    "SELECT id, paused_by, paused_at FROM plan WHERE paused_by IS NOT NULL";
-
-/// Promoter round: every target's settings (a handful of rows).
-pub const TARGET_BRAKES: &str = "SELECT target, capacity, paused_by, paused_at FROM target_setting";
+/// Promoter round: the paused plans (a partial index holds them) and
+/// every target's settings (a handful of rows), as [`BrakeRow`]s: one
+/// statement, a round trip less in every round.
+pub const BRAKES: &str = "SELECT id AS plan_id, NULL AS target, NULL AS capacity, paused_by,
+        paused_at
+    FROM plan WHERE paused_by IS NOT NULL
+    UNION ALL
+    SELECT NULL, target, capacity, paused_by, paused_at FROM target_setting";
 
 /// Runs holding a target, grouped by target and kind.
 #[derive(Debug, Clone, sqlx::FromRow)]

@@ -282,7 +282,8 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     ) -> Result<u64>;
 
     /// Writes a validated plan, its tasks and (when it starts) their first
-    /// runs with their creation events; the plan's id.
+    /// runs with their creation events, announcing [`Signal::Changed`];
+    /// the plan's id.
     async fn plan_write(
         tx: &mut Self::Tx,
         plan: &NewPlan,
@@ -291,7 +292,9 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     ) -> Result<i64>;
 
     /// Takes the promotion round's lock for `tx`, or says another replica
-    /// holds it.
+    /// holds it. `tx` then writes only what a round derives from the rest
+    /// of the database, so the backend may commit it without waiting for
+    /// the disk (PostgreSQL does).
     async fn promoter_lock(tx: &mut Self::Tx) -> Result<bool>;
 
     /// Takes the promotion round's lock for `tx`, waiting up to `limit`
@@ -301,7 +304,8 @@ pub trait Dialect: Send + Sync + Sized + 'static {
 
     /// Writes a round's decisions: unpins (with their events), promotions
     /// PENDING → AVAILABLE (with theirs) and changed waiting causes, each
-    /// only where the run is still PENDING. Returns how many were promoted.
+    /// only where the run is still PENDING, and announces
+    /// [`Signal::Available`] when any was. Returns how many were promoted.
     async fn round_write(tx: &mut Self::Tx, decided: &Decisions, now: Ts) -> Result<usize>;
 
     /// Claims up to `claim.limit` AVAILABLE runs for the replica, with

@@ -31,10 +31,7 @@ pub async fn run_promote_round<D: Dialect>(
     pending.sort_unstable_by_key(|r| r.id);
     // Brakes change only under this round's lock (`engine::brakes`), so
     // reading them apart from the runs cannot see a half-made change.
-    let brakes = gates::Brakes {
-        plans: D::fetch_all(&mut tx, gates::PAUSED_PLANS.into(), &[]).await?,
-        targets: D::fetch_all(&mut tx, gates::TARGET_BRAKES.into(), &[]).await?,
-    };
+    let brakes = gates::Brakes::from_rows(D::fetch_all(&mut tx, gates::BRAKES.into(), &[]).await?)?;
     brakes.apply(&mut pending);
     let needed = gates::Summaries::needed_by(&pending);
     let mut holders = gates::Holders {
@@ -54,9 +51,7 @@ pub async fn run_promote_round<D: Dialect>(
     if !awaited.is_empty() {
         dependencies::changed::<D>(&mut tx, &awaited, now).await?;
     }
-    if !decided.promote.is_empty() {
-        D::announce(&mut tx, Signal::Available).await?;
-    }
+    // `round_write` announced the promotions to the other replicas.
     D::commit(tx).await?;
     if promoted > 0 {
         d.signals().raise(Signal::Available);

@@ -105,6 +105,44 @@ async fn only_a_versioned_submit_waits_for_a_promotion_round() {
     scratch.drop_database().await.expect("drop");
 }
 
+/// The round's transaction alone commits without waiting for the disk
+/// (`ROUND_LOCK`): its connection goes back to the pool for claims and
+/// finishes, which must wait.
+#[tokio::test]
+async fn only_the_round_itself_commits_asynchronously() {
+    let scratch = Scratch::postgres_for_tests().await;
+    // One connection, so the transaction after the round runs on it.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&scratch.url)
+        .await
+        .expect("connect");
+    let show = "SHOW synchronous_commit";
+    let before: String = sqlx::query_scalar(show)
+        .fetch_one(&pool)
+        .await
+        .expect("show");
+    let mut round = pool.begin().await.expect("begin");
+    assert!(
+        <PgStore as crate::store::engine::Dialect>::promoter_lock(&mut round)
+            .await
+            .expect("the round's lock")
+    );
+    let during: String = sqlx::query_scalar(show)
+        .fetch_one(&mut *round)
+        .await
+        .expect("show");
+    assert_eq!(during, "off");
+    round.commit().await.expect("the round ends");
+    let after: String = sqlx::query_scalar(show)
+        .fetch_one(&pool)
+        .await
+        .expect("show");
+    assert_eq!(after, before, "the round's setting outlived it");
+    pool.close().await;
+    scratch.drop_database().await.expect("drop");
+}
+
 #[test]
 fn the_claim_lock_key_spells_baton_c() {
     let key: i64 = claim_lock_key!().parse().expect("an integer");

@@ -243,10 +243,13 @@ async fn a_promotion_looks_up_each_run_it_promotes_under_stale_statistics() {
     let scratch = Scratch::postgres_for_tests().await;
     // The last ANALYZE saw nothing PENDING: the PENDING index looks empty.
     let store = stale_statistics(&scratch, "PENDING", 0).await;
-    let args = format!("{}, 'scheduler', now()", batch_ids(0));
+    let args = format!(
+        "{}, 'scheduler', now(), 'plan_tests', 'available'",
+        batch_ids(0)
+    );
     let mut plans = Vec::new();
     for mode in BOTH_PLANS {
-        let types = "bigint[], text, timestamptz";
+        let types = "bigint[], text, timestamptz, text, text";
         plans.push(explain(&store, &PROMOTE, types, &args, mode).await);
     }
     scratch.drop_database().await.expect("drop");
