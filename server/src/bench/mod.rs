@@ -375,10 +375,10 @@ const LATENCY_WARM_UP: usize = 20;
 async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
     // Phase 1: latency on an idle system, once the replicas are settled.
     // A replica's first moments are not its steady state: its LISTEN
-    // connection comes up after it starts, and a NOTIFY sent before then
-    // passes it by (the first sample of about one bench in ten waited for
-    // the 1 s poll: promoted 1.03 s after its submit), and each pool
-    // connection prepares its statements on first use.
+    // connection comes up after it starts (the first sample of about one
+    // bench in ten once waited for the 1 s poll for that, until a store
+    // that starts listening woke its loops), and each pool connection
+    // prepares its statements on first use.
     // graphile-worker's perfTest warms up likewise, with 100 jobs.
     if args.latency_samples > 0 {
         for i in 0..LATENCY_WARM_UP {

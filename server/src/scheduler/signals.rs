@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Signal, Store};
+use crate::store::Store;
 
 pub struct SignalForwarder {
     store: Arc<dyn Store>,
@@ -28,12 +28,9 @@ impl SignalForwarder {
                 }
                 _ = shutdown.cancelled() => return,
             }
-            // Whatever was announced while disconnected is found by polling;
-            // wake every loop once so nothing waits a full poll interval.
-            let signals = self.store.signals();
-            for s in Signal::ALL {
-                signals.raise(s);
-            }
+            // Until it listens again the loops poll; once it does,
+            // `signals_forward` wakes each of them to find what was
+            // announced meanwhile.
             tokio::select! {
                 _ = tokio::time::sleep(self.retry_after) => {}
                 _ = shutdown.cancelled() => return,

@@ -202,8 +202,9 @@ pub trait Store: Send + Sync + 'static {
     fn notify_targets_set(&self, targets: NotifyTargets);
 
     /// Forwards other replicas' NOTIFYs to [`Store::signals`] until the
-    /// connection fails; never returns on SQLite (one process, nothing to
-    /// hear).
+    /// connection fails, having raised every signal once when it starts
+    /// listening (what was announced before passed it by); never returns
+    /// on SQLite (one process, nothing to hear).
     async fn signals_forward(&self) -> Result<()>;
 
     /// Applies pending migrations (idempotent).

@@ -540,6 +540,33 @@ mod cases {
     }
 }
 
+/// On PostgreSQL, a store that starts listening wakes every loop once, with
+/// no NOTIFY sent: what other replicas announced before it listened (its
+/// start, a lost connection) passed it by, and must not wait for a poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_loops_look_once_the_store_listens() {
+    let db = TestDb::new(Kind::Postgres).await;
+    let store = db.store().await;
+    let listener = tokio::spawn({
+        let store = store.clone();
+        async move { store.signals_forward().await }
+    });
+    let signals = store.signals();
+    let loops: [(&str, Pick); 4] = [
+        ("changed", |s| &s.changed),
+        ("available", |s| &s.available),
+        ("canceled", |s| &s.canceled),
+        ("deliveries", |s| &s.deliveries),
+    ];
+    for (name, pick) in loops {
+        assert!(
+            heard(signals, pick, Duration::from_secs(10)).await,
+            "listening did not wake the {name} loop"
+        );
+    }
+    listener.abort();
+}
+
 /// On PostgreSQL, other replicas' deliverers hear of a queued delivery
 /// through NOTIFY at once, rather than at their next poll; a finish that
 /// queues nothing tells them nothing.
@@ -567,6 +594,12 @@ async fn postgres_other_replicas_hear_of_queued_deliveries() {
         }
     }
     assert!(listening, "the other store never heard a submit");
+    // Starting to listen woke every loop once; that is not what is
+    // tested below.
+    let others: [Pick; 3] = [|s| &s.available, |s| &s.canceled, |s| &s.deliveries];
+    for pick in others {
+        heard(there.signals(), pick, Duration::from_millis(10)).await;
+    }
 
     let runs = promote_and_claim(here.as_ref()).await;
     let done_all: Vec<_> = runs.iter().map(|r| done(*r)).collect();
@@ -602,9 +635,12 @@ async fn postgres_other_replicas_hear_of_queued_deliveries() {
     listener.abort();
 }
 
+/// One of a store's signals.
+type Pick = fn(&Signals) -> &Notify;
+
 /// Whether `pick`'s signal is raised within `within` (or, with zero, has
 /// been already: the wait is polled once before its deadline).
-async fn heard(signals: &Signals, pick: fn(&Signals) -> &Notify, within: Duration) -> bool {
+async fn heard(signals: &Signals, pick: Pick, within: Duration) -> bool {
     tokio::time::timeout(within, pick(signals).notified())
         .await
         .is_ok()

@@ -552,6 +552,15 @@ impl Dialect for PgStore {
     async fn listen(&self) -> Result<()> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(CHANNEL).await?;
+        // Heard from here on. What was announced before (while this
+        // replica started, or while the connection was down) passed it
+        // by: wake every loop once to look, rather than leave it to the
+        // next poll. A bench's first pickup waited that poll (1 s) when
+        // its submit came before the leader's LISTEN.
+        let signals = self.shared.signals();
+        for signal in Signal::ALL {
+            signals.raise(signal);
+        }
         loop {
             let note = listener.recv().await?;
             if let Some(signal) = Signal::from_payload(note.payload()) {
