@@ -108,12 +108,12 @@ pub async fn log(
 }
 
 /// A bulk action's `expected`: the number of runs the operator was shown.
-pub(super) fn seen_count(expected: i64) -> ApiResult<i64> {
+pub(super) fn seen_count(expected: i64) -> ApiResult<()> {
     if expected < 0 {
         return Err(ApiError::invalid(
             "expected",
             "expected is the number of runs you were shown, not negative",
         ));
     }
-    Ok(expected)
+    Ok(())
 }

@@ -11,7 +11,7 @@ use baton::run_filter::{self, RunFilter};
 use baton::store::{Finish, NotifyTargets, Store, StoreError, Ts};
 use serde_json::json;
 
-use crate::common::store::{claim, promote, task_named};
+use crate::common::store::{claim, failed, promote, task_named};
 use crate::common::{Kind, TestDb, plan};
 use crate::per_backend;
 
@@ -89,18 +89,9 @@ pub(crate) async fn gated_plan_failed_first(s: &dyn Store) -> i64 {
         .await
         .unwrap();
     let first = claimed.iter().find(|c| c.plan_id == gated).unwrap().id;
-    s.run_finish_many(
-        "r-2",
-        &[Finish {
-            run_id: first,
-            status: RunStatus::Failed,
-            result_code: Some(1),
-            error: None,
-        }],
-        Ts::now(),
-    )
-    .await
-    .unwrap();
+    s.run_finish_many("r-2", &[failed(first)], Ts::now())
+        .await
+        .unwrap();
     gated
 }
 
