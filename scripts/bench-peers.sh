@@ -18,9 +18,18 @@
 #                     stats of its docs ran 4 processes of 24)
 #   --local-queue L   graphile: localQueue.size (default 500; -1 is off)
 #   --settle SECONDS  pause before each bench (default 2)
+#   --scale           the scale curve instead: only the full queue, burned
+#                     down by Baton's `baton serve` processes and by
+#                     graphile-worker's Node processes (each with
+#                     --concurrency), for every queue size and process
+#                     count below, sides taking turns; then a table of
+#                     medians per size and count
+#   --scale-jobs LIST      queue sizes (default 20000,200000)
+#   --scale-processes LIST process counts (default 1,2,4)
 #   -h, --help        this text
 #
-# After `--`, options for `baton bench` (e.g. --replicas 4).
+# After `--`, options for `baton bench` (e.g. --replicas 4; with --scale,
+# e.g. --bench-workers 512).
 #
 # BATON_BIN                 a baton binary to use; default: build this
 #                           checkout's target/release/baton (cargo reuses
@@ -33,8 +42,9 @@
 #                           (as scripts/test.sh)
 #
 # On a shared machine run it under `nice -n 19`. A default run (5 rounds of
-# 20,000) takes about a minute and a half on the 2-core development VM,
-# plus the release build when it is not up to date.
+# 20,000) takes about a minute and a half on the 2-core development VM, a
+# --scale run of 3 rounds of the default sizes about eight minutes and a
+# half, plus the release build when it is not up to date.
 #
 # What each side measures. Both are three phases, in this order:
 #
@@ -56,6 +66,22 @@
 #                   Baton: until the last stored finished_at. graphile:
 #                   from before run() (its pool already open) until the
 #                   queue is seen empty.
+#   scale curve     (--scale) the full queue alone, worked by N processes:
+#                   Baton's `baton serve` (`baton bench --processes N`,
+#                   each with --bench-workers slots, 2048 by default),
+#                   graphile's Node processes of this script, each a
+#                   run() with --concurrency. No process's start-up is
+#                   timed: Baton from the start of its first promotion
+#                   round (which promotes the queue), graphile from the
+#                   first job's start in any process (its processes wait
+#                   at a barrier to start together; Baton's start as soon
+#                   as they are up), until the last stored finished_at
+#                   (Baton) or the queue seen empty (graphile). Beside
+#                   the machine's CPU per run: PostgreSQL's processes'
+#                   and the workers' processes' CPU over that time, in
+#                   cores, from /proc: PostgreSQL near the machine's
+#                   cores is the point where more processes cannot go
+#                   faster. --jobs and --samples do not apply.
 #
 # The work differs, and the table does not hide it. Each Baton run is a
 # task of a plan on a target; the leader's promotion round judges every
@@ -95,6 +121,7 @@ GRAPHILE_DB=baton_peers_graphile
 
 rounds=5 jobs=20000 plans=20 targets=200 samples=200
 concurrency=16 local_queue=500 settle=2
+scale=0 scale_jobs=20000,200000 scale_processes=1,2,4
 baton_extra=()
 
 # The header down to (not including) "What each side measures".
@@ -110,6 +137,15 @@ parse_args() {
         case $1 in
             -h | --help) usage; exit 0 ;;
             --) shift; baton_extra=("$@"); return ;;
+            --scale) scale=1; shift ;;
+            --scale-jobs | --scale-processes)
+                (($# >= 2)) || die "$1 needs a value (--help)"
+                [[ $2 =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+                    die "$1: not a comma-separated list of positive integers: $2"
+                local list=${1#--}
+                printf -v "${list//-/_}" '%s' "$2"
+                shift 2
+                ;;
             --rounds | --jobs | --plans | --targets | --samples | --concurrency | \
                 --local-queue | --settle)
                 (($# >= 2)) || die "$1 needs a value (--help)"
@@ -131,6 +167,13 @@ check_args() {
     ((samples >= 1)) || die "--samples must be at least 1: the table has latency rows"
     ((concurrency >= 1)) || die "--concurrency must be at least 1"
     ((settle >= 0)) || die "--settle must be at least 0"
+    local n
+    for n in ${scale_jobs//,/ }; do
+        ((n >= plans)) || die "--scale-jobs: $n is fewer than --plans ($plans)"
+    done
+    for n in ${scale_processes//,/ }; do
+        ((n >= 1 && n <= 64)) || die "--scale-processes: $n is not between 1 and 64"
+    done
 }
 
 # Node and graphile-worker in PEERS_DIR, from npm, once: a later run with
@@ -184,7 +227,9 @@ write_graphile_js() {
 // Written by Baton's scripts/bench-peers.sh, which says what and how.
 // Prints human lines, then one `peers:` line of key=value results.
 import { parseArgs } from "node:util";
-import { readFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { run, makeWorkerUtils, Logger, consoleLogFactory } from "graphile-worker";
@@ -199,6 +244,8 @@ const { values: opt } = parseArgs({
     concurrency: { type: "string", default: "16" },
     "local-queue": { type: "string", default: "500" },
     drop: { type: "boolean", default: false }, // only drop the scratch databases
+    processes: { type: "string", default: "0" }, // >0: the scale curve's full queue only
+    child: { type: "boolean", default: false }, // one worker process of the scale curve
   },
 });
 if (!opt.url) throw new Error("--url is required");
@@ -212,6 +259,7 @@ const BATCHES = int("batches", 1);
 const SAMPLES = int("samples", 0);
 const CONCURRENCY = int("concurrency", 1);
 const LOCAL_QUEUE = int("local-queue", -1);
+const PROCESSES = int("processes", 0);
 
 // Warnings and errors only: the default logger prints a line at each
 // worker's start and stop, and one per job unless NO_LOG_SUCCESS is set
@@ -305,6 +353,48 @@ function cpuPerJob(busy0, jobs) {
   const busy = busy1 - busy0;
   const us = (busy * 1e6) / jobs;
   return { text: `; machine busy ${busy.toFixed(2)} core-s = ${us.toFixed(0)} µs CPU/job`, us: us.toFixed(0) };
+}
+
+// CPU seconds of processes and their reaped children, by pid, from /proc/PID/stat:
+// those named `name`, or those of `pids`. Fields are counted from the
+// last ")" since a command name may hold spaces.
+function processTicks({ name, pids }) {
+  const ticks = new Map();
+  let all = pids;
+  if (!all) {
+    try {
+      all = readdirSync("/proc").filter((d) => /^[0-9]+$/.test(d)).map(Number);
+    } catch {
+      return null;
+    }
+  }
+  for (const pid of all) {
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    } catch {
+      continue; // gone, or not Linux
+    }
+    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    if (name && comm !== name) continue;
+    const f = stat.slice(stat.lastIndexOf(")") + 1).trim().split(/\s+/);
+    // utime, stime, and cutime and cstime: the time of reaped children,
+    // which is how PostgreSQL's short-lived workers (autovacuum, parallel
+    // query) count once they are gone: in the postmaster's.
+    const t = f.slice(11, 15).reduce((sum, v) => sum + Math.max(0, Number(v)), 0);
+    ticks.set(pid, t / 100);
+  }
+  return ticks;
+}
+
+// Seconds of CPU those processes used since `before` (a process that
+// started in between counts from zero).
+function processBusy(which, before) {
+  const now = processTicks(which);
+  if (!before || !now) return null;
+  let busy = 0;
+  for (const [pid, t] of now) busy += t - (before.get(pid) ?? 0);
+  return busy;
 }
 
 // A job leaves graphile_worker.jobs when its completion is committed,
@@ -437,7 +527,120 @@ async function fullQueue() {
   }
 }
 
-if (opt.drop) {
+// One worker process of the scale curve: its pool opened, it says
+// "ready" and starts on "go" (stdin), so that all start together; on
+// "stop" it stops and reports when its first task began (ms since the
+// epoch) and how many it ran.
+async function child() {
+  const pool = await openPool(opt.url);
+  let first = null;
+  let count = 0;
+  const lines = createInterface({ input: process.stdin });
+  const said = (word) => new Promise((r) => lines.on("line", (l) => l.trim() === word && r()));
+  const go = said("go");
+  const stop = said("stop");
+  console.log("ready");
+  await go;
+  const runner = await startWorker(pool, {
+    noop: () => {
+      first ??= performance.timeOrigin + performance.now();
+      count += 1;
+    },
+  });
+  await stop;
+  await runner.stop();
+  await pool.end();
+  console.log(`ran first=${first ?? ""} count=${count}`);
+  lines.close();
+}
+
+// The scale curve's full queue: JOBS jobs added, then PROCESSES worker
+// processes (this script with --child) started together, timed from the
+// first task's start in any of them until the queue is seen empty
+// (`baton bench --processes` times Baton's from its first promotion
+// round's start).
+async function fullQueueProcesses() {
+  const db = await scratch(`${opt.db}_queue`);
+  const children = [];
+  try {
+    const per = 20000; // addJobs calls of at most this many jobs
+    for (let from = 0; from < JOBS; from += per) {
+      await db.utils.addJobs(noopJobs(from, Math.min(per, JOBS - from)));
+    }
+    for (let i = 0; i < PROCESSES; i++) {
+      const proc = spawn(
+        process.execPath,
+        [process.argv[1], "--child", "--url", db.url, "--concurrency", String(CONCURRENCY), "--local-queue", String(LOCAL_QUEUE)],
+        { stdio: ["pipe", "pipe", "inherit"], env: process.env },
+      );
+      // Its lines as they come, kept until asked for: a line read before
+      // anyone waits for it is not lost.
+      const queue = [];
+      const waiting = [];
+      let exited = null;
+      createInterface({ input: proc.stdout }).on("line", (line) => {
+        if (waiting.length) waiting.shift().resolve(line);
+        else queue.push(line);
+      });
+      proc.once("exit", (code) => {
+        exited = new Error(`a worker process exited (${code})`);
+        for (const w of waiting.splice(0)) w.reject(exited);
+      });
+      const next = () =>
+        queue.length ? Promise.resolve(queue.shift())
+        : exited ? Promise.reject(exited)
+        : new Promise((resolve, reject) => waiting.push({ resolve, reject }));
+      children.push({ proc, next });
+    }
+    for (const c of children) {
+      while ((await c.next()) !== "ready");
+    }
+    const busy0 = busySeconds();
+    const postgres0 = processTicks({ name: "postgres" });
+    const workers = { pids: children.map((c) => c.proc.pid) };
+    const workers0 = processTicks(workers);
+    for (const c of children) c.proc.stdin.write("go\n");
+    await untilEmpty(db.utils);
+    const end = performance.timeOrigin + performance.now();
+    const cpu = cpuPerJob(busy0, JOBS);
+    const dbBusy = processBusy({ name: "postgres" }, postgres0);
+    const ownBusy = processBusy(workers, workers0);
+    const reports = [];
+    for (const c of children) {
+      c.proc.stdin.write("stop\n");
+      let line;
+      while (!(line = await c.next()).startsWith("ran ")) console.log(line);
+      reports.push(line);
+    }
+    const firsts = reports.map((r) => Number(/first=([0-9.]+)/.exec(r)?.[1])).filter(Number.isFinite);
+    if (firsts.length === 0) throw new Error("no worker process ran a job");
+    const took = end - Math.min(...firsts);
+    const rate = (JOBS * 1000) / took;
+    const cores = (busy) => (busy === null ? "-" : ((busy * 1000) / took).toFixed(2));
+    console.log(
+      `full queue, ${PROCESSES} process${PROCESSES === 1 ? "" : "es"}: ${JOBS} jobs queued before the processes started, first start until empty ${ms(took)} -> ${rate.toFixed(0)} jobs/s${cpu.text}; cores busy: PostgreSQL ${cores(dbBusy)}, workers ${cores(ownBusy)}`,
+    );
+    Object.assign(results, {
+      full_queue: rate.toFixed(0),
+      cpu_full_queue: cpu.us,
+      pg_cores: cores(dbBusy),
+      own_cores: cores(ownBusy),
+    });
+  } finally {
+    for (const c of children) c.proc.kill("SIGKILL");
+    await db.drop();
+  }
+}
+
+if (opt.child) {
+  await child();
+} else if (PROCESSES > 0) {
+  console.log(
+    `graphile-worker: ${PROCESSES} process${PROCESSES === 1 ? "" : "es"}, concurrency ${CONCURRENCY} each, localQueue ${LOCAL_QUEUE}, completeJobBatchDelay 0; Node ${process.version}`,
+  );
+  await fullQueueProcesses();
+  console.log(`peers: ${Object.entries(results).map(([k, v]) => `${k}=${v}`).join(" ")}`);
+} else if (opt.drop) {
   await admin(`drop database if exists ${quote(opt.db)}`, `drop database if exists ${quote(`${opt.db}_queue`)}`);
 } else {
   console.log(
@@ -503,6 +706,55 @@ bench_graphile() {
     for kv in $line; do got[${kv%%=*}]=${kv#*=}; done
 }
 
+# The scale curve's benches: the full queue only, with $2 runs/jobs and $3
+# processes.
+bench_baton_scale() {
+    local log=$1 n=$2 procs=$3 line
+    local args=(--runs "$n" --plans "$plans" --targets "$targets" --processes "$procs" "${baton_extra[@]}")
+    step "Baton: baton bench ${args[*]}"
+    BATON_DATABASE_URL="$PG_URL" "$BATON_BIN" bench "${args[@]}" >"$log" 2>&1 ||
+        { tail -n 20 "$log" >&2; die "baton bench failed (log: $log)"; }
+    line=$(grep -E '^full queue, ' "$log" | head -n1)
+    [[ -n $line ]] || die "no full-queue line in $log (has baton bench's wording changed?)"
+    printf '    %s\n' "$line" >&2
+    got=()
+    got[full_queue]=$(grab "$log" '^full queue, .* -> \([0-9.]*\) runs\/s.*' "full-queue rate")
+    got[cpu_full_queue]=$(sed -n 's/^full queue, .* = \([0-9]*\) µs CPU\/run.*/\1/p' "$log" | head -n1)
+    got[pg_cores]=$(sed -n 's/^full queue, .*PostgreSQL \([0-9.]*\),.*/\1/p' "$log" | head -n1)
+    got[own_cores]=$(sed -n 's/^full queue, .*replicas \([0-9.]*\),.*/\1/p' "$log" | head -n1)
+}
+
+bench_graphile_scale() {
+    local log=$1 n=$2 procs=$3 line kv
+    step "graphile-worker: $n jobs, $procs process(es) of concurrency $concurrency, localQueue $local_queue"
+    NO_LOG_SUCCESS=1 "$NODE" "$GRAPHILE_JS" --url "$PG_URL" --db "$GRAPHILE_DB" \
+        --jobs "$n" --processes "$procs" \
+        --concurrency "$concurrency" --local-queue "$local_queue" >"$log" 2>&1 ||
+        { tail -n 20 "$log" >&2; die "the graphile-worker bench failed (log: $log)"; }
+    grep -E '^full queue, ' "$log" | sed 's/^/    /' >&2 || true
+    line=$(sed -n 's/^peers: //p' "$log")
+    [[ -n $line ]] || die "no results line in $log"
+    got=()
+    for kv in $line; do got[${kv%%=*}]=${kv#*=}; done
+}
+
+# One round of the scale curve: every size and count, the side going
+# first alternating from one bench to the next and between rounds.
+run_scale_round() {
+    local round=$1 n procs side turn=$1
+    local -a sides
+    for n in ${scale_jobs//,/ }; do
+        for procs in ${scale_processes//,/ }; do
+            if ((turn++ % 2)); then sides=(graphile baton); else sides=(baton graphile); fi
+            for side in "${sides[@]}"; do
+                sleep "$settle"
+                "bench_${side}_scale" "$run_dir/round-$round-$n-$procs-$side.log" "$n" "$procs"
+                record "$side" "$n/$procs/$round"
+            done
+        done
+    done
+}
+
 run_round() {
     local round=$1 side sides
     # Odd rounds graphile first, even rounds Baton first.
@@ -517,8 +769,8 @@ run_round() {
 # ---- the table ----
 
 # One row per metric and side, then the ratio: key|label|printf format.
-# A later scale curve (--replicas 1,2,4, a graphile process per replica)
-# adds its replica count to the keys and a table per count.
+# (The scale curve files its results under "SIZE/PROCESSES/ROUND" instead
+# of the round, and prints its own table: print_scale_table.)
 METRICS=(
     "full_queue|full queue burn-down, runs/s (higher is better)|%.0f"
     "end_to_end|end to end, added while working, runs/s (higher is better)|%.0f"
@@ -585,6 +837,51 @@ print_table() {
     done
 }
 
+# The scale curve's table: per queue size and process count, the median
+# over the rounds of each side's figure, and of the per-round ratio with
+# its min-max.
+print_scale_table() {
+    local n procs key r b g med lo hi fmt w
+    local -a bs gs ratios
+    printf '\n%-14s | %-35s | %-35s | %-13s | %s\n' "" \
+        "runs (jobs) per second" "µs CPU per run, machine" "PG cores" "worker cores"
+    printf '%-8s %5s | %8s %8s %17s | %8s %8s %17s | %6s %6s | %6s %6s\n' queue procs \
+        Baton graphile "B/g (range)" Baton graphile "B/g (range)" Baton graph. Baton graph.
+    for n in ${scale_jobs//,/ }; do
+        for procs in ${scale_processes//,/ }; do
+            printf '%-8s %5s' "$n" "$procs"
+            for key in full_queue cpu_full_queue pg_cores own_cores; do
+                bs=() gs=() ratios=()
+                for ((r = 1; r <= rounds; r++)); do
+                    b=${result[baton:$key:$n/$procs/$r]:-} g=${result[graphile:$key:$n/$procs/$r]:-}
+                    bs+=("$b") gs+=("$g")
+                    if [[ $b =~ ^[0-9.]+$ && $g =~ ^[0-9.]+$ ]] && awk -v g="$g" 'BEGIN { exit !(g > 0) }'; then
+                        ratios+=("$(awk -v b="$b" -v g="$g" 'BEGIN { printf "%.4f", b / g }')")
+                    fi
+                done
+                if [[ $key == *cores ]]; then fmt=%.2f w=6; else fmt=%.0f w=8; fi
+                printf ' |'
+                read -r med _ < <(printf '%s\n' "${bs[@]}" | grep -E '^[0-9.]+$' | stats) || med=""
+                printf ' %*s' "$w" "$(num "$fmt" "$med")"
+                read -r med _ < <(printf '%s\n' "${gs[@]}" | grep -E '^[0-9.]+$' | stats) || med=""
+                printf ' %*s' "$w" "$(num "$fmt" "$med")"
+                if [[ $key != *cores ]]; then
+                    med=""
+                    read -r med lo hi < <(printf '%s\n' "${ratios[@]}" | grep . | stats) || med=""
+                    if [[ -n $med ]]; then
+                        printf ' %17s' "$(num %.2f "$med") ($(num %.2f "$lo")-$(num %.2f "$hi"))"
+                    else
+                        printf ' %17s' -
+                    fi
+                fi
+            done
+            printf '\n'
+        done
+    done
+    printf '%s\n' "Medians over the rounds; B/g: the median and range of the per-round ratios." \
+        "Cores: CPU of PostgreSQL's and of the worker processes over the timed window."
+}
+
 # ---- main ----
 
 cleanup() {
@@ -611,6 +908,22 @@ ensure_baton
 
 run_dir="$PEERS_DIR/runs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$run_dir"
+if ((scale)); then
+    step "Scale curve: $rounds round(s) of queues of $scale_jobs by $scale_processes processes; logs in $run_dir"
+    for ((round = 1; round <= rounds; round++)); do
+        step "Round $round of $rounds"
+        run_scale_round "$round"
+    done
+    {
+        printf '\n%s / graphile-worker %s (Node %s): scale curve, %s round%s; Baton: %s plans, %s targets%s; graphile: concurrency %s, localQueue %s per process\n' \
+            "$("$BATON_BIN" --version 2>/dev/null || echo "$BATON_BIN")" "$GRAPHILE_VERSION" "$NODE_VERSION" \
+            "$rounds" "$( ((rounds == 1)) || echo s)" "$plans" "$targets" \
+            "${baton_extra[*]:+, ${baton_extra[*]}}" "$concurrency" "$local_queue"
+        print_scale_table
+    } | tee "$run_dir/table.txt"
+    step "Done in $((SECONDS / 60))m $((SECONDS % 60))s; the table is also in $run_dir/table.txt"
+    exit 0
+fi
 step "$rounds round(s) of $jobs runs each; logs in $run_dir"
 for ((round = 1; round <= rounds; round++)); do
     step "Round $round of $rounds"

@@ -10,13 +10,12 @@
 //! Heartbeat, sweep and lease settings are the global flags / `BATON_*`
 //! variables, passed on to the processes.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use app::model::RunStatus;
-use tokio::process::{Child, Command};
 
+use super::serve_process::ServeProcess;
 use crate::config::Settings;
 use crate::store::scratch::Scratch;
 use crate::store::{LEADER_LEASE, Store, StoreError, Ts};
@@ -25,7 +24,7 @@ use crate::store::{LEADER_LEASE, Store, StoreError, Ts};
 const POLL: Duration = Duration::from_millis(20);
 
 struct Process {
-    child: Child,
+    serve: ServeProcess,
     replica_id: String,
 }
 
@@ -104,10 +103,9 @@ async fn measure(
             .lease_get(LEADER_LEASE)
             .await?
             .is_some_and(|lease| lease.holder == victim);
-        let mut dead = processes.swap_remove(at);
-        dead.child.start_kill()?;
+        let dead = processes.swap_remove(at);
         let killed = Instant::now();
-        dead.child.wait().await?;
+        dead.serve.kill().await?;
         let mut open = victim_runs.clone();
         while !open.is_empty() {
             tokio::time::sleep(POLL).await;
@@ -154,9 +152,8 @@ async fn measure(
         max.as_secs_f64(),
         bound.as_secs_f64()
     );
-    for mut p in processes {
-        p.child.start_kill()?;
-        p.child.wait().await?;
+    for p in processes {
+        p.serve.kill().await?;
     }
     Ok(())
 }
@@ -169,45 +166,9 @@ async fn spawn(
     store: &dyn Store,
     workers: usize,
 ) -> anyhow::Result<Process> {
-    let label = format!("bench-{:08x}", fastrand::u32(..));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let exe = std::env::current_exe()?;
-    let duration = |d: Duration| humantime::format_duration(d).to_string();
-    let child = Command::new(exe)
-        .arg("serve")
-        .env("BATON_DATABASE_URL", url)
-        .env("BATON_LISTEN", format!("127.0.0.1:{port}"))
-        .env("BATON_LABELS", &label)
-        .env(
-            "BATON_HEARTBEAT_INTERVAL",
-            duration(settings.heartbeat_interval),
-        )
-        .env("BATON_STALE_AFTER", duration(settings.stale_after))
-        .env("BATON_SWEEP_INTERVAL", duration(settings.sweep_interval))
-        .env("BATON_LEADER_LEASE", duration(settings.leader_lease))
-        .env("BATON_POLL_INTERVAL", duration(settings.poll_interval))
-        .env("BATON_WORKERS", workers.to_string())
-        .env("BATON_LOG", "error")
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting a baton serve process")?;
-    let started = Instant::now();
-    loop {
-        let replicas = store.replica_list().await?;
-        if let Some(me) = replicas.iter().find(|r| r.info.labels.contains(&label)) {
-            return Ok(Process {
-                child,
-                replica_id: me.info.replica_id.clone(),
-            });
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            bail!("a baton serve process did not register within 30 s");
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    let serve = ServeProcess::spawn(settings, url, workers)?;
+    let replica_id = serve.registered(store).await?;
+    Ok(Process { serve, replica_id })
 }
 
 /// The plan's run ids once every one is RUNNING.

@@ -23,7 +23,8 @@
 //! (`--server URL`), whose own replicas do the work (phases 1 and 2).
 //!
 //! The other modes each have their own file: `--render` and `--seed`
-//! (`render.rs`), `--graph`, `--prune`, `--failover`, and `--live`
+//! (`render.rs`), `--graph`, `--prune`, `--failover`, `--processes` (the
+//! full queue burned down by `baton serve` processes), and `--live`
 //! (`live.rs`: what open dashboard tabs cost the database).
 
 mod counted_source;
@@ -31,8 +32,10 @@ mod cpu_meter;
 mod failover;
 mod graph;
 mod live;
+mod processes;
 mod prune;
 mod render;
+mod serve_process;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -94,6 +97,11 @@ pub struct BenchArgs {
     /// Repeatable.
     #[arg(long = "drop-index", hide = true)]
     pub drop_index: Vec<String>,
+    /// Burn the full queue down with this many `baton serve` processes
+    /// (each with --bench-workers slots) instead of in-process replicas,
+    /// and time only that phase (PostgreSQL only).
+    #[arg(long, conflicts_with_all = ["server", "replicas", "render", "seed", "graph", "failover", "prune", "live", "no_queued"])]
+    pub processes: Option<usize>,
     /// Send the load to this running server instead of in-process replicas.
     #[arg(long)]
     pub server: Option<String>,
@@ -241,6 +249,9 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         args.plans >= 1 && args.targets >= 1 && args.runs >= args.plans,
         "need runs >= plans >= 1 and targets >= 1"
     );
+    if let Some(processes) = args.processes {
+        return processes::run(&settings, &args, processes).await;
+    }
     if let Some(server) = &args.server {
         let target = ApiClient::new(server.trim_end_matches('/'), args.token.as_deref())?;
         println!("baton bench against {server} (its own replicas and settings)");

@@ -1,0 +1,122 @@
+//! `baton bench --processes N`: a full queue burned down by real
+//! `baton serve` processes on a scratch PostgreSQL database, which is gone
+//! afterwards; bad settings are refused before anything is created.
+
+mod common;
+
+use std::process::Output;
+
+use common::postgres_admin_url;
+use sqlx::Connection;
+
+async fn bench(database_url: &str, args: &[&str]) -> (Output, u32) {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("bench")
+        .args(args)
+        .env("BATON_DATABASE_URL", database_url)
+        .env_remove("RUST_BACKTRACE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run baton bench");
+    let pid = child.id().expect("a running child has a pid");
+    (child.wait_with_output().await.expect("baton bench"), pid)
+}
+
+/// Scratch databases `baton bench` process `pid` left on the server.
+async fn scratch_databases_of(pid: u32) -> Vec<String> {
+    let mut admin = sqlx::PgConnection::connect(&postgres_admin_url())
+        .await
+        .expect("connect to the test PostgreSQL");
+    sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE $1")
+        .bind(format!("baton\\_scratch\\_{pid}\\_%"))
+        .fetch_all(&mut admin)
+        .await
+        .expect("list databases")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_burn_a_full_queue_down_and_leave_no_database() {
+    let (out, pid) = bench(
+        &postgres_admin_url(),
+        &[
+            "--processes",
+            "2",
+            "--runs",
+            "300",
+            "--plans",
+            "3",
+            "--targets",
+            "7",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}: {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("PostgreSQL, 2 baton serve processes x 2048 workers"),
+        "{stdout}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("full queue, 2 processes: 300 runs PENDING"))
+        .unwrap_or_else(|| panic!("no result line in:\n{stdout}"));
+    let rate: f64 = line
+        .split(" -> ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no runs/s in {line}"));
+    assert!(rate > 0.0, "{line}");
+    // Linux: the CPU split is read from /proc, so it is there.
+    assert!(
+        line.contains("µs CPU/run; cores busy: PostgreSQL "),
+        "{line}"
+    );
+    assert!(!line.contains("PostgreSQL -"), "{line}");
+    assert_eq!(scratch_databases_of(pid).await, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_process_settings_are_refused_naming_them() {
+    for (url, args, says) in [
+        (
+            postgres_admin_url(),
+            vec!["--processes", "0"],
+            "--processes must be between 1 and 64",
+        ),
+        (
+            postgres_admin_url(),
+            vec!["--processes", "65"],
+            "--processes must be between 1 and 64",
+        ),
+        (
+            "sqlite://bench-refused.db".to_owned(),
+            vec!["--processes", "2"],
+            "--processes needs several processes on one database",
+        ),
+        (
+            postgres_admin_url(),
+            vec!["--processes", "2", "--replicas", "2"],
+            "cannot be used with",
+        ),
+        (
+            postgres_admin_url(),
+            vec!["--processes", "lots"],
+            "invalid value 'lots' for '--processes",
+        ),
+    ] {
+        let (out, pid) = bench(&url, &args).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert_eq!(scratch_databases_of(pid).await, Vec::<String>::new());
+    }
+    assert!(!std::path::Path::new("bench-refused.db").exists());
+}
