@@ -674,13 +674,20 @@ grab() {
     printf '%s' "$value"
 }
 
+# Runs `baton bench` with these options, its output in the log $1.
+run_baton() {
+    local log=$1
+    shift
+    step "Baton: baton bench $*"
+    # BATON_DATABASE_URL names the server; the bench makes its own databases.
+    BATON_DATABASE_URL="$PG_URL" "$BATON_BIN" bench "$@" >"$log" 2>&1 ||
+        { tail -n 20 "$log" >&2; die "baton bench failed (log: $log)"; }
+}
+
 bench_baton() {
     local log=$1
     local args=(--runs "$jobs" --plans "$plans" --targets "$targets" --latency-samples "$samples" "${baton_extra[@]}")
-    step "Baton: baton bench ${args[*]}"
-    # BATON_DATABASE_URL names the server; the bench makes its own databases.
-    BATON_DATABASE_URL="$PG_URL" "$BATON_BIN" bench "${args[@]}" >"$log" 2>&1 ||
-        { tail -n 20 "$log" >&2; die "baton bench failed (log: $log)"; }
+    run_baton "$log" "${args[@]}"
     grep -E '^(baton bench|submit|throughput|full queue)' "$log" | sed 's/^/    /' >&2 || true
     got=()
     got[p50]=$(grab "$log" '^submit -> RUNNING.* p50 \([0-9.]*\) ms.*' "latency p50")
@@ -693,11 +700,17 @@ bench_baton() {
 }
 
 bench_graphile() {
-    local log=$1 line kv
     step "graphile-worker: $jobs jobs, concurrency $concurrency, localQueue $local_queue"
+    run_graphile "$1" --jobs "$jobs" --batches "$plans" --samples "$samples"
+}
+
+# Runs graphile's side with these options besides the common ones, its
+# output in the log $1, and files its `peers:` results in `got`.
+run_graphile() {
+    local log=$1 line kv
+    shift
     NO_LOG_SUCCESS=1 "$NODE" "$GRAPHILE_JS" --url "$PG_URL" --db "$GRAPHILE_DB" \
-        --jobs "$jobs" --batches "$plans" --samples "$samples" \
-        --concurrency "$concurrency" --local-queue "$local_queue" >"$log" 2>&1 ||
+        --concurrency "$concurrency" --local-queue "$local_queue" "$@" >"$log" 2>&1 ||
         { tail -n 20 "$log" >&2; die "the graphile-worker bench failed (log: $log)"; }
     grep -v '^peers:' "$log" | sed 's/^/    /' >&2 || true
     line=$(sed -n 's/^peers: //p' "$log")
@@ -711,9 +724,7 @@ bench_graphile() {
 bench_baton_scale() {
     local log=$1 n=$2 procs=$3 line
     local args=(--runs "$n" --plans "$plans" --targets "$targets" --processes "$procs" "${baton_extra[@]}")
-    step "Baton: baton bench ${args[*]}"
-    BATON_DATABASE_URL="$PG_URL" "$BATON_BIN" bench "${args[@]}" >"$log" 2>&1 ||
-        { tail -n 20 "$log" >&2; die "baton bench failed (log: $log)"; }
+    run_baton "$log" "${args[@]}"
     line=$(grep -E '^full queue, ' "$log" | head -n1)
     [[ -n $line ]] || die "no full-queue line in $log (has baton bench's wording changed?)"
     printf '    %s\n' "$line" >&2
@@ -725,17 +736,8 @@ bench_baton_scale() {
 }
 
 bench_graphile_scale() {
-    local log=$1 n=$2 procs=$3 line kv
-    step "graphile-worker: $n jobs, $procs process(es) of concurrency $concurrency, localQueue $local_queue"
-    NO_LOG_SUCCESS=1 "$NODE" "$GRAPHILE_JS" --url "$PG_URL" --db "$GRAPHILE_DB" \
-        --jobs "$n" --processes "$procs" \
-        --concurrency "$concurrency" --local-queue "$local_queue" >"$log" 2>&1 ||
-        { tail -n 20 "$log" >&2; die "the graphile-worker bench failed (log: $log)"; }
-    grep -E '^full queue, ' "$log" | sed 's/^/    /' >&2 || true
-    line=$(sed -n 's/^peers: //p' "$log")
-    [[ -n $line ]] || die "no results line in $log"
-    got=()
-    for kv in $line; do got[${kv%%=*}]=${kv#*=}; done
+    step "graphile-worker: $2 jobs, $3 process(es) of concurrency $concurrency, localQueue $local_queue"
+    run_graphile "$1" --jobs "$2" --processes "$3"
 }
 
 # One round of the scale curve: every size and count, the side going
