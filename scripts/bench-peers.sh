@@ -757,7 +757,7 @@ run_scale_round() {
     done
 }
 
-run_round() {
+run_phases_round() {
     local round=$1 side sides
     # Odd rounds graphile first, even rounds Baton first.
     if ((round % 2)); then sides=(graphile baton); else sides=(baton graphile); fi
@@ -812,7 +812,7 @@ row() {
     printf '\n'
 }
 
-print_table() {
+print_phases_table() {
     local spec key label fmt r b g side
     local -a values ratios
     printf '\n%-11s' ""
@@ -884,6 +884,27 @@ print_scale_table() {
         "Cores: CPU of PostgreSQL's and of the worker processes over the timed window."
 }
 
+# The tables' first lines: the builds and the settings.
+versions() {
+    printf '\n%s / graphile-worker %s (Node %s): ' \
+        "$("$BATON_BIN" --version 2>/dev/null || echo "$BATON_BIN")" "$GRAPHILE_VERSION" "$NODE_VERSION"
+}
+
+phases_header() {
+    versions
+    printf '%s round%s, %s runs per phase, %s latency samples\n' \
+        "$rounds" "$( ((rounds == 1)) || echo s)" "$jobs" "$samples"
+    sed -n 's/^baton bench: /Baton: /p' "$run_dir/round-1-baton.log"
+    sed -n 's/^graphile-worker: /graphile: /p' "$run_dir/round-1-graphile.log"
+}
+
+scale_header() {
+    versions
+    printf 'scale curve, %s round%s; Baton: %s plans, %s targets%s; graphile: concurrency %s, localQueue %s per process\n' \
+        "$rounds" "$( ((rounds == 1)) || echo s)" "$plans" "$targets" \
+        "${baton_extra[*]:+, ${baton_extra[*]}}" "$concurrency" "$local_queue"
+}
+
 # ---- main ----
 
 cleanup() {
@@ -911,33 +932,19 @@ ensure_baton
 run_dir="$PEERS_DIR/runs/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$run_dir"
 if ((scale)); then
-    step "Scale curve: $rounds round(s) of queues of $scale_jobs by $scale_processes processes; logs in $run_dir"
-    for ((round = 1; round <= rounds; round++)); do
-        step "Round $round of $rounds"
-        run_scale_round "$round"
-    done
-    {
-        printf '\n%s / graphile-worker %s (Node %s): scale curve, %s round%s; Baton: %s plans, %s targets%s; graphile: concurrency %s, localQueue %s per process\n' \
-            "$("$BATON_BIN" --version 2>/dev/null || echo "$BATON_BIN")" "$GRAPHILE_VERSION" "$NODE_VERSION" \
-            "$rounds" "$( ((rounds == 1)) || echo s)" "$plans" "$targets" \
-            "${baton_extra[*]:+, ${baton_extra[*]}}" "$concurrency" "$local_queue"
-        print_scale_table
-    } | tee "$run_dir/table.txt"
-    step "Done in $((SECONDS / 60))m $((SECONDS % 60))s; the table is also in $run_dir/table.txt"
-    exit 0
+    what="Scale curve: $rounds round(s) of queues of $scale_jobs by $scale_processes processes"
+    mode=scale
+else
+    what="$rounds round(s) of $jobs runs each"
+    mode=phases
 fi
-step "$rounds round(s) of $jobs runs each; logs in $run_dir"
+step "$what; logs in $run_dir"
 for ((round = 1; round <= rounds; round++)); do
     step "Round $round of $rounds"
-    run_round "$round"
+    "run_${mode}_round" "$round"
 done
-
 {
-    printf '\n%s / graphile-worker %s (Node %s): %s round%s, %s runs per phase, %s latency samples\n' \
-        "$("$BATON_BIN" --version 2>/dev/null || echo "$BATON_BIN")" "$GRAPHILE_VERSION" "$NODE_VERSION" \
-        "$rounds" "$( ((rounds == 1)) || echo s)" "$jobs" "$samples"
-    sed -n 's/^baton bench: /Baton: /p' "$run_dir/round-1-baton.log"
-    sed -n 's/^graphile-worker: /graphile: /p' "$run_dir/round-1-graphile.log"
-    print_table
+    "${mode}_header"
+    "print_${mode}_table"
 } | tee "$run_dir/table.txt"
 step "Done in $((SECONDS / 60))m $((SECONDS % 60))s; the table is also in $run_dir/table.txt"
