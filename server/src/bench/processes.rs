@@ -20,7 +20,7 @@ use anyhow::{Context, bail};
 
 use super::cpu_meter::{CpuMeter, ProcessCpu};
 use super::serve_process::ServeProcess;
-use super::{BenchArgs, InProcess, Target, cpu_per_run, ms, submit_all, throughput_plans};
+use super::{BenchArgs, InProcess, cpu_per_run, ms, submit_all, throughput_plans};
 use crate::config::Settings;
 use crate::store::Ts;
 use crate::store::scratch::Scratch;
@@ -84,7 +84,7 @@ async fn measure(
         }
         let samples = sampler.stop();
         let first = first_round(&scratch.url).await?;
-        let last = last_finish(&target, &ids).await?;
+        let (_, last) = super::span(&target, &ids).await?;
         let took = (last.0 - first.0).to_std().unwrap_or_default();
         let cpu = Sample::over(&samples, first, last);
         let cores = |d: Option<Duration>| match (d, &cpu) {
@@ -259,15 +259,4 @@ async fn first_round(url: &str) -> anyhow::Result<Ts> {
             .fetch_one(&mut db)
             .await?;
     first.map(Ts).context("no run was promoted")
-}
-
-/// When the last run of these plans finished.
-async fn last_finish(target: &dyn Target, ids: &[i64]) -> anyhow::Result<Ts> {
-    let mut last = None;
-    for id in ids {
-        for t in target.plan(*id).await?.tasks {
-            last = last.max(t.finished_at);
-        }
-    }
-    last.map(Ts).context("no run finished")
 }
