@@ -60,6 +60,12 @@ impl NewPlan {
             .any(|t| !t.depends_on.is_empty() || t.approval.is_some())
     }
 
+    /// Whether the store writes more than the plan's own rows, after its
+    /// tasks exist: dependencies, stages or approvals.
+    pub fn writes_after_tasks(&self) -> bool {
+        self.has_workflow() || !self.stages.is_empty()
+    }
+
     /// Every dependency as (task index, index of the task it waits for).
     pub fn dependency_edges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         self.tasks

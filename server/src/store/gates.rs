@@ -83,24 +83,31 @@ pub struct Brakes {
     pub targets: Vec<TargetBrake>,
 }
 
-/// A row of [`BRAKES`]: a paused plan (`plan_id`) or a target's settings
-/// (`target`).
+/// A row of [`ROUND_CONTEXT`], by `kind`: a paused plan (`plan`), a
+/// target's settings (`target`) or the runs holding a target (`hold`).
 #[derive(Debug, Clone, sqlx::FromRow)]
-pub struct BrakeRow {
+pub struct ContextRow {
+    pub kind: String,
     pub plan_id: Option<i64>,
     pub target: Option<String>,
     pub capacity: Option<i64>,
     pub paused_by: Option<String>,
     pub paused_at: Option<Ts>,
+    pub exclusive: Option<bool>,
+    pub holder: Option<i64>,
+    pub last: Option<i64>,
+    pub n: Option<i64>,
 }
 
 impl Brakes {
-    /// Sorts [`BRAKES`]' rows into plans and targets.
-    pub fn from_rows(rows: Vec<BrakeRow>) -> Result<Self> {
+    /// Sorts [`ROUND_CONTEXT`]'s rows into the brakes and the target
+    /// holders.
+    pub fn from_context(rows: Vec<ContextRow>) -> Result<(Self, Vec<TargetHold>)> {
         let mut brakes = Brakes::default();
+        let mut holds = Vec::new();
         for row in rows {
-            match (row.plan_id, row.target) {
-                (Some(id), _) => {
+            match (row.kind.as_str(), row.plan_id, row.target) {
+                ("plan", Some(id), _) => {
                     let (Some(paused_by), Some(paused_at)) = (row.paused_by, row.paused_at) else {
                         return Err(StoreError::Corrupt(format!(
                             "plan {id} is paused by nobody or at no time"
@@ -112,20 +119,36 @@ impl Brakes {
                         paused_at,
                     });
                 }
-                (None, Some(target)) => brakes.targets.push(TargetBrake {
+                ("target", _, Some(target)) => brakes.targets.push(TargetBrake {
                     target,
                     capacity: row.capacity,
                     paused_by: row.paused_by,
                     paused_at: row.paused_at,
                 }),
-                (None, None) => {
-                    return Err(StoreError::Corrupt(
-                        "a brake of neither a plan nor a target".into(),
-                    ));
+                ("hold", _, Some(target)) => {
+                    let (Some(exclusive), Some(holder), Some(last), Some(n)) =
+                        (row.exclusive, row.holder, row.last, row.n)
+                    else {
+                        return Err(StoreError::Corrupt(format!(
+                            "the holders of {target} were read without their runs"
+                        )));
+                    };
+                    holds.push(TargetHold {
+                        target,
+                        exclusive,
+                        holder,
+                        last,
+                        n,
+                    });
+                }
+                (kind, ..) => {
+                    return Err(StoreError::Corrupt(format!(
+                        "a round read a {kind:?} row without what it names"
+                    )));
                 }
             }
         }
-        Ok(brakes)
+        Ok((brakes, holds))
     }
 
     /// Copies the brakes onto the runs they apply to.
@@ -152,15 +175,6 @@ impl Brakes {
         }
     }
 }
-
-/// Promoter round: the paused plans (a partial index holds them) and
-/// every target's settings (a handful of rows), as [`BrakeRow`]s: one
-/// statement, a round trip less in every round.
-pub const BRAKES: &str = "SELECT id AS plan_id, NULL AS target, NULL AS capacity, paused_by,
-        paused_at
-    FROM plan WHERE paused_by IS NOT NULL
-    UNION ALL
-    SELECT NULL, target, capacity, paused_by, paused_at FROM target_setting";
 
 /// Runs holding a target, grouped by target and kind.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -716,6 +730,7 @@ macro_rules! pending_columns {
     FROM task_run r JOIN plan p ON p.id = r.plan_id"
     };
 }
+pub(crate) use pending_columns;
 
 /// Promoter round: every PENDING run that no dependency holds, with its
 /// plan's limit; and the held ones that carry a version, for the version
@@ -726,14 +741,26 @@ macro_rules! pending_columns {
 /// the holders), a finish that released a held v1 between the two reads
 /// left it in neither, and v2 on its target started first (PostgreSQL,
 /// READ COMMITTED; the eight-replica history check caught it).
-pub const PENDING_RUNS: &str = concat!(
-    "SELECT ",
-    pending_columns!(),
-    " WHERE r.status = 'PENDING' AND r.held = FALSE
+///
+/// `$round_locked` is the backend's condition that this round holds the
+/// promotion lock (`Dialect::PENDING_RUNS`): a round without it reads no
+/// runs, and so does nothing.
+macro_rules! pending_runs_sql {
+    ($round_locked:literal) => {
+        concat!(
+            "SELECT ",
+            $crate::store::gates::pending_columns!(),
+            " WHERE r.status = 'PENDING' AND r.held = FALSE AND ",
+            $round_locked,
+            "
     UNION ALL SELECT ",
-    pending_columns!(),
-    " WHERE r.status = 'PENDING' AND r.held AND r.version IS NOT NULL"
-);
+            $crate::store::gates::pending_columns!(),
+            " WHERE r.status = 'PENDING' AND r.held AND r.version IS NOT NULL AND ",
+            $round_locked
+        )
+    };
+}
+pub(crate) use pending_runs_sql;
 
 /// The AVAILABLE and RUNNING runs (`id, target, exclusive, plan_id,
 /// version`), one partial index each. Written as a union because neither
@@ -750,9 +777,22 @@ macro_rules! active_runs {
 }
 pub(crate) use active_runs;
 
-/// Promoter round: runs holding each target, grouped.
-pub const TARGET_HOLDS: &str = concat!(
-    "SELECT target, exclusive, MIN(id) AS holder, MAX(id) AS last, COUNT(*) AS n FROM (",
+/// Promoter round: the paused plans (a partial index holds them), every
+/// target's settings (a handful of rows) and the runs holding each target,
+/// grouped, as [`ContextRow`]s: one statement, where three took three
+/// round trips in every round. The first branch types the columns that
+/// only the last one fills: PostgreSQL resolves a union's types branch by
+/// branch, and two untyped NULLs make text.
+pub const ROUND_CONTEXT: &str = concat!(
+    "SELECT 'plan' AS kind, id AS plan_id, NULL AS target, NULL AS capacity, paused_by,
+        paused_at, CAST(NULL AS BOOLEAN) AS exclusive, CAST(NULL AS BIGINT) AS holder,
+        CAST(NULL AS BIGINT) AS last, CAST(NULL AS BIGINT) AS n
+    FROM plan WHERE paused_by IS NOT NULL
+    UNION ALL
+    SELECT 'target', NULL, target, capacity, paused_by, paused_at, NULL, NULL, NULL, NULL
+    FROM target_setting
+    UNION ALL
+    SELECT 'hold', NULL, target, NULL, NULL, NULL, exclusive, MIN(id), MAX(id), COUNT(*) FROM (",
     active_runs!(),
     ") a GROUP BY target, exclusive"
 );

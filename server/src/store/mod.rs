@@ -142,8 +142,6 @@ pub struct FinishReport {
 /// What one promotion round did.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct PromoteReport {
-    /// Another replica held the promotion lock; this round did nothing.
-    pub skipped: bool,
     pub promoted: usize,
     pub waiting: usize,
 }

@@ -36,7 +36,7 @@ pub async fn plan_written<D: Dialect>(
     plan: &NewPlan,
     now: Ts,
 ) -> Result<()> {
-    if !plan.has_workflow() && plan.stages.is_empty() {
+    if !plan.writes_after_tasks() {
         return Ok(());
     }
     let rows: Vec<(i64, String)> = D::fetch_all(

@@ -21,6 +21,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Arguments, Database, Encode, FromRow, Type};
 
 use super::Shared;
+use super::audit::Asked;
 use crate::plan::NewPlan;
 use crate::secret::Secret;
 use crate::store::gates::Decisions;
@@ -291,11 +292,35 @@ pub trait Dialect: Send + Sync + Sized + 'static {
         now: Ts,
     ) -> Result<i64>;
 
-    /// Takes the promotion round's lock for `tx`, or says another replica
-    /// holds it. `tx` then writes only what a round derives from the rest
-    /// of the database, so the backend may commit it without waiting for
-    /// the disk (PostgreSQL does).
-    async fn promoter_lock(tx: &mut Self::Tx) -> Result<bool>;
+    /// A person's submit of `plan`, written and committed as one
+    /// statement with its audit entry (`asked`, `detail`), where the
+    /// backend can and that saves round trips (PostgreSQL); the plan's id.
+    /// `None`: it does not, and the caller writes the plan with
+    /// [`Dialect::plan_write`] in a transaction. Only for a plan that
+    /// needs nothing written after its tasks
+    /// ([`NewPlan::writes_after_tasks`]).
+    async fn plan_submit_alone(
+        &self,
+        _plan: &NewPlan,
+        _asked: &Asked<'_>,
+        _detail: &str,
+        _now: Ts,
+    ) -> Result<Option<i64>> {
+        Ok(None)
+    }
+
+    /// A promotion round's transaction, with the round's lock if no other
+    /// replica's round holds it; [`Dialect::PENDING_RUNS`] then reads the
+    /// runs only where it has the lock. The transaction writes only what a
+    /// round derives from the rest of the database, so the backend may
+    /// commit it without waiting for the disk (PostgreSQL does).
+    async fn round_begin(&self) -> Result<Self::Tx>;
+
+    /// A round's first read ([`gates::pending_runs_sql`]): the PENDING
+    /// runs, or none when [`Dialect::round_begin`] did not get the lock.
+    ///
+    /// [`gates::pending_runs_sql`]: crate::store::gates::pending_runs_sql
+    const PENDING_RUNS: &'static str;
 
     /// Takes the promotion round's lock for `tx`, waiting up to `limit`
     /// for a round in flight to end, ahead of rounds that only try it (an

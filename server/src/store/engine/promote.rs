@@ -13,17 +13,12 @@ pub async fn run_promote_round<D: Dialect>(
     nodes: &NodeLabels,
     now: Ts,
 ) -> Result<PromoteReport> {
-    let mut tx = d.begin().await?;
-    // One promoter at a time across replicas; the others skip their round
-    // (the holder hears the same wake-ups and runs another).
-    if !D::promoter_lock(&mut tx).await? {
-        return Ok(PromoteReport {
-            skipped: true,
-            ..Default::default()
-        });
-    }
+    // One promoter at a time across replicas: a round that finds the
+    // lock taken reads no runs and ends here (the holder hears the same
+    // wake-ups and runs another).
+    let mut tx = d.round_begin().await?;
     let mut pending: Vec<gates::PendingRun> =
-        D::fetch_all(&mut tx, gates::PENDING_RUNS.into(), &[]).await?;
+        D::fetch_all(&mut tx, D::PENDING_RUNS.into(), &[]).await?;
     if pending.is_empty() {
         return Ok(PromoteReport::default());
     }
@@ -31,11 +26,14 @@ pub async fn run_promote_round<D: Dialect>(
     pending.sort_unstable_by_key(|r| r.id);
     // Brakes change only under this round's lock (`engine::brakes`), so
     // reading them apart from the runs cannot see a half-made change.
-    let brakes = gates::Brakes::from_rows(D::fetch_all(&mut tx, gates::BRAKES.into(), &[]).await?)?;
+    // Holders read after the runs can only be fewer (runs that ended in
+    // between), never more: only a round adds them.
+    let context = D::fetch_all(&mut tx, gates::ROUND_CONTEXT.into(), &[]).await?;
+    let (brakes, targets) = gates::Brakes::from_context(context)?;
     brakes.apply(&mut pending);
     let needed = gates::Summaries::needed_by(&pending);
     let mut holders = gates::Holders {
-        targets: D::fetch_all(&mut tx, gates::TARGET_HOLDS.into(), &[]).await?,
+        targets,
         ..Default::default()
     };
     if needed.plans {
@@ -57,7 +55,6 @@ pub async fn run_promote_round<D: Dialect>(
         d.signals().raise(Signal::Available);
     }
     Ok(PromoteReport {
-        skipped: false,
         promoted,
         waiting: pending.iter().filter(|r| !r.held).count() - promoted,
     })

@@ -1,5 +1,6 @@
 //! Plan submission: a plan, its tasks and (when it starts now) their first
-//! runs in one transaction; once per idempotency key when one is given.
+//! runs in one transaction (on PostgreSQL one statement, when nothing is
+//! written after the tasks); once per idempotency key when one is given.
 
 use super::audit::{Asked, Subject};
 use super::{Dialect, dependencies, optional};
@@ -9,17 +10,31 @@ use crate::store::submission::{self, IdempotencyKey, Submitted};
 use crate::store::{Result, Ts};
 
 /// Stores a validated plan; creates PENDING runs when `plan.start`.
+///
+/// The submit is the first step between an operator's request and its
+/// runs' start, so where the backend can do it as a single statement
+/// ([`Dialect::plan_submit_alone`]) it does.
 pub async fn plan_insert<D: Dialect>(
     d: &D,
     plan: &NewPlan,
     asked: &Asked<'_>,
     now: Ts,
 ) -> Result<i64> {
-    let mut tx = d.begin().await?;
-    let plan_id = D::plan_write(&mut tx, plan, asked.by.name, now).await?;
-    dependencies::plan_written::<D>(&mut tx, plan_id, plan, now).await?;
-    submitted::<D>(&mut tx, asked, plan_id, plan, now).await?;
-    D::commit(tx).await?;
+    let alone = match plan.writes_after_tasks() {
+        true => None,
+        false => d.plan_submit_alone(plan, asked, &detail(plan), now).await?,
+    };
+    let plan_id = match alone {
+        Some(plan_id) => plan_id,
+        None => {
+            let mut tx = d.begin().await?;
+            let plan_id = D::plan_write(&mut tx, plan, asked.by.name, now).await?;
+            dependencies::plan_written::<D>(&mut tx, plan_id, plan, now).await?;
+            submitted::<D>(&mut tx, asked, plan_id, plan, now).await?;
+            D::commit(tx).await?;
+            plan_id
+        }
+    };
     if plan.start {
         d.signals().raise(Signal::Changed);
     }
@@ -97,14 +112,18 @@ async fn submitted<D: Dialect>(
     plan: &NewPlan,
     now: Ts,
 ) -> Result<()> {
+    asked
+        .about(Subject::NamedPlan(plan_id, &plan.name))
+        .done::<D>(tx, &detail(plan), now)
+        .await
+}
+
+/// The submit's audit detail: how many tasks, and whether they start.
+fn detail(plan: &NewPlan) -> String {
     let n = plan.tasks.len();
-    let detail = format!(
+    format!(
         "{n} {}{}",
         if n == 1 { "task" } else { "tasks" },
         if plan.start { "" } else { ", not started" }
-    );
-    asked
-        .about(Subject::NamedPlan(plan_id, &plan.name))
-        .done::<D>(tx, &detail, now)
-        .await
+    )
 }

@@ -106,7 +106,7 @@ async fn only_a_versioned_submit_waits_for_a_promotion_round() {
 }
 
 /// The round's transaction alone commits without waiting for the disk
-/// (`ROUND_LOCK`): its connection goes back to the pool for claims and
+/// (`ROUND_BEGIN`): its connection goes back to the pool for claims and
 /// finishes, which must wait.
 #[tokio::test]
 async fn only_the_round_itself_commits_asynchronously() {
@@ -117,17 +117,18 @@ async fn only_the_round_itself_commits_asynchronously() {
         .connect(&scratch.url)
         .await
         .expect("connect");
+    let store = PgStore {
+        pool: pool.clone(),
+        shared: Default::default(),
+    };
     let show = "SHOW synchronous_commit";
     let before: String = sqlx::query_scalar(show)
         .fetch_one(&pool)
         .await
         .expect("show");
-    let mut round = pool.begin().await.expect("begin");
-    assert!(
-        <PgStore as crate::store::engine::Dialect>::promoter_lock(&mut round)
-            .await
-            .expect("the round's lock")
-    );
+    let mut round = crate::store::engine::Dialect::round_begin(&store)
+        .await
+        .expect("the round's lock");
     let during: String = sqlx::query_scalar(show)
         .fetch_one(&mut *round)
         .await
@@ -143,11 +144,40 @@ async fn only_the_round_itself_commits_asynchronously() {
     scratch.drop_database().await.expect("drop");
 }
 
+/// A round started while another holds the lock reads no runs and
+/// promotes nothing; once the holder is gone the next round promotes.
+#[tokio::test]
+async fn a_round_that_finds_the_lock_taken_does_nothing() {
+    let (scratch, store) = store().await;
+    store
+        .plan_insert(&plan("later", None), "test".into(), Ts::now())
+        .await
+        .expect("submit");
+    let first = crate::store::engine::Dialect::round_begin(&store)
+        .await
+        .expect("the first round");
+    let second = store
+        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .await
+        .expect("the second round");
+    assert_eq!((second.promoted, second.waiting), (0, 0));
+    first.rollback().await.expect("the first round ends");
+    let third = store
+        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .await
+        .expect("the third round");
+    assert_eq!(third.promoted, 1);
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}
+
 #[test]
 fn the_claim_lock_key_spells_baton_c() {
     let key: i64 = claim_lock_key!().parse().expect("an integer");
     assert_eq!(&key.to_be_bytes(), b"\0baton:c");
     assert_eq!(&PROMOTER_LOCK.to_be_bytes(), b"\0baton:p");
+    let key: i64 = promoter_lock_key!().parse().expect("an integer");
+    assert_eq!(key, PROMOTER_LOCK);
 }
 
 /// A plan of `n` no-op tasks, each on a target of its own, promoted: `n`

@@ -14,6 +14,7 @@ use sqlx::{Postgres, Transaction};
 
 use crate::plan::NewPlan;
 use crate::store::dashboard::{self};
+use crate::store::engine::audit::Asked;
 use crate::store::engine::dialect::arguments;
 use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
 use crate::store::gates::{self, Decisions};
@@ -24,7 +25,15 @@ use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, St
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
-/// Key of the advisory lock that serialises promotion rounds ("baton:p").
+/// Key of the advisory lock that serialises promotion rounds ("baton:p"),
+/// as a literal so `concat!` can splice it into [`ROUND_BEGIN`].
+macro_rules! promoter_lock_key {
+    () => {
+        "27691700431239792"
+    };
+}
+
+/// [`promoter_lock_key`] as a number, for statements that bind it.
 const PROMOTER_LOCK: i64 = 0x0062_6174_6f6e_3a70;
 
 /// Key of the advisory lock that serialises claims ("baton:c"), as a
@@ -103,9 +112,13 @@ struct Planned {
     sql: &'static str,
 }
 
-/// Who: the promoter, first in each round: takes the round's lock (or
-/// finds another replica holds it), and lets the round commit without
-/// waiting for its WAL to reach the disk.
+/// Who: the promoter, first in each round: its transaction, which tries
+/// the round's lock and lets the round commit without waiting for its WAL
+/// to reach the disk. One round trip, the `BEGIN`'s own: whether the lock
+/// was free is kept in the transaction's setting `baton.round_locked`,
+/// which the round's first read checks ([`Dialect::PENDING_RUNS`]), rather
+/// than answered in a round trip of its own. That read's snapshot is taken
+/// after the lock, so it sees everything the previous round committed.
 ///
 /// Everything a round writes (promotions, unpins, waiting causes and
 /// their events) is derived from the rest of the database, so a round
@@ -115,8 +128,12 @@ struct Planned {
 /// record flushes the round's, which came before it. That is one disk
 /// flush fewer between a submit and its run's start. Claims, finishes and
 /// everything an operator does still wait for the disk.
-const ROUND_LOCK: &str = "SELECT set_config('synchronous_commit', 'off', true),
-    pg_try_advisory_xact_lock($1)";
+const ROUND_BEGIN: &str = concat!(
+    "BEGIN; SELECT set_config('synchronous_commit', 'off', true),
+        set_config('baton.round_locked', pg_try_advisory_xact_lock(",
+    promoter_lock_key!(),
+    ")::text, true)"
+);
 
 /// Who: every replica's claimer, whenever it has free worker slots. The task
 /// row is read once per run: for its heartbeat timeout and for the executor
@@ -232,44 +249,6 @@ const RUN_HEARTBEAT: Planned = Planned {
     WHERE r.id = b.id AND r.id = ANY($2) AND r.status = 'RUNNING' AND r.replica_id = $1
     RETURNING r.id",
 };
-
-/// Who: plan submit. The plan, its tasks and (when it starts now) each
-/// task's first run with its creation event, in one statement: the runs
-/// are copied from the task rows as they are inserted, not looked up
-/// again. A task is written once, pointing (`latest_run_id`) at the id
-/// reserved for its run. When it starts (`$19`) it also queues the
-/// NOTIFY (`$21`, `$22`) that wakes the promoter, a round trip less than
-/// a separate `pg_notify`.
-const PLAN_SUBMIT: &str = "WITH p AS (
-        INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks,
-            open_tasks)
-        VALUES ($1, $2, $3, $4, $5, $6, cardinality($7::text[])) RETURNING id),
-    t AS (
-        INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
-            max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,
-            reassign_after_ms, latest_run_id)
-        SELECT p.id, x.name, x.target, x.exclusive, x.version, x.run_at, x.node, x.timeout_ms,
-            x.max_attempts, x.hbi, x.hbt, x.executor, x.reassign,
-            CASE WHEN $19 THEN nextval('task_run_id_seq') END
-        FROM p, UNNEST($7::text[], $8::text[], $9::bool[], $10::text[], $11::timestamptz[],
-            $12::text[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[],
-            $18::bigint[])
-            WITH ORDINALITY AS x(name, target, exclusive, version, run_at, node, timeout_ms,
-                max_attempts, hbi, hbt, executor, reassign, ord)
-        ORDER BY x.ord
-        RETURNING id, plan_id, target, exclusive, version, run_at, node, timeout_ms,
-            max_attempts, reassign_after_ms, latest_run_id),
-    made AS (
-        INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive, version,
-            node, timeout_ms, max_attempts, run_at, created_at, waiting_cause, reassign_after_ms)
-        SELECT latest_run_id, id, plan_id, 1, 'PENDING', target, exclusive, version, node,
-            timeout_ms, max_attempts, run_at, $4, $20, reassign_after_ms
-        FROM t WHERE $19
-        RETURNING id),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
-        SELECT id, NULL, 'PENDING', $5, $4, 'submitted' FROM made)
-    SELECT p.id FROM p, LATERAL (SELECT CASE WHEN $19 THEN pg_notify($21, $22) END) announced";
 
 /// PostgreSQL's `lock_not_available`: a `lock_timeout` ran out.
 fn is_lock_timeout(e: &sqlx::Error) -> bool {
@@ -578,13 +557,12 @@ impl Dialect for PgStore {
         Ok(())
     }
 
-    async fn promoter_lock(tx: &mut Self::Tx) -> Result<bool> {
-        let (_, locked): (String, bool) = sqlx::query_as(ROUND_LOCK)
-            .bind(PROMOTER_LOCK)
-            .fetch_one(&mut **tx)
-            .await?;
-        Ok(locked)
+    async fn round_begin(&self) -> Result<Self::Tx> {
+        self.begin(ROUND_BEGIN).await
     }
+
+    const PENDING_RUNS: &'static str =
+        gates::pending_runs_sql!("current_setting('baton.round_locked', true) = 'true'");
 
     async fn promoter_lock_wait(tx: &mut Self::Tx, limit: Duration) -> Result<()> {
         // A waiting request queues ahead of later try-locks, so promoters
@@ -826,51 +804,31 @@ impl Dialect for PgStore {
         actor: Actor<'_>,
         now: Ts,
     ) -> Result<i64> {
-        let executors = rows::executors_json(plan)?;
-        let t = &plan.tasks;
         if plan.start && plan.has_versions() {
             Self::creation_lock(tx).await?;
         }
-        let plan_id: i64 = sqlx::query_scalar(PLAN_SUBMIT)
-            .bind(&plan.name)
-            .bind(&plan.description)
-            .bind(plan.parallel_limit)
-            .bind(now)
-            .bind(actor)
-            .bind(rows::webhooks_json(plan)?)
-            .bind(t.iter().map(|t| t.name.clone()).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.target.clone()).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.exclusive).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.version.clone()).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.run_at.map(Ts::from)).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.node.clone()).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| millis(t.timeout)).collect::<Vec<_>>())
-            .bind(t.iter().map(|t| t.max_attempts).collect::<Vec<_>>())
-            .bind(
-                t.iter()
-                    .map(|t| t.heartbeat_interval.map(millis))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                t.iter()
-                    .map(|t| t.heartbeat_timeout.map(millis))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(executors)
-            .bind(
-                t.iter()
-                    .map(|t| t.reassign_after.map(millis))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(plan.start)
-            .bind(gates::CAUSE_NEW)
-            .bind(CHANNEL)
-            .bind(Signal::Changed.payload())
-            .fetch_one(&mut **tx)
-            .await?;
-        Ok(plan_id)
+        submit::plan_write(&mut **tx, plan, actor, None, now).await
+    }
+
+    async fn plan_submit_alone(
+        &self,
+        plan: &NewPlan,
+        asked: &Asked<'_>,
+        detail: &str,
+        now: Ts,
+    ) -> Result<Option<i64>> {
+        if plan.start && plan.has_versions() {
+            // The creation lock is a transaction's (`creation_lock`).
+            return Ok(None);
+        }
+        let audit = submit::Audit { asked, detail };
+        let plan_id =
+            submit::plan_write(&self.pool, plan, asked.by.name, Some(&audit), now).await?;
+        Ok(Some(plan_id))
     }
 }
+
+mod submit;
 
 #[cfg(test)]
 mod plan_tests;

@@ -360,9 +360,12 @@ impl Dialect for SqliteStore {
 
     /// `BEGIN IMMEDIATE` took the write lock before the round reads: the
     /// state the gates see cannot change until it commits.
-    async fn promoter_lock(_: &mut Self::Tx) -> Result<bool> {
-        Ok(true)
+    async fn round_begin(&self) -> Result<Self::Tx> {
+        self.begin().await
     }
+
+    /// Every round has the lock.
+    const PENDING_RUNS: &'static str = gates::pending_runs_sql!("TRUE");
 
     /// The write lock the transaction already holds serialises it with
     /// every round.
