@@ -331,6 +331,8 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// PENDING → AVAILABLE (with theirs) and changed waiting causes, each
     /// only where the run is still PENDING, and announces
     /// [`Signal::Available`] when any was. Returns how many were promoted.
+    /// Promotions only in a round's transaction ([`Dialect::round_begin`]),
+    /// whose planner settings PostgreSQL's statement relies on.
     async fn round_write(tx: &mut Self::Tx, decided: &Decisions, now: Ts) -> Result<usize>;
 
     /// Claims up to `claim.limit` AVAILABLE runs for the replica, with

@@ -88,13 +88,34 @@ macro_rules! claim_sql {
 /// Connections per replica: the loops, the API and a few spares.
 const DEFAULT_POOL_SIZE: u32 = 12;
 
-/// The settings of [`PgStore::index_only`] and [`PgStore::hash_joined`],
-/// as literals so `BEGIN` can carry them.
+/// Keeps the rest of a transaction on its indexes; a literal, so a
+/// `BEGIN` can carry it.
+///
+/// task_run's status mix changes far faster than autovacuum refreshes
+/// its statistics: after a burst the planner may believe the table holds
+/// a few hundred rows, or that nothing is AVAILABLE, and pick a
+/// sequential or bitmap scan that reads (and sorts) every run — seen
+/// here as claims taking seconds. The claim, finish and promotion
+/// statements each have one right plan (a live-status partial index or
+/// the primary key), so for them those scans are ruled out. Broader
+/// queries (plan lists, replica counts) keep the planner's choice.
+///
+/// This cannot fix a join order: a batch joined to `task_run` as a CTE
+/// may still be rescanned once per row of a partial index the planner
+/// thinks is empty. Batches of ids therefore reach `task_run` as arrays
+/// (`= ANY(…)`), as the claim does ([`CLAIM`]).
+///
+/// JIT compilation goes off with them. A scan ruled out but left as the
+/// only way to read a table (a handful of target settings has no index
+/// worth scanning) is costed at 10^10, far past PostgreSQL's JIT
+/// thresholds, so every execution would compile its plan first: the
+/// round's read of brakes and holders took 26 ms that way, 0.2 ms without.
 macro_rules! index_only_sql {
     () => {
-        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
+        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off"
     };
 }
+/// The settings of [`PgStore::hash_joined`].
 macro_rules! hash_joined_sql {
     () => {
         concat!(index_only_sql!(), "; SET LOCAL enable_nestloop = off")
@@ -105,7 +126,7 @@ const BEGIN_INDEX_ONLY: &str = concat!("BEGIN; ", index_only_sql!());
 const BEGIN_HASH_JOINED: &str = concat!("BEGIN; ", hash_joined_sql!());
 
 /// A hot statement and the `BEGIN` of its transaction, which sets the
-/// planner up for it ([`PgStore::index_only`] or [`PgStore::hash_joined`]).
+/// planner up for it (`index_only_sql` or [`PgStore::hash_joined`]).
 /// Kept together so the store and `plan_tests` run the same pair.
 struct Planned {
     begin: &'static str,
@@ -113,8 +134,10 @@ struct Planned {
 }
 
 /// Who: the promoter, first in each round: its transaction, which tries
-/// the round's lock and lets the round commit without waiting for its WAL
-/// to reach the disk. One round trip, the `BEGIN`'s own: whether the lock
+/// the round's lock, keeps the round on its indexes (`index_only_sql`:
+/// its reads start from the live-status partial indexes and its writes
+/// look runs up by key) and lets the round commit without waiting for its
+/// WAL to reach the disk. One round trip, the `BEGIN`'s own: whether the lock
 /// was free is kept in the transaction's setting `baton.round_locked`,
 /// which the round's first read checks ([`Dialect::PENDING_RUNS`]), rather
 /// than answered in a round trip of its own. That read's snapshot is taken
@@ -129,7 +152,9 @@ struct Planned {
 /// flush fewer between a submit and its run's start. Claims, finishes and
 /// everything an operator does still wait for the disk.
 const ROUND_BEGIN: &str = concat!(
-    "BEGIN; SELECT set_config('synchronous_commit', 'off', true),
+    "BEGIN; ",
+    index_only_sql!(),
+    "; SELECT set_config('synchronous_commit', 'off', true),
         set_config('baton.round_locked', pg_try_advisory_xact_lock(",
     promoter_lock_key!(),
     ")::text, true)"
@@ -295,26 +320,6 @@ impl PgStore {
         })
     }
 
-    /// Keeps the rest of `tx` on its indexes.
-    ///
-    /// task_run's status mix changes far faster than autovacuum refreshes
-    /// its statistics: after a burst the planner may believe the table holds
-    /// a few hundred rows, or that nothing is AVAILABLE, and pick a
-    /// sequential or bitmap scan that reads (and sorts) every run — seen
-    /// here as claims taking seconds. The claim, finish and promotion
-    /// statements each have one right plan (a live-status partial index or
-    /// the primary key), so for them those scans are ruled out. Broader
-    /// queries (plan lists, replica counts) keep the planner's choice.
-    ///
-    /// This cannot fix a join order: a batch joined to `task_run` as a CTE
-    /// may still be rescanned once per row of a partial index the planner
-    /// thinks is empty. Batches of ids therefore reach `task_run` as arrays
-    /// (`= ANY(…)`), as the claim does ([`CLAIM`]).
-    async fn index_only(tx: &mut Transaction<'_, Postgres>) -> Result<()> {
-        sqlx::raw_sql(index_only_sql!()).execute(&mut **tx).await?;
-        Ok(())
-    }
-
     /// A transaction whose `BEGIN` also sets the planner up
     /// ([`BEGIN_INDEX_ONLY`], [`BEGIN_HASH_JOINED`]): one round trip, not
     /// two.
@@ -322,7 +327,7 @@ impl PgStore {
         Ok(self.pool.begin_with(begin).await?)
     }
 
-    /// [`Self::index_only`], and no nested loops either, for the next
+    /// `index_only_sql`, and no nested loops either, for the next
     /// statements of `tx`.
     ///
     /// A batch that reaches `task_run` as a joined `UNNEST` (each run with
@@ -591,11 +596,10 @@ impl Dialect for PgStore {
     }
 
     async fn round_write(tx: &mut Self::Tx, decided: &Decisions, now: Ts) -> Result<usize> {
+        // A round's transaction is index-only from its BEGIN (ROUND_BEGIN);
+        // unpins and waiting causes join arrays to task_run.
         if !decided.unpin.is_empty() || !decided.causes.is_empty() {
-            // Unpins and waiting causes join arrays to task_run.
             Self::hash_joined(tx).await?;
-        } else if !decided.promote.is_empty() {
-            Self::index_only(tx).await?;
         }
         if !decided.unpin.is_empty() {
             let (ids, details): (Vec<i64>, Vec<String>) = decided.unpin.iter().cloned().unzip();
