@@ -20,6 +20,12 @@ pub async fn run_promote_round<D: Dialect>(
     let mut pending: Vec<gates::PendingRun> =
         D::fetch_all(&mut tx, D::PENDING_RUNS.into(), &[]).await?;
     if pending.is_empty() {
+        // Ended here, not dropped: a dropped transaction's ROLLBACK waits
+        // for its connection's return to the pool, and until then the
+        // round's lock stays taken, so a round begun meanwhile on another
+        // connection (the next submit's) would read nothing and leave its
+        // runs to the next wake-up.
+        D::commit(tx).await?;
         return Ok(PromoteReport::default());
     }
     // First come, first served: `evaluate` takes runs oldest first.
