@@ -46,10 +46,10 @@ pub struct NewPlan {
 }
 
 impl NewPlan {
-    /// Whether any task carries a version (the only gate a new PENDING run
-    /// can close on another run).
-    pub fn has_versions(&self) -> bool {
-        self.tasks.iter().any(|t| t.version.is_some())
+    /// Whether submitting it creates a PENDING run that carries a version
+    /// (the only gate a new PENDING run can close on another run).
+    pub fn starts_versioned_runs(&self) -> bool {
+        self.start && self.tasks.iter().any(|t| t.version.is_some())
     }
 
     /// Whether any task uses a workflow gate that the store writes after

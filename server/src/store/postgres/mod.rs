@@ -808,7 +808,7 @@ impl Dialect for PgStore {
         actor: Actor<'_>,
         now: Ts,
     ) -> Result<i64> {
-        if plan.start && plan.has_versions() {
+        if plan.starts_versioned_runs() {
             Self::creation_lock(tx).await?;
         }
         submit::plan_write(&mut **tx, plan, actor, None, now).await
@@ -821,7 +821,7 @@ impl Dialect for PgStore {
         detail: &str,
         now: Ts,
     ) -> Result<Option<i64>> {
-        if plan.start && plan.has_versions() {
+        if plan.starts_versioned_runs() {
             // The creation lock is a transaction's (`creation_lock`).
             return Ok(None);
         }
