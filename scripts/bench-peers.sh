@@ -18,12 +18,12 @@
 #                     stats of its docs ran 4 processes of 24)
 #   --local-queue L   graphile: localQueue.size (default 500; -1 is off)
 #   --settle SECONDS  pause before each bench (default 2)
-#   --scale           the scale curve instead: only the full queue, burned
-#                     down by Baton's `baton serve` processes and by
-#                     graphile-worker's Node processes (each with
-#                     --concurrency), for every queue size and process
-#                     count below, sides taking turns; then a table of
-#                     medians per size and count
+#   --scale           the scale curve instead: the end-to-end and
+#                     full-queue phases worked by Baton's `baton serve`
+#                     processes and by graphile-worker's Node processes
+#                     (each with --concurrency), for every queue size and
+#                     process count below, sides taking turns; then a
+#                     table of medians per phase, size and count
 #   --scale-jobs LIST      queue sizes (default 20000,200000)
 #   --scale-processes LIST process counts (default 1,2,4)
 #   -h, --help        this text
@@ -43,8 +43,8 @@
 #
 # On a shared machine run it under `nice -n 19`. A default run (5 rounds of
 # 20,000) takes about a minute and a half on the 2-core development VM, a
-# --scale run of 3 rounds of the default sizes about eight minutes and a
-# half, plus the release build when it is not up to date.
+# --scale run of 3 rounds of the default sizes about twenty minutes, plus
+# the release build when it is not up to date.
 #
 # What each side measures. Both are three phases, in this order:
 #
@@ -66,22 +66,27 @@
 #                   Baton: until the last stored finished_at. graphile:
 #                   from before run() (its pool already open) until the
 #                   queue is seen empty.
-#   scale curve     (--scale) the full queue alone, worked by N processes:
-#                   Baton's `baton serve` (`baton bench --processes N`,
-#                   each with --bench-workers slots, 2048 by default),
-#                   graphile's Node processes of this script, each a
-#                   run() with --concurrency. No process's start-up is
-#                   timed: Baton from the start of its first promotion
-#                   round (which promotes the queue), graphile from the
-#                   first job's start in any process (its processes wait
-#                   at a barrier to start together; Baton's start as soon
-#                   as they are up), until the last stored finished_at
-#                   (Baton) or the queue seen empty (graphile). Beside
-#                   the machine's CPU per run: PostgreSQL's processes'
-#                   and the workers' processes' CPU over that time, in
-#                   cores, from /proc: PostgreSQL near the machine's
-#                   cores is the point where more processes cannot go
-#                   faster. --jobs and --samples do not apply.
+#   scale curve     (--scale) the end-to-end and full-queue phases, no
+#                   latency, worked by N processes: Baton's `baton serve`
+#                   (`baton bench --processes N`, each with
+#                   --bench-workers slots, 2048 by default), graphile's
+#                   Node processes of this script, each a run() with
+#                   --concurrency. No process's start-up is timed. End to
+#                   end: the processes are up (Baton's registered and one
+#                   holding the leader's lease; graphile's each past its
+#                   run()), then one client adds the runs/jobs in --plans
+#                   plans/addJobs calls, timed as above. Full queue:
+#                   Baton from the start of its first promotion round
+#                   (which promotes the queue), graphile from the first
+#                   job's start in any process (its processes wait at a
+#                   barrier to start together; Baton's start as soon as
+#                   they are up), until the last stored finished_at
+#                   (Baton) or the queue seen empty (graphile). Beside the machine's CPU per run:
+#                   PostgreSQL's processes' and the workers' processes'
+#                   CPU over that time, in cores, from /proc: PostgreSQL
+#                   near the machine's cores is the point where more
+#                   processes cannot go faster. --jobs and --samples do
+#                   not apply.
 #
 # The work differs, and the table does not hide it. Each Baton run is a
 # task of a plan on a target; the leader's promotion round judges every
@@ -100,8 +105,9 @@
 # per run: they mean something only on an otherwise idle machine.
 #
 # Scratch databases: `baton bench` creates and drops its own; graphile's
-# are baton_peers_graphile and baton_peers_graphile_queue, dropped after
-# each round (and before, should a killed run have left them).
+# are baton_peers_graphile, baton_peers_graphile_queue and (--scale)
+# baton_peers_graphile_e2e, dropped after each bench (and before, should
+# a killed run have left them).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -244,7 +250,7 @@ const { values: opt } = parseArgs({
     concurrency: { type: "string", default: "16" },
     "local-queue": { type: "string", default: "500" },
     drop: { type: "boolean", default: false }, // only drop the scratch databases
-    processes: { type: "string", default: "0" }, // >0: the scale curve's full queue only
+    processes: { type: "string", default: "0" }, // >0: the scale curve, with this many worker processes
     child: { type: "boolean", default: false }, // one worker process of the scale curve
   },
 });
@@ -528,9 +534,9 @@ async function fullQueue() {
 }
 
 // One worker process of the scale curve: its pool opened, it says
-// "ready" and starts on "go" (stdin), so that all start together; on
-// "stop" it stops and reports when its first task began (ms since the
-// epoch) and how many it ran.
+// "ready" and starts on "go" (stdin), so that all start together, and
+// says "started" once its worker runs; on "stop" it stops and reports
+// when its first task began (ms since the epoch) and how many it ran.
 async function child() {
   const pool = await openPool(opt.url);
   let first = null;
@@ -547,6 +553,7 @@ async function child() {
       count += 1;
     },
   });
+  console.log("started");
   await stop;
   await runner.stop();
   await pool.end();
@@ -554,18 +561,25 @@ async function child() {
   lines.close();
 }
 
-// The scale curve's full queue: JOBS jobs added, then PROCESSES worker
-// processes (this script with --child) started together, timed from the
-// first task's start in any of them until the queue is seen empty
-// (`baton bench --processes` times Baton's from its first promotion
-// round's start).
-async function fullQueueProcesses() {
-  const db = await scratch(`${opt.db}_queue`);
+// The scale curve's two phases with PROCESSES worker processes (this
+// script with --child), each on a database of its own, all started
+// together:
+// - end to end: the processes started, then JOBS jobs added by this
+//   process in BATCHES addJobs calls, timed as the one-process phase
+//   (from before the first call until the queue is seen empty);
+// - full queue: JOBS jobs added, then the processes started, timed from
+//   the first task's start in any of them until the queue is seen empty
+//   (`baton bench --processes` times Baton's from its first promotion
+//   round's start).
+async function processesPhase(phase) {
+  const db = await scratch(`${opt.db}_${phase}`);
   const children = [];
   try {
     const per = 20000; // addJobs calls of at most this many jobs
-    for (let from = 0; from < JOBS; from += per) {
-      await db.utils.addJobs(noopJobs(from, Math.min(per, JOBS - from)));
+    if (phase === "queue") {
+      for (let from = 0; from < JOBS; from += per) {
+        await db.utils.addJobs(noopJobs(from, Math.min(per, JOBS - from)));
+      }
     }
     for (let i = 0; i < PROCESSES; i++) {
       const proc = spawn(
@@ -595,36 +609,58 @@ async function fullQueueProcesses() {
     for (const c of children) {
       while ((await c.next()) !== "ready");
     }
-    const busy0 = busySeconds();
-    const postgres0 = processTicks({ name: "postgres" });
+    // End to end, the clock starts once every worker runs, as Baton's
+    // does once its processes are up: their start-up is not timed.
     const workers = { pids: children.map((c) => c.proc.pid) };
-    const workers0 = processTicks(workers);
+    const meters = () => [busySeconds(), processTicks({ name: "postgres" }), processTicks(workers)];
+    let [busy0, postgres0, workers0] = meters();
     for (const c of children) c.proc.stdin.write("go\n");
+    let start = null;
+    let total = JOBS;
+    if (phase === "e2e") {
+      for (const c of children) {
+        while ((await c.next()) !== "started");
+      }
+      [busy0, postgres0, workers0] = meters();
+      const size = Math.floor(JOBS / BATCHES);
+      total = size * BATCHES;
+      start = performance.timeOrigin + performance.now();
+      for (let b = 0; b < BATCHES; b++) await db.utils.addJobs(noopJobs(b * size, size));
+    }
     await untilEmpty(db.utils);
     const end = performance.timeOrigin + performance.now();
-    const cpu = cpuPerJob(busy0, JOBS);
+    const cpu = cpuPerJob(busy0, total);
     const dbBusy = processBusy({ name: "postgres" }, postgres0);
     const ownBusy = processBusy(workers, workers0);
     const reports = [];
     for (const c of children) {
       c.proc.stdin.write("stop\n");
       let line;
-      while (!(line = await c.next()).startsWith("ran ")) console.log(line);
+      while (!(line = await c.next()).startsWith("ran ")) if (line !== "started") console.log(line);
       reports.push(line);
     }
-    const firsts = reports.map((r) => Number(/first=([0-9.]+)/.exec(r)?.[1])).filter(Number.isFinite);
-    if (firsts.length === 0) throw new Error("no worker process ran a job");
-    const took = end - Math.min(...firsts);
-    const rate = (JOBS * 1000) / took;
+    const ran = reports.reduce((sum, r) => sum + Number(/count=([0-9]+)/.exec(r)?.[1] ?? 0), 0);
+    if (ran < total) throw new Error(`the worker processes ran ${ran} of ${total} jobs`);
+    if (start === null) {
+      const firsts = reports.map((r) => Number(/first=([0-9.]+)/.exec(r)?.[1])).filter(Number.isFinite);
+      if (firsts.length === 0) throw new Error("no worker process ran a job");
+      start = Math.min(...firsts);
+    }
+    const took = end - start;
+    const rate = (total * 1000) / took;
     const cores = (busy) => (busy === null ? "-" : ((busy * 1000) / took).toFixed(2));
-    console.log(
-      `full queue, ${PROCESSES} process${PROCESSES === 1 ? "" : "es"}: ${JOBS} jobs queued before the processes started, first start until empty ${ms(took)} -> ${rate.toFixed(0)} jobs/s${cpu.text}; cores busy: PostgreSQL ${cores(dbBusy)}, workers ${cores(ownBusy)}`,
-    );
+    const procs = `${PROCESSES} process${PROCESSES === 1 ? "" : "es"}`;
+    const what =
+      phase === "e2e"
+        ? `end to end, ${procs}: ${total} jobs in ${BATCHES} addJobs calls while the processes ran, first add until empty`
+        : `full queue, ${procs}: ${JOBS} jobs queued before the processes started, first start until empty`;
+    console.log(`${what} ${ms(took)} -> ${rate.toFixed(0)} jobs/s${cpu.text}; cores busy: PostgreSQL ${cores(dbBusy)}, workers ${cores(ownBusy)}`);
+    const key = phase === "e2e" ? "end_to_end" : "full_queue";
     Object.assign(results, {
-      full_queue: rate.toFixed(0),
-      cpu_full_queue: cpu.us,
-      pg_cores: cores(dbBusy),
-      own_cores: cores(ownBusy),
+      [key]: rate.toFixed(0),
+      [`cpu_${key}`]: cpu.us,
+      [`pg_cores_${key}`]: cores(dbBusy),
+      [`own_cores_${key}`]: cores(ownBusy),
     });
   } finally {
     for (const c of children) c.proc.kill("SIGKILL");
@@ -638,10 +674,15 @@ if (opt.child) {
   console.log(
     `graphile-worker: ${PROCESSES} process${PROCESSES === 1 ? "" : "es"}, concurrency ${CONCURRENCY} each, localQueue ${LOCAL_QUEUE}, completeJobBatchDelay 0; Node ${process.version}`,
   );
-  await fullQueueProcesses();
+  await processesPhase("e2e");
+  await processesPhase("queue");
   console.log(`peers: ${Object.entries(results).map(([k, v]) => `${k}=${v}`).join(" ")}`);
 } else if (opt.drop) {
-  await admin(`drop database if exists ${quote(opt.db)}`, `drop database if exists ${quote(`${opt.db}_queue`)}`);
+  await admin(
+    `drop database if exists ${quote(opt.db)}`,
+    `drop database if exists ${quote(`${opt.db}_queue`)}`,
+    `drop database if exists ${quote(`${opt.db}_e2e`)}`,
+  );
 } else {
   console.log(
     `graphile-worker: 1 process, concurrency ${CONCURRENCY}, localQueue ${LOCAL_QUEUE}, completeJobBatchDelay 0; Node ${process.version}`,
@@ -719,25 +760,28 @@ run_graphile() {
     for kv in $line; do got[${kv%%=*}]=${kv#*=}; done
 }
 
-# The scale curve's benches: the full queue only, with $2 runs/jobs and $3
-# processes.
+# The scale curve's benches: both throughput phases, with $2 runs/jobs and
+# $3 processes.
 bench_baton_scale() {
-    local log=$1 n=$2 procs=$3 line
+    local log=$1 n=$2 procs=$3 line phase key
     local args=(--runs "$n" --plans "$plans" --targets "$targets" --processes "$procs" "${baton_extra[@]}")
     run_baton "$log" "${args[@]}"
-    line=$(grep -E '^full queue, ' "$log" | head -n1)
-    [[ -n $line ]] || die "no full-queue line in $log (has baton bench's wording changed?)"
-    printf '    %s\n' "$line" >&2
     got=()
-    got[full_queue]=$(grab "$log" '^full queue, .* -> \([0-9.]*\) runs\/s.*' "full-queue rate")
-    got[cpu_full_queue]=$(sed -n 's/^full queue, .* = \([0-9]*\) µs CPU\/run.*/\1/p' "$log" | head -n1)
-    got[pg_cores]=$(sed -n 's/^full queue, .*PostgreSQL \([0-9.]*\),.*/\1/p' "$log" | head -n1)
-    got[own_cores]=$(sed -n 's/^full queue, .*replicas \([0-9.]*\),.*/\1/p' "$log" | head -n1)
+    for phase in "end to end:end_to_end" "full queue:full_queue"; do
+        key=${phase#*:} phase=${phase%:*}
+        line=$(grep -E "^$phase, " "$log" | head -n1)
+        [[ -n $line ]] || die "no $phase line in $log (has baton bench's wording changed?)"
+        printf '    %s\n' "$line" >&2
+        got[$key]=$(grab "$log" "^$phase, .* -> \\([0-9.]*\\) runs\\/s.*" "$phase rate")
+        got[cpu_$key]=$(sed -n "s/^$phase, .* = \\([0-9]*\\) µs CPU\\/run.*/\\1/p" "$log" | head -n1)
+        got[pg_cores_$key]=$(sed -n "s/^$phase, .*PostgreSQL \\([0-9.]*\\),.*/\\1/p" "$log" | head -n1)
+        got[own_cores_$key]=$(sed -n "s/^$phase, .*replicas \\([0-9.]*\\),.*/\\1/p" "$log" | head -n1)
+    done
 }
 
 bench_graphile_scale() {
     step "graphile-worker: $2 jobs, $3 process(es) of concurrency $concurrency, localQueue $local_queue"
-    run_graphile "$1" --jobs "$2" --processes "$3"
+    run_graphile "$1" --jobs "$2" --batches "$plans" --processes "$3"
 }
 
 # One round of the scale curve: every size and count, the side going
@@ -839,45 +883,53 @@ print_phases_table() {
     done
 }
 
-# The scale curve's table: per queue size and process count, the median
-# over the rounds of each side's figure, and of the per-round ratio with
-# its min-max.
+# The scale curve's tables, one per phase: per queue size and process
+# count, the median over the rounds of each side's figure, and of the
+# per-round ratio with its min-max.
 print_scale_table() {
-    local n procs key r b g med lo hi fmt w
+    local phase title n procs key r b g med lo hi fmt w
     local -a bs gs ratios
-    printf '\n%-14s | %-35s | %-35s | %-13s | %s\n' "" \
-        "runs (jobs) per second" "µs CPU per run, machine" "PG cores" "worker cores"
-    printf '%-8s %5s | %8s %8s %17s | %8s %8s %17s | %6s %6s | %6s %6s\n' queue procs \
-        Baton graphile "B/g (range)" Baton graphile "B/g (range)" Baton graph. Baton graph.
-    for n in ${scale_jobs//,/ }; do
-        for procs in ${scale_processes//,/ }; do
-            printf '%-8s %5s' "$n" "$procs"
-            for key in full_queue cpu_full_queue pg_cores own_cores; do
-                bs=() gs=() ratios=()
-                for ((r = 1; r <= rounds; r++)); do
-                    b=${result[baton:$key:$n/$procs/$r]:-} g=${result[graphile:$key:$n/$procs/$r]:-}
-                    bs+=("$b") gs+=("$g")
-                    if [[ $b =~ ^[0-9.]+$ && $g =~ ^[0-9.]+$ ]] && awk -v g="$g" 'BEGIN { exit !(g > 0) }'; then
-                        ratios+=("$(awk -v b="$b" -v g="$g" 'BEGIN { printf "%.4f", b / g }')")
+    for phase in end_to_end full_queue; do
+        if [[ $phase == end_to_end ]]; then
+            title="end to end: runs/jobs added by one client while the processes work"
+        else
+            title="full queue: every run/job added before the processes start"
+        fi
+        printf '\n%s\n' "$title"
+        printf '%-14s | %-35s | %-35s | %-13s | %s\n' "" \
+            "runs (jobs) per second" "µs CPU per run, machine" "PG cores" "worker cores"
+        printf '%-8s %5s | %8s %8s %17s | %8s %8s %17s | %6s %6s | %6s %6s\n' queue procs \
+            Baton graphile "B/g (range)" Baton graphile "B/g (range)" Baton graph. Baton graph.
+        for n in ${scale_jobs//,/ }; do
+            for procs in ${scale_processes//,/ }; do
+                printf '%-8s %5s' "$n" "$procs"
+                for key in "$phase" "cpu_$phase" "pg_cores_$phase" "own_cores_$phase"; do
+                    bs=() gs=() ratios=()
+                    for ((r = 1; r <= rounds; r++)); do
+                        b=${result[baton:$key:$n/$procs/$r]:-} g=${result[graphile:$key:$n/$procs/$r]:-}
+                        bs+=("$b") gs+=("$g")
+                        if [[ $b =~ ^[0-9.]+$ && $g =~ ^[0-9.]+$ ]] && awk -v g="$g" 'BEGIN { exit !(g > 0) }'; then
+                            ratios+=("$(awk -v b="$b" -v g="$g" 'BEGIN { printf "%.4f", b / g }')")
+                        fi
+                    done
+                    if [[ $key == *cores* ]]; then fmt=%.2f w=6; else fmt=%.0f w=8; fi
+                    printf ' |'
+                    read -r med _ < <(printf '%s\n' "${bs[@]}" | grep -E '^[0-9.]+$' | stats) || med=""
+                    printf ' %*s' "$w" "$(num "$fmt" "$med")"
+                    read -r med _ < <(printf '%s\n' "${gs[@]}" | grep -E '^[0-9.]+$' | stats) || med=""
+                    printf ' %*s' "$w" "$(num "$fmt" "$med")"
+                    if [[ $key != *cores* ]]; then
+                        med=""
+                        read -r med lo hi < <(printf '%s\n' "${ratios[@]}" | grep . | stats) || med=""
+                        if [[ -n $med ]]; then
+                            printf ' %17s' "$(num %.2f "$med") ($(num %.2f "$lo")-$(num %.2f "$hi"))"
+                        else
+                            printf ' %17s' -
+                        fi
                     fi
                 done
-                if [[ $key == *cores ]]; then fmt=%.2f w=6; else fmt=%.0f w=8; fi
-                printf ' |'
-                read -r med _ < <(printf '%s\n' "${bs[@]}" | grep -E '^[0-9.]+$' | stats) || med=""
-                printf ' %*s' "$w" "$(num "$fmt" "$med")"
-                read -r med _ < <(printf '%s\n' "${gs[@]}" | grep -E '^[0-9.]+$' | stats) || med=""
-                printf ' %*s' "$w" "$(num "$fmt" "$med")"
-                if [[ $key != *cores ]]; then
-                    med=""
-                    read -r med lo hi < <(printf '%s\n' "${ratios[@]}" | grep . | stats) || med=""
-                    if [[ -n $med ]]; then
-                        printf ' %17s' "$(num %.2f "$med") ($(num %.2f "$lo")-$(num %.2f "$hi"))"
-                    else
-                        printf ' %17s' -
-                    fi
-                fi
+                printf '\n'
             done
-            printf '\n'
         done
     done
     printf '%s\n' "Medians over the rounds; B/g: the median and range of the per-round ratios." \

@@ -1,6 +1,7 @@
-//! `baton bench --processes N`: a full queue burned down by real
-//! `baton serve` processes on a scratch PostgreSQL database, which is gone
-//! afterwards; bad settings are refused before anything is created.
+//! `baton bench --processes N`: runs submitted while real `baton serve`
+//! processes work, and a full queue burned down by them, each on a scratch
+//! PostgreSQL database that is gone afterwards; bad settings are refused
+//! before anything is created.
 
 mod common;
 
@@ -37,7 +38,7 @@ async fn scratch_databases_of(pid: u32) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn processes_burn_a_full_queue_down_and_leave_no_database() {
+async fn processes_work_both_phases_and_leave_no_database() {
     let (out, pid) = bench(
         &postgres_admin_url(),
         &[
@@ -63,23 +64,29 @@ async fn processes_burn_a_full_queue_down_and_leave_no_database() {
         stdout.contains("PostgreSQL, 2 baton serve processes x 2048 workers"),
         "{stdout}"
     );
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("full queue, 2 processes: 300 runs PENDING"))
-        .unwrap_or_else(|| panic!("no result line in:\n{stdout}"));
-    let rate: f64 = line
-        .split(" -> ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no runs/s in {line}"));
-    assert!(rate > 0.0, "{line}");
-    // Linux: the CPU split is read from /proc, so it is there.
-    assert!(
-        line.contains("µs CPU/run; cores busy: PostgreSQL "),
-        "{line}"
-    );
-    assert!(!line.contains("PostgreSQL -"), "{line}");
+    for phase in [
+        "end to end, 2 processes: 300 runs submitted in ",
+        "full queue, 2 processes: 300 runs PENDING",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(phase))
+            .unwrap_or_else(|| panic!("no line starting {phase:?} in:\n{stdout}"));
+        let rate: f64 = line
+            .split(" -> ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no runs/s in {line}"));
+        assert!(rate > 0.0, "{line}");
+        // Linux: the CPU split is read from /proc, so it is there.
+        assert!(
+            line.contains("µs CPU/run; cores busy: PostgreSQL "),
+            "{line}"
+        );
+        assert!(!line.contains("PostgreSQL -"), "{line}");
+        assert!(!line.contains("replicas -"), "{line}");
+    }
     assert_eq!(scratch_databases_of(pid).await, Vec::<String>::new());
 }
 

@@ -15,8 +15,9 @@
 //!    every event; only the submission is outside the clock.
 //!
 //! Beside each throughput the bench prints the machine's busy CPU time per
-//! run over the phase ([`CpuMeter`]), the figure that compares across
-//! sittings of a VM whose speed swings.
+//! run over the very window the rate is timed over (`cpu_window.rs`), the
+//! figure that compares across sittings of a VM whose speed swings, and
+//! the busy cores of PostgreSQL's processes and of this process in it.
 //!
 //! Replicas run in this process (`--replicas`, each with its own pool and
 //! id) on scratch databases, or the load goes to a running server
@@ -24,11 +25,12 @@
 //!
 //! The other modes each have their own file: `--render` and `--seed`
 //! (`render.rs`), `--graph`, `--prune`, `--failover`, `--processes` (the
-//! full queue burned down by `baton serve` processes), and `--live`
+//! throughput phases worked by `baton serve` processes), and `--live`
 //! (`live.rs`: what open dashboard tabs cost the database).
 
 mod counted_source;
 mod cpu_meter;
+mod cpu_window;
 mod failover;
 mod graph;
 mod live;
@@ -47,6 +49,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use self::cpu_meter::CpuMeter;
+use self::cpu_window::{Meters, Sample, cores};
 use crate::client::{ApiClient, PlanFormat};
 use crate::config::Settings;
 use crate::executor::Registry;
@@ -97,9 +100,9 @@ pub struct BenchArgs {
     /// Repeatable.
     #[arg(long = "drop-index", hide = true)]
     pub drop_index: Vec<String>,
-    /// Burn the full queue down with this many `baton serve` processes
-    /// (each with --bench-workers slots) instead of in-process replicas,
-    /// and time only that phase (PostgreSQL only).
+    /// Work the throughput phases (end to end, then full queue) with this
+    /// many `baton serve` processes (each with --bench-workers slots)
+    /// instead of in-process replicas; no latency phase (PostgreSQL only).
     #[arg(long, conflicts_with_all = ["server", "replicas", "render", "seed", "graph", "failover", "prune", "live", "no_queued"])]
     pub processes: Option<usize>,
     /// Send the load to this running server instead of in-process replicas.
@@ -255,7 +258,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     if let Some(server) = &args.server {
         let target = ApiClient::new(server.trim_end_matches('/'), args.token.as_deref())?;
         println!("baton bench against {server} (its own replicas and settings)");
-        return measure(&target, &args).await;
+        return measure(&target, &args, false).await;
     }
     let url = &settings.database_url.0;
     let postgres = url.starts_with("postgres");
@@ -284,7 +287,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     let replicas = Replicas::start(&stores, &config).await?;
     // Submit through the first replica's store, as the API of a server
     // does: its commits wake that replica's loops directly.
-    let result = measure(&InProcess(stores[0].clone()), &args).await;
+    let result = measure(&InProcess(stores[0].clone()), &args, postgres).await;
     replicas.stop().await;
     scratch.drop_database().await?;
     result?;
@@ -358,19 +361,19 @@ async fn measure_queued(
         ms(submitting.elapsed()),
         cpu_per_run(cpu.busy(), total)
     );
+    let sampler = Meters::new().start([]);
     let started = Ts::now();
-    let cpu = CpuMeter::start();
     let replicas = Replicas::start(&stores, config).await?;
     let result = async {
         wait_all_done(&target, &ids).await?;
-        let busy = cpu.busy();
+        let samples = sampler.stop();
         let (_, last) = span(&target, &ids).await?;
         let took = (last.0 - started.0).to_std().unwrap_or_default();
         println!(
             "full queue: {total} runs PENDING before the replicas started, all DONE {} after their start -> {:.0} runs/s{}",
             ms(took),
             total as f64 / took.as_secs_f64(),
-            cpu_per_run(busy, total)
+            window_cpu(&samples, started, last, total, postgres(url))
         );
         Ok(())
     }
@@ -383,7 +386,13 @@ async fn measure_queued(
 /// Pickups before the latency phase's samples, not counted.
 const LATENCY_WARM_UP: usize = 20;
 
-async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
+/// Phases 1 and 2 against `target`; `local_postgres`: its database is a
+/// PostgreSQL server on this machine, whose processes' CPU is counted.
+async fn measure(
+    target: &dyn Target,
+    args: &BenchArgs,
+    local_postgres: bool,
+) -> anyhow::Result<()> {
     // Phase 1: latency on an idle system, once the replicas are settled.
     // A replica's first moments are not its steady state: its LISTEN
     // connection comes up after it starts (the first sample of about one
@@ -415,12 +424,12 @@ async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
     // Phase 2: throughput end to end.
     let plans = throughput_plans(args);
     let total = args.throughput_runs();
+    let sampler = Meters::new().start([]);
     let started = Instant::now();
-    let cpu = CpuMeter::start();
     let ids = submit_all(target, &plans).await?;
     let submitted = started.elapsed();
     wait_all_done(target, &ids).await?;
-    let busy = cpu.busy();
+    let samples = sampler.stop();
     let (first, last) = span(target, &ids).await?;
     let end_to_end = (last.0 - first.0).to_std().unwrap_or_default();
     println!(
@@ -438,9 +447,32 @@ async fn measure(target: &dyn Target, args: &BenchArgs) -> anyhow::Result<()> {
         ms(submitted),
         ms(end_to_end),
         total as f64 / end_to_end.as_secs_f64(),
-        cpu_per_run(busy, total)
+        window_cpu(&samples, first, last, total, local_postgres)
     );
     Ok(())
+}
+
+/// The CPU figures of a phase timed from `from` to `to`: the machine's
+/// per run, then the busy cores of PostgreSQL's processes (when it runs
+/// on this machine for this bench) and of this process.
+fn window_cpu(samples: &[Sample], from: Ts, to: Ts, runs: usize, postgres: bool) -> String {
+    let Some((used, window)) = Sample::over(samples, from, to) else {
+        return String::new();
+    };
+    let database = if postgres {
+        format!("PostgreSQL {}, ", cores(used.postgres, window))
+    } else {
+        String::new()
+    };
+    format!(
+        "{}; cores busy: {database}this process {}",
+        cpu_per_run(used.machine, runs),
+        cores(used.bench, window)
+    )
+}
+
+fn postgres(url: &str) -> bool {
+    url.starts_with("postgres")
 }
 
 /// The throughput phases' plans: `--runs` no-op runs over `--plans` plans

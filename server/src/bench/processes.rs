@@ -1,29 +1,35 @@
-//! `baton bench --processes N`: the full-queue phase burned down by N real
+//! `baton bench --processes N`: the throughput phases worked by N real
 //! `baton serve` processes instead of in-process replicas (PostgreSQL).
 //!
-//! Every run is submitted (PENDING) first; then the processes start,
-//! each with `--bench-workers` slots, and the figure runs from the start
-//! of the first promotion round (the first AVAILABLE event's time, which
-//! is its round's) to the last run's `finished_at`: the whole work on the
-//! queue is inside, the processes' own start-up (connecting, checking
-//! migrations, choosing a leader) is not. CPU is
-//! sampled every 50 ms through the phase and counted over that same
-//! window, from the sample before it to the one after: the machine's per
-//! run, and PostgreSQL's processes' and the replicas' in cores; with the
-//! database near the machine's core count, more replicas cannot go faster.
+//! Two phases, each on a scratch database of its own:
+//! - **End to end.** The processes start and register, one of them
+//!   takes the leader's lease, then this bench submits the plans one
+//!   after the other while they work, as one client would. The figure
+//!   runs from the first plan's `created_at` to the last run's
+//!   `finished_at`.
+//! - **Full queue.** Every run is submitted (PENDING) first; then the
+//!   processes start, and the figure runs from the start of the first
+//!   promotion round (the first AVAILABLE event's time, which is its
+//!   round's) to the last run's `finished_at`: the whole work on the
+//!   queue is inside, the processes' own start-up (connecting, checking
+//!   migrations, choosing a leader) is not.
+//!
+//! Each process has `--bench-workers` slots. CPU is sampled every 50 ms
+//! through a phase and counted over that same window, from the sample
+//! before it to the one after: the machine's per run, and PostgreSQL's
+//! processes' and the replicas' in cores; with the database near the
+//! machine's core count, more replicas cannot go faster.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use super::cpu_meter::{CpuMeter, ProcessCpu};
-use super::serve_process::ServeProcess;
+use super::cpu_window::{Meters, Sample, cores};
+use super::serve_process::{self, ServeProcess};
 use super::{BenchArgs, InProcess, cpu_per_run, ms, submit_all, throughput_plans};
 use crate::config::Settings;
-use crate::store::Ts;
 use crate::store::scratch::Scratch;
+use crate::store::{LEADER_LEASE, Store, Ts};
 
 pub async fn run(settings: &Settings, args: &BenchArgs, processes: usize) -> anyhow::Result<()> {
     let url = &settings.database_url.0;
@@ -36,10 +42,31 @@ pub async fn run(settings: &Settings, args: &BenchArgs, processes: usize) -> any
         (1..=64).contains(&processes),
         "--processes must be between 1 and 64"
     );
-    let scratch = Scratch::postgres(url).await?;
-    let result = measure(settings, &scratch, args, processes).await;
-    scratch.drop_database().await?;
-    result
+    println!(
+        "baton bench: PostgreSQL, {processes} baton serve process{} x {} workers, poll {:?}",
+        plural(processes),
+        args.bench_workers,
+        settings.poll_interval
+    );
+    for phase in [Phase::EndToEnd, Phase::FullQueue] {
+        let scratch = Scratch::postgres(url).await?;
+        let result = measure(settings, &scratch, args, processes, phase).await;
+        scratch.drop_database().await?;
+        result?;
+    }
+    Ok(())
+}
+
+/// Whether the runs are submitted while the processes work or before
+/// they start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    EndToEnd,
+    FullQueue,
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "es" }
 }
 
 async fn measure(
@@ -47,22 +74,26 @@ async fn measure(
     scratch: &Scratch,
     args: &BenchArgs,
     count: usize,
+    phase: Phase,
 ) -> anyhow::Result<()> {
     let store = scratch.store().await?;
     scratch.drop_indexes(&args.drop_index).await?;
     let target = InProcess(store.clone());
+    let plans = throughput_plans(args);
     let total = args.throughput_runs();
-    let plural = if count == 1 { "" } else { "es" };
-    println!(
-        "baton bench: PostgreSQL, {count} baton serve process{plural} x {} workers, poll {:?}",
-        args.bench_workers, settings.poll_interval
-    );
-    let submitting = Instant::now();
-    let ids = submit_all(&target, &throughput_plans(args)).await?;
-    println!(
-        "full queue: {total} runs submitted in {} with no replica running",
-        ms(submitting.elapsed())
-    );
+    let plural = plural(count);
+    let queued = match phase {
+        Phase::EndToEnd => None,
+        Phase::FullQueue => {
+            let submitting = Instant::now();
+            let ids = submit_all(&target, &plans).await?;
+            println!(
+                "full queue: {total} runs submitted in {} with no replica running",
+                ms(submitting.elapsed())
+            );
+            Some(ids)
+        }
+    };
 
     // Its first sample before the spawn, so that one comes before the
     // first round however fast that is.
@@ -78,29 +109,54 @@ async fn measure(
     }
     let sampler = meters.start(processes.iter().filter_map(ServeProcess::pid));
     let result = async {
+        let (ids, submitted) = match queued {
+            Some(ids) => (ids, None),
+            None => {
+                let labels: Vec<String> =
+                    processes.iter().map(|p| p.label().to_owned()).collect();
+                tokio::select! {
+                    ready = all_ready(&labels, store.as_ref()) => ready?,
+                    exited = first_exit(&mut processes) => return Err(exited),
+                }
+                let submitting = Instant::now();
+                let ids = submit_all(&target, &plans).await?;
+                (ids, Some(submitting.elapsed()))
+            }
+        };
         tokio::select! {
             done = super::wait_all_done(&target, &ids) => done?,
             exited = first_exit(&mut processes) => return Err(exited),
         }
         let samples = sampler.stop();
-        let first = first_round(&scratch.url).await?;
-        let (_, last) = super::span(&target, &ids).await?;
+        let (created, last) = super::span(&target, &ids).await?;
+        let first = match phase {
+            Phase::EndToEnd => created,
+            Phase::FullQueue => first_round(&scratch.url).await?,
+        };
         let took = (last.0 - first.0).to_std().unwrap_or_default();
         let cpu = Sample::over(&samples, first, last);
-        let cores = |d: Option<Duration>| match (d, &cpu) {
-            (Some(d), Some((_, window))) => {
-                format!("{:.2}", d.as_secs_f64() / window.as_secs_f64())
-            }
-            _ => "-".into(),
+        let cores = |d: Option<Duration>| match &cpu {
+            Some((_, window)) => cores(d, *window),
+            None => "-".into(),
         };
         let (machine, postgres, replicas, bench) = match &cpu {
             Some((s, _)) => (s.machine, s.postgres, s.replicas, s.bench),
             None => (None, None, None, None),
         };
+        let what = match submitted {
+            Some(submitted) => format!(
+                "end to end, {count} process{plural}: {total} runs submitted in {} while the processes ran, first submit to last finish {}",
+                ms(submitted),
+                ms(took)
+            ),
+            None => format!(
+                "full queue, {count} process{plural}: {total} runs PENDING before the processes started, first round to last finish {} ({} after the spawn)",
+                ms(took),
+                ms((first.0 - spawned_at.0).to_std().unwrap_or_default())
+            ),
+        };
         println!(
-            "full queue, {count} process{plural}: {total} runs PENDING before the processes started, first round to last finish {} ({} after the spawn) -> {:.0} runs/s{}; cores busy: PostgreSQL {}, replicas {}, this bench {}",
-            ms(took),
-            ms((first.0 - spawned_at.0).to_std().unwrap_or_default()),
+            "{what} -> {:.0} runs/s{}; cores busy: PostgreSQL {}, replicas {}, this bench {}",
             total as f64 / took.as_secs_f64(),
             cpu_per_run(machine, total),
             cores(postgres),
@@ -114,6 +170,28 @@ async fn measure(
         p.kill().await?;
     }
     result
+}
+
+/// Waits until every process (by its label) has registered and one of them holds the
+/// leader's lease (it runs the promotion rounds), so that the end-to-end
+/// phase's first submit finds a replica set at work, as a server's would.
+async fn all_ready(labels: &[String], store: &dyn Store) -> anyhow::Result<()> {
+    let mut ids = Vec::with_capacity(labels.len());
+    for label in labels {
+        ids.push(serve_process::registered(store, label).await?);
+    }
+    let started = Instant::now();
+    loop {
+        if let Some(lease) = store.lease_get(LEADER_LEASE).await?
+            && ids.contains(&lease.holder)
+        {
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!("no baton serve process took the leader's lease within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Waits until one of `processes` exits, which none should before the
@@ -133,119 +211,6 @@ async fn first_exit(processes: &mut [ServeProcess]) -> anyhow::Error {
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// CPU used since the sampler started, at one moment.
-#[derive(Debug, Clone, Copy)]
-struct Sample {
-    at: Ts,
-    machine: Option<Duration>,
-    postgres: Option<Duration>,
-    replicas: Option<Duration>,
-    /// This process: its sampling and its looks at the plans.
-    bench: Option<Duration>,
-}
-
-impl Sample {
-    /// What was used between the last sample at or before `from` and the
-    /// first at or after `to`, and how long that was; `None` if the
-    /// samples do not surround the window.
-    fn over(samples: &[Sample], from: Ts, to: Ts) -> Option<(Sample, Duration)> {
-        let start = samples.iter().rev().find(|s| s.at.0 <= from.0)?;
-        let end = samples.iter().find(|s| s.at.0 >= to.0)?;
-        let minus = |a: Option<Duration>, b: Option<Duration>| Some(a?.saturating_sub(b?));
-        let used = Sample {
-            at: end.at,
-            machine: minus(end.machine, start.machine),
-            postgres: minus(end.postgres, start.postgres),
-            replicas: minus(end.replicas, start.replicas),
-            bench: minus(end.bench, start.bench),
-        };
-        Some((used, (end.at.0 - start.at.0).to_std().ok()?))
-    }
-}
-
-/// Takes a [`Sample`] at [`Meters::new`], then every [`SAMPLE_EVERY`] on a
-/// thread of its own (the reads of `/proc` are blocking) from
-/// [`Meters::start`] until [`Sampler::stop`].
-struct Meters {
-    machine: CpuMeter,
-    postgres: ProcessCpu,
-    replicas: ProcessCpu,
-    bench: ProcessCpu,
-    samples: Vec<Sample>,
-}
-
-struct Sampler {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Vec<Sample>>>,
-}
-
-const SAMPLE_EVERY: Duration = Duration::from_millis(50);
-
-impl Sampler {
-    /// The samples, the last one taken now.
-    fn stop(mut self) -> Vec<Sample> {
-        self.stop.store(true, Ordering::Relaxed);
-        let thread = self.thread.take().expect("stopped only once");
-        thread.join().unwrap_or_default()
-    }
-}
-
-impl Meters {
-    /// The meters, with their first sample taken.
-    fn new() -> Self {
-        let mut meters = Meters {
-            machine: CpuMeter::start(),
-            postgres: ProcessCpu::named("postgres"),
-            replicas: ProcessCpu::pids([]),
-            bench: ProcessCpu::pids([std::process::id()]),
-            samples: Vec::new(),
-        };
-        meters.sample();
-        meters
-    }
-
-    fn sample(&mut self) {
-        self.samples.push(Sample {
-            at: Ts::now(),
-            machine: self.machine.busy(),
-            postgres: self.postgres.busy(),
-            replicas: self.replicas.busy(),
-            bench: self.bench.busy(),
-        });
-    }
-
-    /// Samples from now on, with the replicas' processes (started since the
-    /// first sample, so counted from zero).
-    fn start(mut self, replica_pids: impl IntoIterator<Item = u32>) -> Sampler {
-        for pid in replica_pids {
-            self.replicas.add(pid);
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        let thread = std::thread::spawn(move || {
-            loop {
-                let done = stopping.load(Ordering::Relaxed);
-                self.sample();
-                if done {
-                    return self.samples;
-                }
-                std::thread::sleep(SAMPLE_EVERY);
-            }
-        });
-        Sampler {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Sampler {
-    /// A bench that failed before [`Sampler::stop`] ends its thread too.
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

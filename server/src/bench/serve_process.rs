@@ -54,20 +54,12 @@ impl ServeProcess {
 
     /// Waits (up to 30 s) for this process's heartbeat row; its replica id.
     pub async fn registered(&self, store: &dyn Store) -> anyhow::Result<String> {
-        let started = Instant::now();
-        loop {
-            let replicas = store.replica_list().await?;
-            if let Some(me) = replicas
-                .iter()
-                .find(|r| r.info.labels.contains(&self.label))
-            {
-                return Ok(me.info.replica_id.clone());
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                bail!("a baton serve process did not register within 30 s");
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        registered(store, &self.label).await
+    }
+
+    /// The label only this process carries, for [`registered`].
+    pub fn label(&self) -> &str {
+        &self.label
     }
 
     /// SIGKILL, and the process reaped.
@@ -79,5 +71,24 @@ impl ServeProcess {
 
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+}
+
+/// Waits (up to 30 s) for the heartbeat row of the process labelled
+/// `label`; its replica id.
+pub async fn registered(store: &dyn Store, label: &str) -> anyhow::Result<String> {
+    let started = Instant::now();
+    loop {
+        let replicas = store.replica_list().await?;
+        if let Some(me) = replicas
+            .iter()
+            .find(|r| r.info.labels.iter().any(|l| l == label))
+        {
+            return Ok(me.info.replica_id.clone());
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!("a baton serve process did not register within 30 s");
+        }
+        tokio::time::sleep(POLL).await;
     }
 }

@@ -41,7 +41,8 @@ pub const PLAN_TASKS: &str = concat!(
     "SELECT t.id, t.name, t.target, t.exclusive, t.version, t.node, ",
     task_status_sql!(),
     " AS status, r.attempt, r.id AS run_id, r.replica_id, r.waiting_cause, r.started_at,
-       r.finished_at, r.error, t.stage, t.approval, t.approvers, t.approved_by, t.approved_at
+       r.finished_at, r.error, t.stage, t.approval, t.approvers, t.approved_by, t.approved_at,
+       t.has_dependents
      FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
      WHERE t.plan_id = $1 ORDER BY t.id"
 );
@@ -121,6 +122,8 @@ pub struct TaskRow {
     pub approvers: Option<String>,
     pub approved_by: Option<String>,
     pub approved_at: Option<Ts>,
+    /// Some task depends on this one: set once, at submit.
+    pub has_dependents: bool,
 }
 
 #[derive(sqlx::FromRow)]
