@@ -17,9 +17,9 @@ pub async fn plan_get<D: Dialect>(d: &D, id: i64) -> Result<PlanView> {
     let tasks: Vec<rows::TaskRow> = d.read(rows::PLAN_TASKS.into(), &[id.into()]).await?;
     // A plan has dependency edges only if one of its tasks has
     // dependents, which its submit settles for good. Most plans have
-    // none, and the edge read costs about what the task read does on
-    // PostgreSQL (a probe of the edge table per task, 1,240 buffers for a
-    // plan of 1,000 tasks and no edges).
+    // none, and the edge read joins every task of the plan to the edge
+    // table: for 1,000 tasks and no edges, 1.2 ms with 4,500 edges
+    // elsewhere, 1,240 buffers on a never-analysed bench database.
     let has_edges = tasks.iter().any(|t| t.has_dependents);
     let claim: Option<rows::NotificationRow> =
         read_optional(d, notify::CLAIM_GET, &[id.into()]).await?;
