@@ -373,7 +373,7 @@ async fn measure_queued(
             "full queue: {total} runs PENDING before the replicas started, all DONE {} after their start -> {:.0} runs/s{}",
             ms(took),
             total as f64 / took.as_secs_f64(),
-            window_cpu(&samples, started, last, total, postgres(url))
+            window_cpu(&samples, started, last, total, url.starts_with("postgres"))
         );
         Ok(())
     }
@@ -469,10 +469,6 @@ fn window_cpu(samples: &[Sample], from: Ts, to: Ts, runs: usize, postgres: bool)
         cpu_per_run(used.machine, runs),
         cores(used.bench, window)
     )
-}
-
-fn postgres(url: &str) -> bool {
-    url.starts_with("postgres")
 }
 
 /// The throughput phases' plans: `--runs` no-op runs over `--plans` plans

@@ -109,6 +109,8 @@ async fn measure(
     }
     let sampler = meters.start(processes.iter().filter_map(ServeProcess::pid));
     let result = async {
+        // `submitted`: how long the end-to-end phase's submits took; None
+        // for the full queue, submitted before the spawn.
         let (ids, submitted) = match queued {
             Some(ids) => (ids, None),
             None => {
@@ -129,20 +131,16 @@ async fn measure(
         }
         let samples = sampler.stop();
         let (created, last) = super::span(&target, &ids).await?;
-        let first = match phase {
-            Phase::EndToEnd => created,
-            Phase::FullQueue => first_round(&scratch.url).await?,
+        let first = match submitted {
+            Some(_) => created,
+            None => first_round(&scratch.url).await?,
         };
         let took = (last.0 - first.0).to_std().unwrap_or_default();
+        // Unknown (no /proc, or samples not around the window): no CPU
+        // per run and "-" for each core count.
         let cpu = Sample::over(&samples, first, last);
-        let cores = |d: Option<Duration>| match &cpu {
-            Some((_, window)) => cores(d, *window),
-            None => "-".into(),
-        };
-        let (machine, postgres, replicas, bench) = match &cpu {
-            Some((s, _)) => (s.machine, s.postgres, s.replicas, s.bench),
-            None => (None, None, None, None),
-        };
+        let window = cpu.map_or(Duration::ZERO, |(_, window)| window);
+        let used = |of: fn(&Sample) -> Option<Duration>| cpu.as_ref().and_then(|(s, _)| of(s));
         let what = match submitted {
             Some(submitted) => format!(
                 "end to end, {count} process{plural}: {total} runs submitted in {} while the processes ran, first submit to last finish {}",
@@ -158,10 +156,10 @@ async fn measure(
         println!(
             "{what} -> {:.0} runs/s{}; cores busy: PostgreSQL {}, replicas {}, this bench {}",
             total as f64 / took.as_secs_f64(),
-            cpu_per_run(machine, total),
-            cores(postgres),
-            cores(replicas),
-            cores(bench),
+            cpu_per_run(used(|s| s.machine), total),
+            cores(used(|s| s.postgres), window),
+            cores(used(|s| s.replicas), window),
+            cores(used(|s| s.bench), window),
         );
         Ok(())
     }
@@ -172,9 +170,10 @@ async fn measure(
     result
 }
 
-/// Waits until every process (by its label) has registered and one of them holds the
-/// leader's lease (it runs the promotion rounds), so that the end-to-end
-/// phase's first submit finds a replica set at work, as a server's would.
+/// Waits until every process (by its label) has registered and one of
+/// them holds the leader's lease (it runs the promotion rounds), so that
+/// the end-to-end phase's first submit finds a replica set at work, as a
+/// server's would.
 async fn all_ready(labels: &[String], store: &dyn Store) -> anyhow::Result<()> {
     let mut ids = Vec::with_capacity(labels.len());
     for label in labels {
