@@ -799,10 +799,12 @@ pub const ROUND_CONTEXT: &str = concat!(
 
 /// Promoter round: versioned tasks whose latest run ended FAILED or
 /// CANCELED and that nobody skipped (gate 2's halt), read through the
-/// partial index `task_run_halting`. Old attempts that a retry replaced
-/// stay in the index but fail the join; joining on the task's key (not
-/// only on `latest_run_id`, which has no index) lets the database start
-/// from the index instead of scanning every task.
+/// partial index `task_run_ended_badly` (its condition word for word, so
+/// SQLite uses it too). Unversioned runs and old attempts that a retry
+/// replaced stay in the index but fail the filter or the join; joining
+/// on the task's key (not only on `latest_run_id`, which has no index)
+/// lets the database start from the index instead of scanning every
+/// task.
 pub const HALTS: &str = "SELECT r.target, r.version, r.status
     FROM task_run r JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
     WHERE r.status IN ('FAILED', 'CANCELED') AND r.version IS NOT NULL

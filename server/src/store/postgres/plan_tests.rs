@@ -319,3 +319,59 @@ async fn a_rounds_reads_are_never_jit_compiled() {
         assert!(rows > 0, "the read found nothing to read:\n{text}");
     }
 }
+
+/// A backend keeps up to 16 relation locks in its fast-path slots; past
+/// them each lock goes through the shared lock table (a hash lookup under
+/// a partition lock, taken and given back in every transaction). A claim
+/// locks `task_run` and each of its indexes, `task` and two of its
+/// indexes, `run_event` and its sequence. Claims are serialised across
+/// replicas (the claim lock), so a claim's time is the whole cluster's
+/// critical path. Migration 0016 brought it back to 15 locks; this fails
+/// when a new index on `task_run` or `task` pushes it out again.
+#[tokio::test]
+async fn a_claims_relation_locks_fit_the_fast_path() {
+    let scratch = Scratch::postgres_for_tests().await;
+    let store = stale_statistics(&scratch, "AVAILABLE", 0).await;
+    let mut tx = store.begin(CLAIM.begin).await.expect("begin");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "PREPARE under_test (text, text[], bigint, timestamptz, bigint) AS {};
+         EXECUTE under_test ('{REPLICA}', ARRAY[]::text[], {BATCH}, now(), 10000)",
+        CLAIM.sql
+    )))
+    .execute(&mut *tx)
+    .await
+    .expect("claim");
+    // `pg_locks` itself is the read's own lock, taken last.
+    let locks: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT DISTINCT relation::regclass::text, fastpath FROM pg_locks
+         WHERE pid = pg_backend_pid() AND locktype = 'relation'
+             AND relation <> 'pg_locks'::regclass
+         ORDER BY 1",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .expect("locks");
+    sqlx::raw_sql("DEALLOCATE under_test")
+        .execute(&mut *tx)
+        .await
+        .expect("deallocate");
+    tx.rollback().await.expect("rollback");
+    scratch.drop_database().await.expect("drop");
+
+    assert!(
+        locks
+            .iter()
+            .any(|(relation, _)| relation == "task_run_available"),
+        "the claim's locks were read: {locks:?}"
+    );
+    let shared: Vec<&str> = locks
+        .iter()
+        .filter(|(_, fastpath)| !fastpath)
+        .map(|(relation, _)| relation.as_str())
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "a claim's relation locks overflow the fast path into the shared lock table: \
+         {shared:?} (all: {locks:?})"
+    );
+}
