@@ -554,6 +554,22 @@ target_overlap=$(sql "SELECT count(*) FROM task_run a JOIN task_run b ON a.targe
     AND a.started_at < b.finished_at AND b.started_at < a.finished_at")
 check "$(ok_if test "$target_overlap" = 0)" \
     "exclusion held: $target_overlap overlapping pairs of DONE runs on one exclusive target"
+if [[ $target_overlap != 0 ]]; then
+    # The pairs themselves: which replicas, which attempts, how far apart.
+    sql_table "SELECT a.target, a.id AS a_run, a.replica_id AS a_replica, a.attempt AS a_attempt,
+            a.started_at AS a_started, a.finished_at AS a_finished, b.id AS b_run,
+            b.replica_id AS b_replica, b.attempt AS b_attempt, b.started_at AS b_started,
+            b.finished_at AS b_finished, a.finished_at - b.started_at AS overlap
+        FROM task_run a JOIN task_run b ON a.target = b.target AND a.id < b.id
+        WHERE a.status = 'DONE' AND b.status = 'DONE' AND (a.exclusive OR b.exclusive)
+            AND a.started_at < b.finished_at AND b.started_at < a.finished_at"
+    sql_table "SELECT e.run_id, e.from_status, e.to_status, e.replica_id, e.actor, e.at
+        FROM run_event e WHERE e.run_id IN (SELECT a.id FROM task_run a JOIN task_run b
+            ON a.target = b.target AND a.id <> b.id
+            WHERE a.status = 'DONE' AND b.status = 'DONE' AND (a.exclusive OR b.exclusive)
+                AND a.started_at < b.finished_at AND b.started_at < a.finished_at)
+        ORDER BY e.at, e.id"
+fi
 
 say "      runs by status:"
 sql_table "SELECT status, count(*) AS runs FROM task_run GROUP BY status ORDER BY status"

@@ -150,7 +150,8 @@ impl Replica {
     /// schedule ticker, the sweeper and the pruner.
     ///
     /// Shutdown order: `shutdown` stops claiming and leading at once (the
-    /// lease is released so another replica leads without waiting); the
+    /// lease is released so another replica leads without waiting); once
+    /// the claimer has returned (a claim in flight commits first), the
     /// worker drains within the grace period and hands back what is left;
     /// only then do the heartbeat (which deletes the replica's row) and the
     /// wake-up listener stop, so the sweeper never sees a draining replica
@@ -250,13 +251,21 @@ impl Replica {
             );
         }
         let claiming = probe("claimer", config.poll_interval);
-        loops.spawn(
-            "claimer",
-            claiming.clone(),
-            Claimer::new(store.clone(), worker.clone(), info.labels.clone(), &config)
-                .reporting_to(claiming)
-                .run(shutdown.clone()),
-        );
+        // Fires when the claimer has returned (or panicked): the worker
+        // drains from then on, not from the signal. A claim in flight when
+        // the signal comes still commits, and its runs must be among those
+        // the drain finishes or hands back; draining at the signal, the
+        // worker could finish first and leave them RUNNING under a replica
+        // that was gone, for the sweeper to fail.
+        let claims_stopped = CancellationToken::new();
+        let claimer = Claimer::new(store.clone(), worker.clone(), info.labels.clone(), &config)
+            .reporting_to(claiming.clone());
+        let claimer_done = claims_stopped.clone();
+        let stop_claiming = shutdown.clone();
+        loops.spawn("claimer", claiming, async move {
+            let _done = claimer_done.drop_guard();
+            claimer.run(stop_claiming).await;
+        });
         let delivering = probe("deliverer", config.poll_interval + DELIVERY_ROUND_BOUND);
         loops.spawn(
             "deliverer",
@@ -275,7 +284,7 @@ impl Replica {
             // Cancelled on unwind too: a panicking worker must still let
             // the heartbeat and listener stop, or join would never return.
             let _drained = drained.drop_guard();
-            draining.run(shutdown).await;
+            draining.run(claims_stopped).await;
         });
         Ok(Replica {
             tasks: loops.tasks,

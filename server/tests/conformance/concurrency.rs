@@ -31,6 +31,7 @@ per_backend!(cases:
     eight_replicas_keep_every_invariant,
     racing_promoters_start_no_dependent_early_and_keep_capacity,
     racing_promoters_promote_nothing_paused_or_halted,
+    a_replica_stopped_mid_claim_strands_no_run,
 );
 
 /// Eight promoters race one round each, while the runs they made
@@ -671,5 +672,69 @@ mod cases {
                 Some("blocked: version 1 on db/halt FAILED — retry or skip it")
             );
         }
+    }
+
+    /// A replica told to stop while its claimer is busy: a claim in flight
+    /// when the signal comes still commits, and its runs must be among those
+    /// the worker finishes or hands back. The rolling-upgrade check caught
+    /// SIGTERM leaving two such runs RUNNING under a replica that was gone,
+    /// for the sweeper to fail ("its run was abandoned"). Each of several
+    /// stops lands at a different moment of a busy claimer; after each, no
+    /// run may be RUNNING.
+    pub async fn a_replica_stopped_mid_claim_strands_no_run(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let store = db.store().await;
+        let id = store
+            .plan_insert(
+                &plan(json!({"name": "busy", "tasks": noop_tasks(4_000)})),
+                "test".into(),
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let config = SchedulerConfig {
+            workers: 4,
+            poll_interval: Duration::from_millis(5),
+            shutdown_grace: Duration::from_secs(5),
+            ..SchedulerConfig::default()
+        };
+        for stop in 0..12u64 {
+            let shutdown = CancellationToken::new();
+            let info = ReplicaInfo {
+                replica_id: format!("r-stop-{stop}"),
+                hostname: "test".into(),
+                labels: Vec::new(),
+                version: "test".into(),
+                started_at: Ts::now(),
+            };
+            let replica = Replica::start(
+                db.store().await,
+                info,
+                config.clone(),
+                Registry::builtin(),
+                shutdown.clone(),
+            )
+            .await
+            .unwrap();
+            tokio::time::sleep(Duration::from_millis(20 + 7 * stop)).await;
+            shutdown.cancel();
+            replica.join().await.expect("no loop panicked");
+            let view = store.plan_get(id).await.unwrap();
+            let stranded: Vec<&str> = view
+                .tasks
+                .iter()
+                .filter(|t| t.status == TaskStatus::Running)
+                .map(|t| t.name.as_str())
+                .collect();
+            assert!(
+                stranded.is_empty(),
+                "stop {stop} left runs RUNNING under a stopped replica: {stranded:?}"
+            );
+        }
+        let view = store.plan_get(id).await.unwrap();
+        assert!(
+            view.tasks.iter().all(|t| t.status != TaskStatus::Failed),
+            "no run was failed by a clean stop"
+        );
     }
 }
