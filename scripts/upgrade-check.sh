@@ -544,34 +544,37 @@ check "$(ok_if test "$without" = 0 -a "$tasks" = $((submitted * 10)))" \
     "no loss: $tasks tasks ($((submitted * 10)) expected), $without without a DONE run"
 open=$(sql "SELECT count(*) FROM task_run WHERE status IN ('PENDING', 'AVAILABLE', 'RUNNING')")
 check "$(ok_if test "$open" = 0)" "nothing stranded: $open runs PENDING, AVAILABLE or RUNNING"
-# Overlaps by the stored times: a run's own retry must start after the
-# sweeper failed it, and runs of one exclusive target one after another.
+# A run's own retry must start after the sweeper failed it (by the stored
+# times: the retry waits out a backoff of a second or more).
 task_overlap=$(sql "SELECT count(*) FROM task_run a JOIN task_run b ON a.task_id = b.task_id AND a.id < b.id
     WHERE a.started_at < coalesce(b.finished_at, now()) AND b.started_at < coalesce(a.finished_at, now())")
 check "$(ok_if test "$task_overlap" = 0)" "no task ran twice at once: $task_overlap overlapping pairs of runs of one task"
-target_overlap=$(sql "SELECT count(*) FROM task_run a JOIN task_run b ON a.target = b.target AND a.id < b.id
-    WHERE a.status = 'DONE' AND b.status = 'DONE' AND (a.exclusive OR b.exclusive)
-    AND a.started_at < b.finished_at AND b.started_at < a.finished_at")
+# Exclusion by the order the events were written (their ids come from one
+# sequence), as the conformance suite's replay judges it: a run holds its
+# target from its promotion to its end, and a promotion is written only
+# after the holder's end committed. The stamped times cannot judge it: a
+# claim is stamped with the claimer's clock before it waits for the claim
+# lock, and can read a few milliseconds earlier than the promotion it
+# followed (seen under load, 2026-11-27).
+holds="WITH h AS (SELECT r.id, r.target, r.exclusive, r.started_at, r.finished_at, r.replica_id,
+        (SELECT max(e.id) FROM run_event e WHERE e.run_id = r.id
+            AND e.from_status = 'PENDING' AND e.to_status = 'AVAILABLE') AS held_from,
+        (SELECT max(e.id) FROM run_event e WHERE e.run_id = r.id AND e.to_status = 'DONE') AS held_to
+    FROM task_run r WHERE r.status = 'DONE')"
+pairs="FROM h a JOIN h b ON a.target = b.target AND a.id < b.id AND (a.exclusive OR b.exclusive)"
+target_overlap=$(sql "$holds SELECT count(*) $pairs
+    WHERE a.held_from < b.held_to AND b.held_from < a.held_to")
+stamped_overlap=$(sql "$holds SELECT count(*) || ' pairs, by at most ' ||
+        coalesce(round(extract(epoch FROM max(least(a.finished_at, b.finished_at)
+            - greatest(a.started_at, b.started_at))) * 1000, 1), 0) || ' ms' $pairs
+    WHERE a.started_at < b.finished_at AND b.started_at < a.finished_at")
 check "$(ok_if test "$target_overlap" = 0)" \
-    "exclusion held: $target_overlap overlapping pairs of DONE runs on one exclusive target"
+    "exclusion held: $target_overlap pairs of DONE runs on one exclusive target held it at once, by the events' order (by their stamped times: $stamped_overlap)"
 if [[ $target_overlap != 0 ]]; then
-    # The pairs themselves: which replicas, which attempts, how far apart;
-    # then their events in the order they were written (ids come from a
-    # sequence), which the stamped times need not follow: each is the
-    # writer's clock when it began, before any wait for a lock.
-    sql_table "SELECT a.target, a.id AS a_run, a.replica_id AS a_replica, a.attempt AS a_attempt,
-            a.started_at AS a_started, a.finished_at AS a_finished, b.id AS b_run,
-            b.replica_id AS b_replica, b.attempt AS b_attempt, b.started_at AS b_started,
-            b.finished_at AS b_finished, a.finished_at - b.started_at AS overlap
-        FROM task_run a JOIN task_run b ON a.target = b.target AND a.id < b.id
-        WHERE a.status = 'DONE' AND b.status = 'DONE' AND (a.exclusive OR b.exclusive)
-            AND a.started_at < b.finished_at AND b.started_at < a.finished_at"
-    sql_table "SELECT e.id, e.run_id, e.from_status, e.to_status, e.replica_id, e.actor, e.at
-        FROM run_event e WHERE e.run_id IN (SELECT a.id FROM task_run a JOIN task_run b
-            ON a.target = b.target AND a.id <> b.id
-            WHERE a.status = 'DONE' AND b.status = 'DONE' AND (a.exclusive OR b.exclusive)
-                AND a.started_at < b.finished_at AND b.started_at < a.finished_at)
-        ORDER BY e.id"
+    sql_table "$holds SELECT a.target, a.id AS a_run, a.replica_id AS a_replica, a.held_from AS a_from,
+            a.held_to AS a_to, b.id AS b_run, b.replica_id AS b_replica, b.held_from AS b_from,
+            b.held_to AS b_to $pairs
+        WHERE a.held_from < b.held_to AND b.held_from < a.held_to"
 fi
 
 say "      runs by status:"
