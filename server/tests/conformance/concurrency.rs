@@ -20,7 +20,7 @@ use baton::store::{NodeLabels, ReplicaInfo, Store, StoreError, Ts};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::store::{claim, failed, noop_tasks, promote, promote_and_claim};
+use crate::common::store::{claim, failed, noop_tasks, promote, promote_and_claim, replica};
 use crate::common::{self, Kind, TestDb, eventually, invariants, plan};
 use crate::per_backend;
 
@@ -700,16 +700,9 @@ mod cases {
         };
         for stop in 0..12u64 {
             let shutdown = CancellationToken::new();
-            let info = ReplicaInfo {
-                replica_id: format!("r-stop-{stop}"),
-                hostname: "test".into(),
-                labels: Vec::new(),
-                version: "test".into(),
-                started_at: Ts::now(),
-            };
-            let replica = Replica::start(
+            let running = Replica::start(
                 db.store().await,
-                info,
+                replica(&format!("r-stop-{stop}"), &[]),
                 config.clone(),
                 Registry::builtin(),
                 shutdown.clone(),
@@ -718,7 +711,7 @@ mod cases {
             .unwrap();
             tokio::time::sleep(Duration::from_millis(20 + 7 * stop)).await;
             shutdown.cancel();
-            replica.join().await.expect("no loop panicked");
+            running.join().await.expect("no loop panicked");
             let view = store.plan_get(id).await.unwrap();
             let stranded: Vec<&str> = view
                 .tasks
