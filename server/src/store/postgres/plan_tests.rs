@@ -326,7 +326,7 @@ async fn a_rounds_reads_are_never_jit_compiled() {
 /// locks `task_run` and each of its indexes, `task` and two of its
 /// indexes, `run_event` and its sequence. Claims are serialised across
 /// replicas (the claim lock), so a claim's time is the whole cluster's
-/// critical path. Migration 0016 brought it back to 15 locks; this fails
+/// critical path. Migration 0016 brought it down to 15 locks; this fails
 /// when a new index on `task_run` or `task` pushes it out again.
 #[tokio::test]
 async fn a_claims_relation_locks_fit_the_fast_path() {
@@ -362,7 +362,7 @@ async fn a_claims_relation_locks_fit_the_fast_path() {
         locks
             .iter()
             .any(|(relation, _)| relation == "task_run_available"),
-        "the claim's locks were read: {locks:?}"
+        "the claim's own locks are not among those read: {locks:?}"
     );
     let shared: Vec<&str> = locks
         .iter()
