@@ -698,6 +698,7 @@ mod cases {
             shutdown_grace: Duration::from_secs(5),
             ..SchedulerConfig::default()
         };
+        let (mut done_before, mut stops_at_work) = (0, 0);
         for stop in 0..12u64 {
             let shutdown = CancellationToken::new();
             let running = Replica::start(
@@ -723,7 +724,22 @@ mod cases {
                 stranded.is_empty(),
                 "stop {stop} left runs RUNNING under a stopped replica: {stranded:?}"
             );
+            let done = view
+                .tasks
+                .iter()
+                .filter(|t| t.status == TaskStatus::Done)
+                .count();
+            if done > done_before {
+                stops_at_work += 1;
+            }
+            done_before = done;
         }
+        // Otherwise the stops could have come before any claim and the
+        // case would prove nothing.
+        assert!(
+            stops_at_work >= 6,
+            "only {stops_at_work} of 12 replicas ran runs before their stop"
+        );
         let view = store.plan_get(id).await.unwrap();
         assert!(
             view.tasks.iter().all(|t| t.status != TaskStatus::Failed),
