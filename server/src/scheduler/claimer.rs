@@ -61,8 +61,9 @@ impl Claimer {
             limit: free as i64,
             heartbeat_timeout: self.heartbeat_timeout,
         };
-        // Before the statement, as the database stamps the runs'
-        // heartbeat deadlines from the `now` sent with it.
+        // Before the statement: the database stamps the runs' heartbeat
+        // deadlines from the `now` sent with it plus its wait for the
+        // claim lock, never earlier than this.
         let sent = std::time::Instant::now();
         let claimed = self.store.run_claim_many(&claim, Ts::now()).await?;
         let n = claimed.len();

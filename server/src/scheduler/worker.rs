@@ -186,8 +186,9 @@ impl Worker {
 
     /// Starts executing freshly claimed runs. `claimed_at` is when the
     /// claim was sent: the database stamped the runs' heartbeat deadlines
-    /// from then, so their ownership is proven from then, not from when
-    /// the answer arrived.
+    /// from then or a little later (once the claim held its lock), so
+    /// their ownership is proven from then, not from when the answer
+    /// arrived.
     ///
     /// An answer that comes back too late to prove ownership (a slow or
     /// delayed connection: the deadline may already have passed and the

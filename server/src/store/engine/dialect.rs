@@ -336,8 +336,12 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     async fn round_write(tx: &mut Self::Tx, decided: &Decisions, now: Ts) -> Result<usize>;
 
     /// Claims up to `claim.limit` AVAILABLE runs for the replica, with
-    /// their events, and commits.
-    async fn runs_claim(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimRow>>;
+    /// their events, and commits. `asked` is when the claimer asked; the
+    /// runs are stamped started at `asked` plus the time until the claim
+    /// held its lock. Stamped at `asked`, a claim that waited for the lock
+    /// while a promotion committed (up to the lock's 2 s timeout, or while
+    /// its process was descheduled) read as started before that promotion.
+    async fn runs_claim(&self, claim: &Claim<'_>, asked: Ts) -> Result<Vec<ClaimRow>>;
 
     /// Starts a transaction and moves the finished runs still RUNNING on
     /// `replica_id` to their final status, with their events; the

@@ -258,6 +258,54 @@ async fn a_claim_waits_for_the_claim_in_progress() {
     scratch.drop_database().await.expect("drop");
 }
 
+/// A claim is stamped once it holds the claim lock, not when it was asked
+/// for: one that waited while a promotion committed must not read as
+/// started before that promotion. Stamped when asked, this one started
+/// before its run was AVAILABLE.
+#[tokio::test]
+async fn a_claim_that_waited_for_the_lock_starts_after_the_promotion() {
+    let (scratch, store) = store().await;
+    let store = Arc::new(store);
+    let body =
+        serde_json::json!({"name": "p", "tasks": [{"name": "t", "target": "x", "sleep": "0s"}]});
+    let plan = parse_json(body.to_string().as_bytes()).expect("a valid plan");
+    store
+        .plan_insert(&plan, "test".into(), Ts::now())
+        .await
+        .expect("submit");
+    let mut holder = store.pool.begin().await.expect("begin");
+    sqlx::raw_sql(CLAIM_LOCK)
+        .execute(&mut *holder)
+        .await
+        .expect("the claim lock");
+    let asked = Ts::now();
+    let claim = tokio::spawn({
+        let store = store.clone();
+        async move { store.run_claim_many(&claim_as("r-late"), asked).await }
+    });
+    let key: i64 = claim_lock_key!().parse().expect("an integer");
+    while waiting_for(&store, key).await == 0 {
+        assert!(!claim.is_finished(), "the claim did not wait");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let promoted_at = Ts::now();
+    let promoted = store
+        .run_promote_round(&NodeLabels::default(), promoted_at)
+        .await
+        .expect("promote");
+    assert_eq!(promoted.promoted, 1);
+    holder.commit().await.expect("the holder lets go");
+    let claimed = claim.await.expect("joined").expect("the claim");
+    assert_eq!(claimed.len(), 1, "the waiting claim takes the promoted run");
+    assert!(
+        claimed[0].started_at > promoted_at,
+        "started {} before its promotion at {promoted_at} (asked at {asked})",
+        claimed[0].started_at
+    );
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}
+
 /// A claimer frozen inside its claim (holding the lock and the rows it
 /// updated) stops nobody for long: past the lock timeout the others claim
 /// around it, skipping its rows, and once it ends its run is still its own.

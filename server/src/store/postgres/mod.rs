@@ -6,7 +6,7 @@
 //! status changes write their events in the same statement through
 //! data-modifying CTEs, so a batch costs one round trip.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
@@ -645,7 +645,8 @@ impl Dialect for PgStore {
         Ok(promoted)
     }
 
-    async fn runs_claim(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimRow>> {
+    async fn runs_claim(&self, claim: &Claim<'_>, asked: Ts) -> Result<Vec<ClaimRow>> {
+        let asked_at = Instant::now();
         let mut tx = self.begin(CLAIM.begin).await?;
         let sql = match sqlx::raw_sql(CLAIM_LOCK).execute(&mut *tx).await {
             Ok(_) => CLAIM.sql,
@@ -660,6 +661,7 @@ impl Dialect for PgStore {
             }
             Err(e) => return Err(e.into()),
         };
+        let now = asked.plus(asked_at.elapsed());
         let rows: Vec<ClaimRow> = sqlx::query_as(sql)
             .bind(claim.replica_id)
             .bind(claim.labels)

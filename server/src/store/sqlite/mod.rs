@@ -10,7 +10,7 @@
 use std::ops::DerefMut;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::migrate::Migrator;
@@ -439,8 +439,10 @@ impl Dialect for SqliteStore {
         Ok(promoted)
     }
 
-    async fn runs_claim(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimRow>> {
+    async fn runs_claim(&self, claim: &Claim<'_>, asked: Ts) -> Result<Vec<ClaimRow>> {
+        let asked_at = Instant::now();
         let mut tx = self.begin_write().await?;
+        let now = asked.plus(asked_at.elapsed());
         // Who: every replica's claimer. The write lock makes pick-and-update
         // atomic; `status = 'AVAILABLE'` in the UPDATE keeps it conditional.
         let rows: Vec<ClaimRow> = sqlx::query_as(concat!(
