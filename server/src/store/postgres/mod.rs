@@ -105,14 +105,13 @@ const DEFAULT_POOL_SIZE: u32 = 12;
 /// thinks is empty. Batches of ids therefore reach `task_run` as arrays
 /// (`= ANY(…)`), as the claim does ([`CLAIM`]).
 ///
-/// JIT compilation goes off with them. A scan ruled out but left as the
-/// only way to read a table (a handful of target settings has no index
-/// worth scanning) is costed at 10^10, far past PostgreSQL's JIT
-/// thresholds, so every execution would compile its plan first: the
-/// round's read of brakes and holders took 26 ms that way, 0.2 ms without.
+/// A scan ruled out but left as the only way to read a table (a handful
+/// of target settings has no index worth scanning) is costed at 10^10,
+/// far past PostgreSQL's JIT thresholds: that is one reason JIT is off
+/// on every connection ([`PgStore::connect_with`]).
 macro_rules! index_only_sql {
     () => {
-        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off"
+        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
     };
 }
 /// The settings of [`PgStore::hash_joined`].
@@ -304,7 +303,15 @@ impl PgStore {
     /// dead, so nothing live is lost by ending it then; its locks go
     /// when its runs become sweepable.
     pub async fn connect_with(url: &str, idle_in_transaction: Option<Duration>) -> Result<Self> {
-        let mut options: PgConnectOptions = url.parse()?;
+        // No JIT compilation on any connection. Baton's statements are
+        // short and index-bound, and a table not yet analysed (a fresh
+        // database, a burst of runs) makes the planner's costs wrong by
+        // orders of magnitude: past PostgreSQL's JIT threshold, a 1 ms
+        // statement compiled its plan on every execution first. The
+        // replica list (the promoter reads its node labels from it) took
+        // 28 ms that way on a fresh database, and a round's reads 26 ms.
+        let mut options: PgConnectOptions =
+            url.parse::<PgConnectOptions>()?.options([("jit", "off")]);
         if let Some(limit) = idle_in_transaction {
             // In milliseconds, PostgreSQL's unit for this setting.
             options = options.options([("idle_in_transaction_session_timeout", millis(limit))]);

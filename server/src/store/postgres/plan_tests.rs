@@ -282,8 +282,8 @@ async fn a_promotion_looks_up_each_run_it_promotes_under_stale_statistics() {
 /// A round's reads run under its `BEGIN`'s settings (`ROUND_BEGIN`), which
 /// rule out sequential scans. Where one is left anyway (the target
 /// settings have no index worth scanning) its cost is 10^10, past every
-/// JIT threshold; the settings turn JIT off, or each round would compile
-/// its plan first (26 ms against 0.2 ms, seen here).
+/// JIT threshold; with JIT on, each round would compile its plan first
+/// (26 ms against 0.2 ms, seen here).
 #[tokio::test]
 async fn a_rounds_reads_are_never_jit_compiled() {
     let scratch = Scratch::postgres_for_tests().await;
@@ -318,6 +318,59 @@ async fn a_rounds_reads_are_never_jit_compiled() {
         let rows = count(&explained[0]["Plan"], "Actual Rows");
         assert!(rows > 0, "the read found nothing to read:\n{text}");
     }
+}
+
+/// Outside a round, the planner's own choice can cost past the JIT
+/// threshold too: the replica list (the promoter's node labels) before
+/// its first ANALYZE estimates a few hundred replicas, each counting its
+/// runs. With JIT on it compiled on every execution, 28 ms against under
+/// 1 ms at the start of a bench; every connection now has JIT off.
+#[tokio::test]
+async fn the_replica_list_is_never_jit_compiled() {
+    let scratch = Scratch::postgres_for_tests().await;
+    let store = PgStore::connect(&scratch.url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    // A full queue no ANALYZE has seen, as a bench or a first burst has.
+    sqlx::raw_sql(
+        "ALTER TABLE task_run SET (autovacuum_enabled = false);
+        ALTER TABLE replica SET (autovacuum_enabled = false);
+        INSERT INTO plan (id, name, created_at, created_by) VALUES (1, 'p', now(), 'test');
+        INSERT INTO task (id, plan_id, name, target, exclusive, timeout_ms, max_attempts, executor)
+            SELECT g, 1, 't' || g, 'db/' || (g % 20), false, 60000, 1,
+                '{\"kind\":\"sleep\",\"duration\":\"0s\"}'
+            FROM generate_series(1, 20000) g;
+        INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
+                timeout_ms, max_attempts, created_at)
+            SELECT g, g, 1, 1, 'PENDING', 'db/' || (g % 20), false, 60000, 1, now()
+            FROM generate_series(1, 20000) g;",
+    )
+    .execute(&store.pool)
+    .await
+    .expect("seed");
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {}",
+        crate::store::rows::REPLICA_LIST
+    )))
+    .fetch_one(&store.pool)
+    .await
+    .expect("explain");
+    let text = row.try_get_unchecked::<String, _>(0).expect("plan text");
+    let threshold: f64 = sqlx::query_scalar("SELECT current_setting('jit_above_cost')::float8")
+        .fetch_one(&store.pool)
+        .await
+        .expect("jit_above_cost");
+    scratch.drop_database().await.expect("drop");
+
+    let explained: Value = serde_json::from_str(&text).expect("plan json");
+    let cost = explained[0]["Plan"]["Total Cost"].as_f64().expect("a cost");
+    assert!(
+        cost > threshold,
+        "the trap is gone (cost {cost} under {threshold}): this case proves nothing\n{text}"
+    );
+    assert!(
+        explained[0].get("JIT").is_none(),
+        "the replica list was JIT-compiled:\n{text}"
+    );
 }
 
 /// A backend keeps up to 16 relation locks in its fast-path slots; past
