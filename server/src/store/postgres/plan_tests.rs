@@ -330,7 +330,9 @@ async fn the_replica_list_is_never_jit_compiled() {
     let scratch = Scratch::postgres_for_tests().await;
     let store = PgStore::connect(&scratch.url).await.expect("connect");
     store.migrate().await.expect("migrate");
-    // A full queue no ANALYZE has seen, as a bench or a first burst has.
+    // A full queue no ANALYZE has seen, as a bench or a first burst has
+    // (50,000 runs; with 20,000 it was costed at 85,000, under the
+    // default threshold of 100,000).
     sqlx::raw_sql(
         "ALTER TABLE task_run SET (autovacuum_enabled = false);
         ALTER TABLE replica SET (autovacuum_enabled = false);
@@ -338,11 +340,11 @@ async fn the_replica_list_is_never_jit_compiled() {
         INSERT INTO task (id, plan_id, name, target, exclusive, timeout_ms, max_attempts, executor)
             SELECT g, 1, 't' || g, 'db/' || (g % 20), false, 60000, 1,
                 '{\"kind\":\"sleep\",\"duration\":\"0s\"}'
-            FROM generate_series(1, 20000) g;
+            FROM generate_series(1, 50000) g;
         INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
                 timeout_ms, max_attempts, created_at)
             SELECT g, g, 1, 1, 'PENDING', 'db/' || (g % 20), false, 60000, 1, now()
-            FROM generate_series(1, 20000) g;",
+            FROM generate_series(1, 50000) g;",
     )
     .execute(&store.pool)
     .await
