@@ -249,8 +249,13 @@ mod cases {
             ]
         );
         for r in &got {
+            // From the claim's stamp: `t0` plus its wait for the claim lock.
+            assert!(r.started_at >= t0);
             let run = s.run_get(r.id).await.unwrap();
-            assert_eq!(run.heartbeat_deadline, Some(t0.plus(r.heartbeat_timeout).0));
+            assert_eq!(
+                run.heartbeat_deadline,
+                Some(r.started_at.plus(r.heartbeat_timeout).0)
+            );
         }
         let t1 = t0.plus(SECOND);
         let owned = s
