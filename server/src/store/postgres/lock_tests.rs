@@ -266,11 +266,8 @@ async fn a_claim_waits_for_the_claim_in_progress() {
 async fn a_claim_that_waited_for_the_lock_starts_after_the_promotion() {
     let (scratch, store) = store().await;
     let store = Arc::new(store);
-    let body =
-        serde_json::json!({"name": "p", "tasks": [{"name": "t", "target": "x", "sleep": "0s"}]});
-    let plan = parse_json(body.to_string().as_bytes()).expect("a valid plan");
     store
-        .plan_insert(&plan, "test".into(), Ts::now())
+        .plan_insert(&plan("p", None), "test".into(), Ts::now())
         .await
         .expect("submit");
     let mut holder = store.pool.begin().await.expect("begin");

@@ -25,22 +25,6 @@ const REPLICA: &str = "r-test";
 async fn stale_statistics(scratch: &Scratch, live: &str, others: i64) -> PgStore {
     let store = PgStore::connect(&scratch.url).await.expect("connect");
     store.migrate().await.expect("migrate");
-    let seed = |first: i64, count: i64, status: &str, replica: &str| {
-        format!(
-            "INSERT INTO plan (id, name, created_at, created_by)
-                SELECT g, 'p' || g, now(), 'test' FROM generate_series({first}, {last}) g;
-            INSERT INTO task (id, plan_id, name, target, exclusive, timeout_ms, max_attempts, executor)
-                SELECT g, g, 't', 'db/' || (g % 20), false, 60000, 1, '{{\"kind\":\"sleep\",\"duration\":\"0s\"}}'
-                FROM generate_series({first}, {last}) g;
-            INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
-                    timeout_ms, max_attempts, created_at, finished_at, replica_id)
-                SELECT g, g, g, 1, '{status}', 'db/' || (g % 20), false, 60000, 1, now(),
-                    CASE WHEN '{status}' = 'DONE' THEN now() END,
-                    CASE WHEN '{status}' = 'RUNNING' THEN {replica} END
-                FROM generate_series({first}, {last}) g;",
-            last = first + count - 1,
-        )
-    };
     let statements = [
         // Autovacuum must not refresh the statistics before the statement
         // under test runs.
@@ -57,6 +41,25 @@ async fn stale_statistics(scratch: &Scratch, live: &str, others: i64) -> PgStore
             .expect("seed");
     }
     store
+}
+
+/// Statements that add `count` runs in `status` from id `first` on, each
+/// with its own plan and task, on `replica` (an SQL expression).
+fn seed(first: i64, count: i64, status: &str, replica: &str) -> String {
+    format!(
+            "INSERT INTO plan (id, name, created_at, created_by)
+                SELECT g, 'p' || g, now(), 'test' FROM generate_series({first}, {last}) g;
+            INSERT INTO task (id, plan_id, name, target, exclusive, timeout_ms, max_attempts, executor)
+                SELECT g, g, 't', 'db/' || (g % 20), false, 60000, 1, '{{\"kind\":\"sleep\",\"duration\":\"0s\"}}'
+                FROM generate_series({first}, {last}) g;
+            INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
+                    timeout_ms, max_attempts, created_at, finished_at, replica_id)
+                SELECT g, g, g, 1, '{status}', 'db/' || (g % 20), false, 60000, 1, now(),
+                    CASE WHEN '{status}' = 'DONE' THEN now() END,
+                    CASE WHEN '{status}' = 'RUNNING' THEN {replica} END
+                FROM generate_series({first}, {last}) g;",
+        last = first + count - 1,
+    )
 }
 
 fn first_live(others: i64) -> i64 {
@@ -333,22 +336,16 @@ async fn the_replica_list_is_never_jit_compiled() {
     // A full queue no ANALYZE has seen, as a bench or a first burst has
     // (50,000 runs; with 20,000 it was costed at 85,000, under the
     // default threshold of 100,000).
-    sqlx::raw_sql(
+    let sql = format!(
         "ALTER TABLE task_run SET (autovacuum_enabled = false);
         ALTER TABLE replica SET (autovacuum_enabled = false);
-        INSERT INTO plan (id, name, created_at, created_by) VALUES (1, 'p', now(), 'test');
-        INSERT INTO task (id, plan_id, name, target, exclusive, timeout_ms, max_attempts, executor)
-            SELECT g, 1, 't' || g, 'db/' || (g % 20), false, 60000, 1,
-                '{\"kind\":\"sleep\",\"duration\":\"0s\"}'
-            FROM generate_series(1, 50000) g;
-        INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
-                timeout_ms, max_attempts, created_at)
-            SELECT g, g, 1, 1, 'PENDING', 'db/' || (g % 20), false, 60000, 1, now()
-            FROM generate_series(1, 50000) g;",
-    )
-    .execute(&store.pool)
-    .await
-    .expect("seed");
+        {}",
+        seed(1, 50_000, "PENDING", "NULL")
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&store.pool)
+        .await
+        .expect("seed");
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "EXPLAIN (ANALYZE, FORMAT JSON) {}",
         crate::store::rows::REPLICA_LIST
