@@ -24,7 +24,7 @@ use super::Shared;
 use super::audit::Asked;
 use crate::plan::NewPlan;
 use crate::secret::Secret;
-use crate::store::gates::Decisions;
+use crate::store::gates::{Decisions, PendingRun};
 use crate::store::liveness::SweepCandidate;
 use crate::store::notify::NotifyTargets;
 use crate::store::rows::{ClaimRow, FinishedRow};
@@ -321,6 +321,11 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     ///
     /// [`gates::pending_runs_sql`]: crate::store::gates::pending_runs_sql
     const PENDING_RUNS: &'static str;
+
+    /// A round's PENDING runs ([`Dialect::PENDING_RUNS`]), in any order.
+    async fn pending_runs(tx: &mut Self::Tx) -> Result<Vec<PendingRun>> {
+        Self::fetch_all(tx, Self::PENDING_RUNS.into(), &[]).await
+    }
 
     /// Takes the promotion round's lock for `tx`, waiting up to `limit`
     /// for a round in flight to end, ahead of rounds that only try it (an

@@ -17,8 +17,7 @@ pub async fn run_promote_round<D: Dialect>(
     // lock taken reads no runs and ends here (the holder hears the same
     // wake-ups and runs another).
     let mut tx = d.round_begin().await?;
-    let mut pending: Vec<gates::PendingRun> =
-        D::fetch_all(&mut tx, D::PENDING_RUNS.into(), &[]).await?;
+    let mut pending = D::pending_runs(&mut tx).await?;
     if pending.is_empty() {
         // Ended here, not dropped: a dropped transaction's ROLLBACK waits
         // for its connection's return to the pool, and until then the

@@ -31,6 +31,7 @@ use crate::store::signals::Signal;
 use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
 
 mod checkpoint;
+mod packed;
 mod submit;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -364,8 +365,12 @@ impl Dialect for SqliteStore {
         self.begin().await
     }
 
-    /// Every round has the lock.
+    /// Every round has the lock. Read through [`packed::pending_runs`].
     const PENDING_RUNS: &'static str = gates::pending_runs_sql!("TRUE");
+
+    async fn pending_runs(tx: &mut Self::Tx) -> Result<Vec<gates::PendingRun>> {
+        packed::pending_runs(tx).await
+    }
 
     /// The write lock the transaction already holds serialises it with
     /// every round.
@@ -403,23 +408,30 @@ impl Dialect for SqliteStore {
         }
         let mut promoted = 0;
         if !decided.promote.is_empty() {
-            let moved: Vec<i64> = sqlx::query_scalar(
+            // No RETURNING: sqlx would hand over a row per run. The round
+            // read these runs PENDING under the write lock it still holds,
+            // so every one of them moves, and the events join on the new
+            // status all the same.
+            let promote = id_list(&decided.promote);
+            promoted = sqlx::query(
                 "UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
-                 WHERE id IN (SELECT value FROM json_each($1)) AND status = 'PENDING' RETURNING id",
+                 WHERE id IN (SELECT value FROM json_each($1)) AND status = 'PENDING'",
             )
-            .bind(id_list(&decided.promote))
-            .fetch_all(&mut **tx)
-            .await?;
+            .bind(&promote)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected() as usize;
             sqlx::query(
                 "INSERT INTO run_event (run_id, from_status, to_status, actor, at)
-                 SELECT value, 'PENDING', 'AVAILABLE', $2, $3 FROM json_each($1)",
+                 SELECT r.id, 'PENDING', 'AVAILABLE', $2, $3
+                 FROM json_each($1) AS x JOIN task_run r ON r.id = x.value
+                 WHERE r.status = 'AVAILABLE'",
             )
-            .bind(id_list(&moved))
+            .bind(&promote)
             .bind(SCHEDULER)
             .bind(now)
             .execute(&mut **tx)
             .await?;
-            promoted = moved.len();
         }
         if !decided.causes.is_empty() {
             let causes: Vec<_> = decided
@@ -443,46 +455,68 @@ impl Dialect for SqliteStore {
         let asked_at = Instant::now();
         let mut tx = self.begin_write().await?;
         let now = asked.plus(asked_at.elapsed());
-        // Who: every replica's claimer. The write lock makes pick-and-update
-        // atomic; `status = 'AVAILABLE'` in the UPDATE keeps it conditional.
-        let rows: Vec<ClaimRow> = sqlx::query_as(concat!(
+        // Who: every replica's claimer. The write lock makes pick, update
+        // and read-back one step; `status = 'AVAILABLE'` in the UPDATE
+        // keeps it conditional all the same. Ids, then the claimed rows,
+        // come back as one JSON text each, not a row per run ([`packed`]).
+        let picked: String = sqlx::query_scalar(
+            "SELECT json_group_array(id) FROM (
+                SELECT id FROM task_run
+                WHERE status = 'AVAILABLE'
+                  AND (node IS NULL OR node IN (SELECT value FROM json_each($1)))
+                ORDER BY id LIMIT $2)",
+        )
+        .bind(serde_json::to_string(claim.labels).unwrap_or_else(|_| "[]".into()))
+        .bind(claim.limit)
+        .fetch_one(&mut **tx)
+        .await?;
+        if picked == "[]" {
+            return Ok(Vec::new());
+        }
+        let claimed = sqlx::query(concat!(
             "UPDATE task_run SET status = 'RUNNING', replica_id = $1, started_at = $4,
                 last_heartbeat_at = $4, deadline = $4 + timeout_ms * 1000,
                 heartbeat_deadline = $4 + (SELECT ",
             rows::heartbeat_timeout_sql!(),
             " FROM task t WHERE t.id = task_run.task_id) * 1000
-             WHERE id IN (
-                SELECT id FROM task_run
-                WHERE status = 'AVAILABLE'
-                  AND (node IS NULL OR node IN (SELECT value FROM json_each($2)))
-                ORDER BY id LIMIT $3)
-               AND status = 'AVAILABLE'
-             RETURNING id, task_id, plan_id, attempt, started_at, deadline, dependents,
-                (SELECT executor FROM task WHERE id = task_run.task_id) AS executor,
-                (SELECT heartbeat_interval_ms FROM task WHERE id = task_run.task_id)
-                    AS heartbeat_interval_ms,
-                (heartbeat_deadline - started_at) / 1000 AS heartbeat_timeout_ms"
+             WHERE id IN (SELECT value FROM json_each($2)) AND status = 'AVAILABLE'"
         ))
         .bind(claim.replica_id)
-        .bind(serde_json::to_string(claim.labels).unwrap_or_else(|_| "[]".into()))
-        .bind(claim.limit)
+        .bind(&picked)
+        // `$3` is not used: the shared heartbeat rule names its default `$5`.
+        .bind(0_i64)
         .bind(now)
         .bind(millis(claim.heartbeat_timeout))
-        .fetch_all(&mut **tx)
-        .await?;
-        if rows.is_empty() {
-            return Ok(rows);
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        let count = packed::id_count(&picked)?;
+        if claimed != count {
+            // Cannot happen under the write lock; dropped, the claim rolls back.
+            return Err(StoreError::Corrupt(format!(
+                "a claim picked {count} AVAILABLE runs and changed {claimed}"
+            )));
         }
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         sqlx::query(
             "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
              SELECT value, 'AVAILABLE', 'RUNNING', $2, $2, $3 FROM json_each($1)",
         )
-        .bind(id_list(&ids))
+        .bind(&picked)
         .bind(claim.replica_id)
         .bind(now)
         .execute(&mut **tx)
         .await?;
+        let rows: String = sqlx::query_scalar(
+            "SELECT json_group_array(json_array(r.id, r.task_id, r.plan_id, r.attempt,
+                r.started_at, r.deadline, r.dependents, t.executor, t.heartbeat_interval_ms,
+                (r.heartbeat_deadline - r.started_at) / 1000))
+             FROM json_each($1) AS x JOIN task_run r ON r.id = x.value
+             JOIN task t ON t.id = r.task_id",
+        )
+        .bind(&picked)
+        .fetch_one(&mut **tx)
+        .await?;
+        let rows = packed::claimed_rows(&rows)?;
         tx.commit().await?;
         Ok(rows)
     }
@@ -494,26 +528,51 @@ impl Dialect for SqliteStore {
         now: Ts,
     ) -> Result<(Self::Tx, Vec<FinishedRow>)> {
         let mut tx = self.begin_write().await?;
+        // One finish per run, the first: an update joined to several
+        // would apply any one of them.
+        let mut seen = std::collections::HashSet::new();
         let asked: Vec<_> = finishes
             .iter()
+            .filter(|f| seen.insert(f.run_id))
             .map(|f| json!([f.run_id, f.status.as_str(), f.result_code, f.error]))
             .collect();
+        let asked = serde_json::Value::Array(asked).to_string();
         // Fenced: only runs still RUNNING and owned by this replica change.
-        let done: Vec<FinishedRow> = sqlx::query_as(
-            "UPDATE task_run SET status = x.value ->> 1, finished_at = $3,
-                result_code = x.value ->> 2, error = x.value ->> 3
-             FROM json_each($2) AS x
-             WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
-               AND task_run.replica_id = $1
-             RETURNING task_run.id, task_run.plan_id, task_run.status, task_run.task_id,
-                task_run.attempt,
-                task_run.max_attempts, task_run.dependents",
+        // They are read before the update, under the write lock it shares,
+        // as one JSON text rather than a row per run ([`packed`]).
+        let fenced: String = sqlx::query_scalar(
+            "SELECT json_group_array(json_array(r.id, r.plan_id, x.value ->> 1, r.task_id,
+                r.attempt, r.max_attempts, r.dependents))
+             FROM json_each($2) AS x JOIN task_run r ON r.id = x.value ->> 0
+             WHERE r.status = 'RUNNING' AND r.replica_id = $1",
         )
         .bind(replica_id)
-        .bind(serde_json::Value::Array(asked).to_string())
-        .bind(now)
-        .fetch_all(&mut **tx)
+        .bind(&asked)
+        .fetch_one(&mut **tx)
         .await?;
+        let done = packed::finished_rows(&fenced)?;
+        if !done.is_empty() {
+            let ended = sqlx::query(
+                "UPDATE task_run SET status = x.value ->> 1, finished_at = $3,
+                    result_code = x.value ->> 2, error = x.value ->> 3
+                 FROM json_each($2) AS x
+                 WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
+                   AND task_run.replica_id = $1",
+            )
+            .bind(replica_id)
+            .bind(&asked)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if ended != done.len() as u64 {
+                // Cannot happen under the write lock; dropped, the batch rolls back.
+                return Err(StoreError::Corrupt(format!(
+                    "a finish read {} runs it owned and changed {ended}",
+                    done.len()
+                )));
+            }
+        }
         Self::runs_ended_events(&mut tx, &done, replica_id, now).await?;
         Ok((tx, done))
     }
