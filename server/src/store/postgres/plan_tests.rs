@@ -416,14 +416,22 @@ async fn a_claims_relation_locks_fit_the_fast_path() {
             .any(|(relation, _)| relation == "task_run_available"),
         "the claim's own locks are not among those read: {locks:?}"
     );
-    let shared: Vec<&str> = locks
+    // Counted, not read off `fastpath`: a lock also goes to the shared
+    // table while any backend holds a strong lock on a relation whose oid
+    // shares its fast-path partition, as other tests' migrations do in
+    // their own databases (a clean-clone run saw `task_run_failed` so,
+    // with 15 locks in all).
+    let relations: std::collections::BTreeSet<&str> = locks
         .iter()
-        .filter(|(_, fastpath)| !fastpath)
         .map(|(relation, _)| relation.as_str())
         .collect();
     assert!(
-        shared.is_empty(),
-        "a claim's relation locks overflow the fast path into the shared lock table: \
-         {shared:?} (all: {locks:?})"
+        relations.len() <= FAST_PATH_SLOTS,
+        "a claim locks {} relations, more than a backend's {FAST_PATH_SLOTS} fast-path \
+         slots: the rest go to the shared lock table ({locks:?})",
+        relations.len()
     );
 }
+
+/// `FP_LOCK_SLOTS_PER_BACKEND` of PostgreSQL 15.
+const FAST_PATH_SLOTS: usize = 16;
