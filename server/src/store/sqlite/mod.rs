@@ -490,13 +490,6 @@ impl Dialect for SqliteStore {
         .execute(&mut **tx)
         .await?
         .rows_affected();
-        let count = packed::id_count(&picked)?;
-        if claimed != count {
-            // Cannot happen under the write lock; dropped, the claim rolls back.
-            return Err(StoreError::Corrupt(format!(
-                "a claim picked {count} AVAILABLE runs and changed {claimed}"
-            )));
-        }
         sqlx::query(
             "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
              SELECT value, 'AVAILABLE', 'RUNNING', $2, $2, $3 FROM json_each($1)",
@@ -516,7 +509,15 @@ impl Dialect for SqliteStore {
         .bind(&picked)
         .fetch_one(&mut **tx)
         .await?;
+        // The read-back has a row for every picked run.
         let rows = packed::claimed_rows(&rows)?;
+        if claimed != rows.len() as u64 {
+            // Cannot happen under the write lock; dropped, the claim rolls back.
+            return Err(StoreError::Corrupt(format!(
+                "a claim picked {} AVAILABLE runs and changed {claimed}",
+                rows.len()
+            )));
+        }
         tx.commit().await?;
         Ok(rows)
     }

@@ -125,11 +125,6 @@ pub fn finished_rows(json: &str) -> Result<Vec<FinishedRow>> {
         .collect())
 }
 
-/// How many ids a JSON array of them holds.
-pub fn id_count(json: &str) -> Result<u64> {
-    Ok(parse::<Vec<i64>>(json, "the picked runs")?.len() as u64)
-}
-
 fn parse<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
     serde_json::from_str(json).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
