@@ -53,10 +53,11 @@ macro_rules! claim_lock_timeout {
     };
 }
 
-/// The claim statement ([`CLAIM`], [`CLAIM_AROUND`]); `$row_locks` follows
-/// the ordered pick of ids.
+/// The claim statement ([`CLAIM`], [`CLAIM_TRIED`], [`CLAIM_AROUND`]);
+/// `$only_if` narrows the pick of AVAILABLE runs and `$row_locks` follows
+/// it.
 macro_rules! claim_sql {
-    ($row_locks:literal) => {
+    ($only_if:literal, $row_locks:literal) => {
         concat!(
             "WITH claimed AS (
         UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
@@ -68,7 +69,9 @@ macro_rules! claim_sql {
         FROM task t
         WHERE r.id = ANY(ARRAY(
                 SELECT id FROM task_run
-                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
+                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))",
+            $only_if,
+            "
                 ORDER BY id LIMIT $3",
             $row_locks,
             "))
@@ -190,7 +193,28 @@ const ROUND_BEGIN: &str = concat!(
 /// rows with SKIP LOCKED.
 const CLAIM: Planned = Planned {
     begin: BEGIN_INDEX_ONLY,
-    sql: claim_sql!(""),
+    sql: claim_sql!("", ""),
+};
+
+/// [`CLAIM`] with the claim lock tried in its `BEGIN`, the way most claims
+/// start: the lock is free, and the claim costs one round trip less
+/// before its runs are stamped as started (a pickup's path). Without the
+/// lock it picks nothing (`baton.claim_locked`, checked once per
+/// statement), and a claim that came away empty takes [`CLAIM_LOCK`] and
+/// asks again ([`PgStore::runs_claim`]). A try does not jump the queue:
+/// PostgreSQL refuses it while a claimer waits for the lock.
+const CLAIM_TRIED: Planned = Planned {
+    begin: concat!(
+        "BEGIN; ",
+        index_only_sql!(),
+        "; SELECT set_config('baton.claim_locked', pg_try_advisory_xact_lock(",
+        claim_lock_key!(),
+        ")::text, true)"
+    ),
+    sql: claim_sql!(
+        " AND current_setting('baton.claim_locked', true) = 'true'",
+        ""
+    ),
 };
 
 /// Takes the claim lock in [`CLAIM`]'s transaction, waiting at most
@@ -211,7 +235,7 @@ const CLAIM_LOCK: &str = concat!(
 /// status, so the two kinds of claim never take the same run.
 const CLAIM_AROUND: Planned = Planned {
     begin: BEGIN_INDEX_ONLY,
-    sql: claim_sql!(" FOR UPDATE SKIP LOCKED"),
+    sql: claim_sql!("", " FOR UPDATE SKIP LOCKED"),
 };
 
 /// Who: the replica that executed the runs, in batches. Fenced: only runs
@@ -382,6 +406,26 @@ impl PgStore {
             .execute(&mut **tx)
             .await?;
         Ok(())
+    }
+
+    /// Runs one of the claim statements in `tx`, its runs stamped as
+    /// started at `asked` plus the time since `asked_at`: the claimer's
+    /// clock moved on by the wait for the claim lock.
+    async fn claim_with(
+        tx: &mut Transaction<'_, Postgres>,
+        sql: &'static str,
+        claim: &Claim<'_>,
+        asked: Ts,
+        asked_at: Instant,
+    ) -> Result<Vec<ClaimRow>> {
+        Ok(sqlx::query_as(sql)
+            .bind(claim.replica_id)
+            .bind(claim.labels)
+            .bind(claim.limit)
+            .bind(asked.plus(asked_at.elapsed()))
+            .bind(millis(claim.heartbeat_timeout))
+            .fetch_all(&mut **tx)
+            .await?)
     }
 }
 
@@ -654,7 +698,15 @@ impl Dialect for PgStore {
 
     async fn runs_claim(&self, claim: &Claim<'_>, asked: Ts) -> Result<Vec<ClaimRow>> {
         let asked_at = Instant::now();
-        let mut tx = self.begin(CLAIM.begin).await?;
+        let mut tx = self.begin(CLAIM_TRIED.begin).await?;
+        // Stamped once the claim lock is held: here, if the BEGIN took it.
+        let rows = Self::claim_with(&mut tx, CLAIM_TRIED.sql, claim, asked, asked_at).await?;
+        if !rows.is_empty() {
+            tx.commit().await?;
+            return Ok(rows);
+        }
+        // Nothing AVAILABLE, or another claimer held the lock: wait for
+        // it and look again, in the same transaction.
         let sql = match sqlx::raw_sql(CLAIM_LOCK).execute(&mut *tx).await {
             Ok(_) => CLAIM.sql,
             Err(e) if is_lock_timeout(&e) => {
@@ -668,15 +720,7 @@ impl Dialect for PgStore {
             }
             Err(e) => return Err(e.into()),
         };
-        let now = asked.plus(asked_at.elapsed());
-        let rows: Vec<ClaimRow> = sqlx::query_as(sql)
-            .bind(claim.replica_id)
-            .bind(claim.labels)
-            .bind(claim.limit)
-            .bind(now)
-            .bind(millis(claim.heartbeat_timeout))
-            .fetch_all(&mut *tx)
-            .await?;
+        let rows = Self::claim_with(&mut tx, sql, claim, asked, asked_at).await?;
         tx.commit().await?;
         Ok(rows)
     }

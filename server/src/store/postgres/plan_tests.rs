@@ -9,7 +9,7 @@
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{CLAIM, FINISH, PROMOTE, PgStore, Planned, ROUND_BEGIN, RUN_HEARTBEAT};
+use super::{CLAIM, CLAIM_TRIED, FINISH, PROMOTE, PgStore, Planned, ROUND_BEGIN, RUN_HEARTBEAT};
 use crate::store::Store;
 use crate::store::scratch::Scratch;
 
@@ -181,13 +181,17 @@ async fn a_claim_reads_only_the_runs_it_claims_under_stale_statistics() {
     let store = stale_statistics(&scratch, "AVAILABLE", 0).await;
     let args = format!("'{REPLICA}', ARRAY[]::text[], {BATCH}, now(), 10000");
     let mut plans = Vec::new();
-    for mode in BOTH_PLANS {
-        let types = "text, text[], bigint, timestamptz, bigint";
-        plans.push(explain(&store, &CLAIM, types, &args, mode).await);
+    // The claim with its lock tried in its BEGIN (which takes it here:
+    // nothing else holds it), and the claim after a wait for the lock.
+    for claim in [&CLAIM_TRIED, &CLAIM] {
+        for mode in BOTH_PLANS {
+            let types = "text, text[], bigint, timestamptz, bigint";
+            plans.push(explain(&store, claim, types, &args, mode).await);
+        }
     }
     scratch.drop_database().await.expect("drop");
 
-    // The claim takes the first BATCH AVAILABLE runs off the index and
+    // Each claim takes the first BATCH AVAILABLE runs off the index and
     // looks each up once (joining `task` by key in a nested loop).
     for text in plans {
         assert_linear(&text, BATCH, BATCH, false);
