@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# What the rows Baton must write cost PostgreSQL, with nothing else around
+# them: the floor under `baton bench` on PostgreSQL.
+#
+#   scripts/pg-floor.sh [--runs N] [--rounds K] [--batch B]
+#
+# SPEC §2 makes every status change one conditional UPDATE and appends an
+# event row for each. A run of a plan is therefore written as: its task
+# and its run (with a `submitted` event), then three UPDATEs of the run
+# (AVAILABLE, RUNNING, DONE), each with its event. This script applies
+# migrations/postgres/ to a scratch database and makes those writes for
+# N runs with the statements Baton uses, in the largest batches (one
+# statement per phase for the submit loop and the promotion, B runs per
+# claim and finish), from one backend, with `synchronous_commit = off`:
+# no gates judged, no client work, no waiting for the disk, no other
+# session. Each phase is one transaction on one backend, so its time is
+# that backend's CPU time, near enough.
+#
+# Then the same without the event rows, to show their share.
+#
+# It prints, per phase, the median over K rounds of the time and of the
+# time per run, and the floor for the bench's two throughput phases:
+#   full queue   promote + claim + finish (the runs were submitted
+#                before the clock started)
+#   end to end   all four
+# On a machine with C cores, C / floor is the most runs per second the
+# database could write if it did nothing else and every core were busy.
+#
+# PostgreSQL: BATON_FLOOR_DATABASE_URL (a server's `postgres` database),
+# else the server on 127.0.0.1:5432, else a throw-away cluster (as
+# scripts/test.sh). Needs psql.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+cd "$BATON_ROOT"
+
+runs=20000
+rounds=3
+batch=2000
+while (($#)); do
+    case $1 in
+        --runs) runs=$2; shift 2 ;;
+        --rounds) rounds=$2; shift 2 ;;
+        --batch) batch=$2; shift 2 ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+[[ $runs =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer, not '$runs'"
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, not '$rounds'"
+[[ $batch =~ ^[1-9][0-9]*$ ]] || die "--batch must be a positive integer, not '$batch'"
+((runs % 1000 == 0)) || die "--runs must be a multiple of 1000 (plans of 1,000 tasks), not $runs"
+
+trap stop_postgres EXIT
+ensure_postgres BATON_FLOOR_DATABASE_URL
+PSQL=$(command -v psql || true)
+[[ -n $PSQL ]] || PSQL="$(find_pg_bin)/psql"
+DB=baton_floor_$$
+DB_URL="${PG_URL%/*}/$DB"
+
+# One phase per `\echo phase NAME` line; psql's \timing prints the time
+# of the statement after it.
+model() {
+    local events=$1
+    cat <<SQL
+\set ON_ERROR_STOP on
+SET synchronous_commit = off;
+SET jit = off;
+\timing on
+\echo phase submit
+DO \$\$
+BEGIN
+  FOR i IN 1..$((runs / 1000)) LOOP
+    WITH p AS (
+        INSERT INTO plan (name, description, created_at, created_by, webhooks, open_tasks)
+        VALUES ('floor-' || i, '', now(), 'floor', '[]', 1000) RETURNING id),
+    t AS (
+        INSERT INTO task (plan_id, name, target, exclusive, timeout_ms, max_attempts, executor,
+            latest_run_id)
+        SELECT p.id, 't' || g, 'target-' || (g % 200), FALSE, 60000, 1,
+            '{"kind":"sleep","ms":0}', nextval('task_run_id_seq')
+        FROM p, generate_series(1, 1000) g ORDER BY g
+        RETURNING id, plan_id, target, exclusive, version, run_at, node, timeout_ms,
+            max_attempts, reassign_after_ms, latest_run_id),
+    made AS (
+        INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive, version,
+            node, timeout_ms, max_attempts, run_at, created_at, waiting_cause, reassign_after_ms)
+        SELECT latest_run_id, id, plan_id, 1, 'PENDING', target, exclusive, version, node,
+            timeout_ms, max_attempts, run_at, now(), 'new', reassign_after_ms FROM t
+        RETURNING id)
+    INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
+    SELECT id, NULL, 'PENDING', 'floor', now(), 'submitted' FROM made WHERE $events;
+  END LOOP;
+END \$\$;
+\echo phase promote
+WITH moved AS (
+    UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
+    WHERE id = ANY(ARRAY(SELECT id FROM task_run WHERE status = 'PENDING' AND held = FALSE))
+        AND status = 'PENDING' AND held = FALSE
+    RETURNING id)
+INSERT INTO run_event (run_id, from_status, to_status, actor, at)
+SELECT id, 'PENDING', 'AVAILABLE', 'scheduler', now() FROM moved WHERE $events;
+\echo phase claim
+DO \$\$
+DECLARE n bigint;
+BEGIN
+  LOOP
+    WITH claimed AS (
+        UPDATE task_run r SET status = 'RUNNING', replica_id = 'r-floor', started_at = now(),
+            last_heartbeat_at = now(), deadline = now() + r.timeout_ms * INTERVAL '1 millisecond',
+            heartbeat_deadline = now() + INTERVAL '30 seconds'
+        FROM task t
+        WHERE r.id = ANY(ARRAY(
+                SELECT id FROM task_run WHERE status = 'AVAILABLE' AND node IS NULL
+                ORDER BY id LIMIT $batch))
+            AND r.status = 'AVAILABLE' AND t.id = r.task_id
+        RETURNING r.id, t.executor),
+    logged AS (
+        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
+        SELECT id, 'AVAILABLE', 'RUNNING', 'r-floor', 'r-floor', now() FROM claimed
+        WHERE $events)
+    SELECT count(*) FROM claimed INTO n;
+    EXIT WHEN n = 0;
+  END LOOP;
+END \$\$;
+\echo phase finish
+DO \$\$
+DECLARE n bigint;
+BEGIN
+  LOOP
+    WITH done AS (
+        UPDATE task_run r SET status = 'DONE', finished_at = now(), result_code = 0
+        WHERE r.id = ANY(ARRAY(
+                SELECT id FROM task_run WHERE status = 'RUNNING' ORDER BY id LIMIT $batch))
+            AND r.status = 'RUNNING' AND r.replica_id = 'r-floor'
+        RETURNING r.id, r.status, r.error),
+    logged AS (
+        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+        SELECT id, 'RUNNING', status, 'r-floor', 'r-floor', now(), error FROM done
+        WHERE $events)
+    SELECT count(*) FROM done INTO n;
+    EXIT WHEN n = 0;
+  END LOOP;
+END \$\$;
+\timing off
+\echo check
+SELECT count(*) FILTER (WHERE status = 'DONE'), (SELECT count(*) FROM run_event) FROM task_run;
+SQL
+}
+
+fresh_database() {
+    "$PSQL" "$PG_URL" -q -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" \
+        -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
+    local file
+    for file in migrations/postgres/*.sql; do
+        "$PSQL" "$DB_URL" -q -v ON_ERROR_STOP=1 -f "$file" >/dev/null
+    done
+    "$PSQL" "$DB_URL" -q -c CHECKPOINT
+}
+
+# Prints "phase milliseconds" lines for one run of the model; checks that
+# every run ended DONE with the expected number of events.
+measure() {
+    local events=$1 expected_events=$2 out
+    fresh_database
+    out=$(model "$events" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) || die "the model failed: $out"
+    local check
+    check=$(tail -n1 <<<"$out")
+    [[ $check == "$runs|$expected_events" ]] ||
+        die "expected $runs runs DONE and $expected_events events, found '$check'"
+    awk '/^phase / { phase = $2 } /^Time: / && phase { print phase, $2; phase = "" }' <<<"$out"
+}
+
+results=$(mktemp)
+step "Writing $runs runs, $rounds round(s), claims and finishes of $batch, into a scratch database"
+for ((round = 1; round <= rounds; round++)); do
+    measure TRUE $((runs * 4)) | sed 's/^/events /' >>"$results"
+    measure FALSE 0 | sed 's/^/bare /' >>"$results"
+done
+"$PSQL" "$PG_URL" -q -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB"
+
+python3 - "$results" "$runs" "$rounds" <<'PY'
+import statistics, sys
+path, runs, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+times = {}
+for line in open(path):
+    variant, phase, ms = line.split()
+    times.setdefault((variant, phase), []).append(float(ms))
+phases = ["submit", "promote", "claim", "finish"]
+med = {k: statistics.median(v) for k, v in times.items()}
+print(f"\nmedians of {rounds} round(s) of {runs} runs, one backend, "
+      "synchronous_commit off")
+print(f"{'phase':<28}{'with events':>22}{'without events':>22}")
+def row(name, keys):
+    cells = []
+    for variant in ["events", "bare"]:
+        ms = sum(med[(variant, k)] for k in keys)
+        cells.append(f"{ms:8.1f} ms {ms * 1000 / runs:6.2f} µs/run")
+    print(f"{name:<28}{cells[0]:>22}{cells[1]:>22}")
+for phase in phases:
+    row(phase, [phase])
+row("floor, full queue", ["promote", "claim", "finish"])
+row("floor, end to end", phases)
+PY
+rm -f "$results"
