@@ -114,8 +114,14 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(30))
             .foreign_keys(true)
             .row_buffer_size(ROW_BUFFER);
+        // No ping when a connection is taken from the pool: a connection
+        // to a local file does not go away while idle, and each ping is a
+        // hop to the connection's thread and back, three of them between
+        // a submit and its run's start. sqlx still pings it when it is
+        // given back, which rolls back a dropped transaction.
         let pool = SqlitePoolOptions::new()
             .max_connections(DEFAULT_POOL_SIZE)
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         Ok(SqliteStore {
