@@ -9,7 +9,8 @@
 # and its run (with a `submitted` event), then three UPDATEs of the run
 # (AVAILABLE, RUNNING, DONE), each with its event. This script applies
 # migrations/postgres/ to a scratch database and makes those writes for
-# N runs with the statements Baton uses, in the largest batches (one
+# N runs with Baton's statements, cut down to the writes themselves (no
+# outcomes per run, no NOTIFY, no audit), in the largest batches (one
 # statement per phase for the submit loop and the promotion, B runs per
 # claim and finish), from one backend, with `synchronous_commit = off`:
 # no gates judged, no client work, no waiting for the disk, no other
@@ -30,6 +31,7 @@
 # else the server on 127.0.0.1:5432, else a throw-away cluster (as
 # scripts/test.sh). Needs psql.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$BATON_ROOT"
 
