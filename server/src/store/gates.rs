@@ -746,7 +746,7 @@ pub(crate) use pending_columns;
 /// promotion lock (`Dialect::PENDING_RUNS`): a round without it reads no
 /// runs, and so does nothing.
 macro_rules! pending_runs_sql {
-    ($round_locked:literal) => {
+    ($round_locked:expr) => {
         concat!(
             "SELECT ",
             $crate::store::gates::pending_columns!(),

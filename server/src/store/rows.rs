@@ -20,13 +20,18 @@ macro_rules! task_status_sql {
 pub(super) use task_status_sql;
 
 /// A run's heartbeat timeout in ms, from its task `t` and the replica
-/// default `$5`: the task's own, else the default stretched to twice the
-/// task's heartbeat interval so a slow-beating task is not swept between
-/// beats.
+/// default, the parameter `$default` names: the task's own, else the
+/// default stretched to twice the task's heartbeat interval so a
+/// slow-beating task is not swept between beats.
 macro_rules! heartbeat_timeout_sql {
-    () => {
-        "COALESCE(t.heartbeat_timeout_ms, CASE WHEN t.heartbeat_interval_ms * 2 > $5 \
-            THEN t.heartbeat_interval_ms * 2 ELSE $5 END)"
+    ($default:literal) => {
+        concat!(
+            "COALESCE(t.heartbeat_timeout_ms, CASE WHEN t.heartbeat_interval_ms * 2 > ",
+            $default,
+            " THEN t.heartbeat_interval_ms * 2 ELSE ",
+            $default,
+            " END)"
+        )
     };
 }
 pub(super) use heartbeat_timeout_sql;

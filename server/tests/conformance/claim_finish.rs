@@ -16,6 +16,7 @@ use crate::per_backend;
 per_backend!(cases:
     claim_takes_up_to_the_limit_and_honours_labels,
     finish_is_fenced_and_recorded,
+    a_run_named_twice_in_a_finish_ends_once_as_first_named,
     failed_runs_retry_with_backoff_until_attempts_run_out,
     logs_are_fenced_and_ordered,
 );
@@ -136,6 +137,36 @@ mod cases {
                 RunStatus::Done
             ]
         );
+    }
+
+    pub async fn a_run_named_twice_in_a_finish_ends_once_as_first_named(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        s.plan_insert(
+            &plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "sleep": "0s"}]})),
+            "t".into(),
+            Ts::now(),
+        )
+        .await
+        .unwrap();
+        let runs = promote_and_claim(s.as_ref()).await;
+        let report = s
+            .run_finish_many("r-test", &[done(runs[0]), failed(runs[0])], Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(report.finished, runs);
+        assert!(report.fenced.is_empty(), "fenced: {:?}", report.fenced);
+        assert!(report.retried.is_empty());
+        let run = s.run_get(runs[0]).await.unwrap();
+        assert_eq!(run.status, RunStatus::Done);
+        assert_eq!(run.result_code, Some(0));
+        let ends = run
+            .events
+            .iter()
+            .filter(|e| e.to == RunStatus::Done)
+            .count();
+        assert_eq!(ends, 1, "one end recorded: {:?}", run.events);
+        assert_eq!(run.events.len(), 4);
     }
 
     pub async fn failed_runs_retry_with_backoff_until_attempts_run_out(kind: Kind) {

@@ -3,6 +3,8 @@
 //! (SPEC §5), and a replica handing its runs back as it shuts down. Each
 //! is fenced: only runs still RUNNING on the expected replica change.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::time::Duration;
 
 use super::{Dialect, RowLock, Sql, outcomes};
@@ -21,8 +23,9 @@ pub async fn run_finish_many<D: Dialect>(
     if finishes.is_empty() {
         return Ok(FinishReport::default());
     }
-    let (mut tx, done) = d.runs_finish(replica_id, finishes, now).await?;
-    let report = outcomes::finish_report(&done, finishes);
+    let finishes = first_per_run(finishes);
+    let (mut tx, done) = d.runs_finish(replica_id, &finishes, now).await?;
+    let report = outcomes::finish_report(&done, &finishes);
     let targets = d.notify_targets();
     let (retried, notified) = outcomes::runs_ended::<D>(&mut tx, &targets, &done, now).await?;
     D::announce(&mut tx, Signal::Changed).await?;
@@ -37,6 +40,25 @@ pub async fn run_finish_many<D: Dialect>(
         notified,
         ..report
     })
+}
+
+/// One finish per run, the first a batch names: a batch naming a run
+/// twice ends it once, the same way on both backends (an update joined to
+/// two outcomes would apply either). Batches with no repeat, all of them
+/// in practice, pass through as they are.
+fn first_per_run(finishes: &[Finish]) -> Cow<'_, [Finish]> {
+    let mut seen = HashSet::with_capacity(finishes.len());
+    if finishes.iter().all(|f| seen.insert(f.run_id)) {
+        return Cow::Borrowed(finishes);
+    }
+    seen.clear();
+    Cow::Owned(
+        finishes
+            .iter()
+            .filter(|f| seen.insert(f.run_id))
+            .cloned()
+            .collect(),
+    )
 }
 
 /// Fails every RUNNING run whose replica is stale or gone, or whose

@@ -258,6 +258,41 @@ async fn a_claim_waits_for_the_claim_in_progress() {
     scratch.drop_database().await.expect("drop");
 }
 
+/// A claim tries the claim lock in its `BEGIN` (`CLAIM_TRIED`); while
+/// another claimer holds it, the try fails and the claim takes nothing,
+/// even a run that is AVAILABLE and free, until it has waited for the
+/// lock. A claim that took runs without the lock would not be serialised.
+#[tokio::test]
+async fn a_claim_that_finds_the_lock_taken_takes_nothing_until_it_holds_it() {
+    let (scratch, store) = store().await;
+    let store = Arc::new(store);
+    available_runs(&store, 1).await;
+    let mut holder = store.pool.begin().await.expect("begin");
+    sqlx::raw_sql(CLAIM_LOCK)
+        .execute(&mut *holder)
+        .await
+        .expect("the claim lock");
+    let claim = tokio::spawn({
+        let store = store.clone();
+        async move { store.run_claim_many(&claim_as("r-second"), Ts::now()).await }
+    });
+    let key: i64 = claim_lock_key!().parse().expect("an integer");
+    while waiting_for(&store, key).await == 0 {
+        assert!(!claim.is_finished(), "the claim did not wait for the lock");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let status: String = sqlx::query_scalar("SELECT status FROM task_run")
+        .fetch_one(&store.pool)
+        .await
+        .expect("the run");
+    assert_eq!(status, "AVAILABLE", "claimed before it held the lock");
+    holder.commit().await.expect("the holder lets go");
+    let claimed = claim.await.expect("joined").expect("the claim");
+    assert_eq!(claimed.len(), 1, "once it holds the lock it claims the run");
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}
+
 /// A claim is stamped once it holds the claim lock, not when it was asked
 /// for: one that waited while a promotion committed must not read as
 /// started before that promotion. Stamped when asked, this one started

@@ -57,14 +57,14 @@ macro_rules! claim_lock_timeout {
 /// `$only_if` narrows the pick of AVAILABLE runs and `$row_locks` follows
 /// it.
 macro_rules! claim_sql {
-    ($only_if:literal, $row_locks:literal) => {
+    ($only_if:expr, $row_locks:literal) => {
         concat!(
             "WITH claimed AS (
         UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
             last_heartbeat_at = $4,
             deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
             heartbeat_deadline = $4 + ",
-            rows::heartbeat_timeout_sql!(),
+            rows::heartbeat_timeout_sql!("$5"),
             " * INTERVAL '1 millisecond'
         FROM task t
         WHERE r.id = ANY(ARRAY(
@@ -78,7 +78,7 @@ macro_rules! claim_sql {
             AND r.status = 'AVAILABLE' AND t.id = r.task_id
         RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
             r.dependents, t.executor, t.heartbeat_interval_ms, ",
-            rows::heartbeat_timeout_sql!(),
+            rows::heartbeat_timeout_sql!("$5"),
             " AS heartbeat_timeout_ms),
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
@@ -139,6 +139,29 @@ struct Planned {
     sql: &'static str,
 }
 
+/// Tries the advisory lock whose key `$key!()` gives, inside a `BEGIN`,
+/// and keeps the answer in the transaction setting `$setting`: a `BEGIN`
+/// returns no rows, and a later statement of the transaction checks the
+/// setting ([`holds_lock_sql`]) rather than ask in a round trip of its own.
+macro_rules! try_lock_sql {
+    ($setting:literal, $key:ident) => {
+        concat!(
+            "set_config('",
+            $setting,
+            "', pg_try_advisory_xact_lock(",
+            $key!(),
+            ")::text, true)"
+        )
+    };
+}
+
+/// The condition that [`try_lock_sql`] took the lock named `$setting`.
+macro_rules! holds_lock_sql {
+    ($setting:literal) => {
+        concat!("current_setting('", $setting, "', true) = 'true'")
+    };
+}
+
 /// Who: the promoter, first in each round: its transaction, which tries
 /// the round's lock, keeps the round on its indexes (`index_only_sql`:
 /// its reads start from the live-status partial indexes and its writes
@@ -160,10 +183,8 @@ struct Planned {
 const ROUND_BEGIN: &str = concat!(
     "BEGIN; ",
     index_only_sql!(),
-    "; SELECT set_config('synchronous_commit', 'off', true),
-        set_config('baton.round_locked', pg_try_advisory_xact_lock(",
-    promoter_lock_key!(),
-    ")::text, true)"
+    "; SELECT set_config('synchronous_commit', 'off', true), ",
+    try_lock_sql!("baton.round_locked", promoter_lock_key)
 );
 
 /// Who: every replica's claimer, whenever it has free worker slots. The task
@@ -211,14 +232,10 @@ const CLAIM_TRIED: Planned = Planned {
     begin: concat!(
         "BEGIN; ",
         index_only_sql!(),
-        "; SELECT set_config('baton.claim_locked', pg_try_advisory_xact_lock(",
-        claim_lock_key!(),
-        ")::text, true)"
+        "; SELECT ",
+        try_lock_sql!("baton.claim_locked", claim_lock_key)
     ),
-    sql: claim_sql!(
-        " AND current_setting('baton.claim_locked', true) = 'true'",
-        ""
-    ),
+    sql: claim_sql!(concat!(" AND ", holds_lock_sql!("baton.claim_locked")), ""),
 };
 
 /// Takes the claim lock in [`CLAIM`]'s transaction, waiting at most
@@ -640,7 +657,7 @@ impl Dialect for PgStore {
     }
 
     const PENDING_RUNS: &'static str =
-        gates::pending_runs_sql!("current_setting('baton.round_locked', true) = 'true'");
+        gates::pending_runs_sql!(holds_lock_sql!("baton.round_locked"));
 
     async fn promoter_lock_wait(tx: &mut Self::Tx, limit: Duration) -> Result<()> {
         // A waiting request queues ahead of later try-locks, so promoters

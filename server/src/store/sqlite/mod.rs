@@ -483,16 +483,14 @@ impl Dialect for SqliteStore {
             "UPDATE task_run SET status = 'RUNNING', replica_id = $1, started_at = $4,
                 last_heartbeat_at = $4, deadline = $4 + timeout_ms * 1000,
                 heartbeat_deadline = $4 + (SELECT ",
-            rows::heartbeat_timeout_sql!(),
+            rows::heartbeat_timeout_sql!("$3"),
             " FROM task t WHERE t.id = task_run.task_id) * 1000
              WHERE id IN (SELECT value FROM json_each($2)) AND status = 'AVAILABLE'"
         ))
         .bind(claim.replica_id)
         .bind(&picked)
-        // `$3` is not used: the shared heartbeat rule names its default `$5`.
-        .bind(0_i64)
-        .bind(now)
         .bind(millis(claim.heartbeat_timeout))
+        .bind(now)
         .execute(&mut **tx)
         .await?
         .rows_affected();
@@ -535,12 +533,9 @@ impl Dialect for SqliteStore {
         now: Ts,
     ) -> Result<(Self::Tx, Vec<FinishedRow>)> {
         let mut tx = self.begin_write().await?;
-        // One finish per run, the first: an update joined to several
-        // would apply any one of them.
-        let mut seen = std::collections::HashSet::new();
+        // One finish per run (`engine::endings` keeps the first).
         let asked: Vec<_> = finishes
             .iter()
-            .filter(|f| seen.insert(f.run_id))
             .map(|f| json!([f.run_id, f.status.as_str(), f.result_code, f.error]))
             .collect();
         let asked = serde_json::Value::Array(asked).to_string();

@@ -186,7 +186,7 @@ mod tests {
         format!("{r:?}")
     }
 
-    /// Pages of 3 over runs that fill every column the JSON carries:
+    /// Pages of 1 to 10,000 over runs that fill every column the JSON carries:
     /// hostile text, NULLs and both halves of the union (held versioned
     /// runs come from the second), against the plain read of the rows.
     #[tokio::test]
