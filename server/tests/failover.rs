@@ -945,7 +945,7 @@ async fn a_claim_answered_too_late_starts_nothing() {
         .await
         .unwrap();
     direct
-        .run_promote_round(&NodeLabels::default(), common::now())
+        .run_promote_round(&NodeLabels::default(), None, common::now())
         .await
         .unwrap();
     let run = direct.plan_get(plan).await.unwrap().tasks[0]

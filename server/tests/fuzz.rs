@@ -351,7 +351,7 @@ async fn schedule_beside(store: &dyn Store, plan: &NewPlan) {
         .unwrap();
     let nodes = NodeLabels::default();
     store
-        .run_promote_round(&nodes, Ts::now())
+        .run_promote_round(&nodes, None, Ts::now())
         .await
         .expect("the promoter's round");
     let claim = common::store::claim("r-fuzz", &[], 1_000);

@@ -30,12 +30,7 @@ impl Claimer {
             worker,
             labels,
             poll_interval: config.poll_interval,
-            // Two beats later than the replica's staleness: a run's last
-            // beat may come up to one (slightly stretched) interval before
-            // the replica's last one, so with this margin a dead replica's
-            // silence (the root cause) is always what the sweeper sees
-            // first and names, not each run's missed beat.
-            heartbeat_timeout: config.stale_after + 2 * config.heartbeat_interval,
+            heartbeat_timeout: config.run_heartbeat_timeout(),
             probe: Probe::detached(),
         }
     }
@@ -49,11 +44,22 @@ impl Claimer {
     /// Claims what fits in the free slots and starts executing it. Returns
     /// how many runs were claimed.
     pub async fn run_once(&self) -> anyhow::Result<usize> {
-        let free = self.worker.free_slots();
+        Ok(self.claim().await?.0)
+    }
+
+    /// [`Claimer::run_once`], and how many slots it asked to fill.
+    async fn claim(&self) -> anyhow::Result<(usize, usize)> {
         // A replica that cannot prove it is alive would be swept before
         // long: it must not take work it would have to abandon.
-        if free == 0 || !self.worker.ownership().provable() {
-            return Ok(0);
+        if !self.worker.ownership().provable() {
+            return Ok((0, 0));
+        }
+        // Held until the claimed runs are spawned: the leader's promotion
+        // round claims for this replica too.
+        let _turn = self.worker.claim_turn().await;
+        let free = self.worker.free_slots();
+        if free == 0 {
+            return Ok((0, 0));
         }
         let claim = Claim {
             replica_id: self.worker.replica_id(),
@@ -71,7 +77,7 @@ impl Claimer {
             tracing::debug!(claimed = n, free, "claimed runs");
         }
         self.worker.spawn_all(claimed, sent);
-        Ok(n)
+        Ok((n, free))
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
@@ -86,11 +92,12 @@ impl Claimer {
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if maybe_more && self.worker.free_slots() > 0 {
-                let free = self.worker.free_slots();
-                maybe_more = match self.run_once().await {
-                    Ok(n) => {
+                maybe_more = match self.claim().await {
+                    Ok((n, asked)) => {
                         self.probe.round_done();
-                        n >= free
+                        // Asked for nothing (a round filled the slots
+                        // meanwhile): nothing was looked at.
+                        asked == 0 || n >= asked
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "claim failed; will retry");

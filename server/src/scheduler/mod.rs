@@ -99,6 +99,18 @@ impl Default for SchedulerConfig {
 }
 
 impl SchedulerConfig {
+    /// How far a claim (and each run heartbeat) pushes a run's heartbeat
+    /// deadline when its task sets no timeout of its own.
+    ///
+    /// Two beats later than the replica's staleness: a run's last beat may
+    /// come up to one (slightly stretched) interval before the replica's
+    /// last one, so with this margin a dead replica's silence (the root
+    /// cause) is always what the sweeper sees first and names, not each
+    /// run's missed beat.
+    pub fn run_heartbeat_timeout(&self) -> Duration {
+        self.stale_after + 2 * self.heartbeat_interval
+    }
+
     pub fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.workers >= 1, "BATON_WORKERS must be at least 1");
         anyhow::ensure!(
@@ -151,8 +163,8 @@ impl Replica {
     ///
     /// Shutdown order: `shutdown` stops claiming and leading at once (the
     /// lease is released so another replica leads without waiting); once
-    /// the claimer has returned (a claim in flight commits first), the
-    /// worker drains within the grace period and hands back what is left;
+    /// the claimer and the promoter (whose rounds claim too) have returned
+    /// (a claim in flight commits first), the worker drains within the grace period and hands back what is left;
     /// only then do the heartbeat (which deletes the replica's row) and the
     /// wake-up listener stop, so the sweeper never sees a draining replica
     /// as dead.
@@ -206,14 +218,25 @@ impl Replica {
             leasing.clone(),
             lease.reporting_to(leasing).run(shutdown.clone()),
         );
+        // Fires once the claimer and the promoter (which claims too) have
+        // both returned (or panicked): the worker drains from then on, not
+        // from the signal. A claim in flight when the signal comes still
+        // commits, and its runs must be among those the drain finishes or
+        // hands back; draining at the signal, the worker could finish
+        // first and leave them RUNNING under a replica that was gone, for
+        // the sweeper to fail.
+        let claims_stopped = CancellationToken::new();
+        let claiming_done = Arc::new(claims_stopped.clone().drop_guard());
         let promoting = probe("promoter", config.poll_interval);
-        loops.spawn(
-            "promoter",
-            promoting.clone(),
-            Promoter::new(store.clone(), leadership.clone(), &config)
-                .reporting_to(promoting)
-                .run(shutdown.clone()),
-        );
+        let promoter = Promoter::new(store.clone(), leadership.clone(), &config)
+            .claiming_for(worker.clone(), info.labels.clone())
+            .reporting_to(promoting.clone());
+        let promoter_done = claiming_done.clone();
+        let stop_promoting = shutdown.clone();
+        loops.spawn("promoter", promoting, async move {
+            let _done = promoter_done;
+            promoter.run(stop_promoting).await;
+        });
         let ticking = probe("ticker", config.poll_interval);
         loops.spawn(
             "ticker",
@@ -251,19 +274,12 @@ impl Replica {
             );
         }
         let claiming = probe("claimer", config.poll_interval);
-        // Fires when the claimer has returned (or panicked): the worker
-        // drains from then on, not from the signal. A claim in flight when
-        // the signal comes still commits, and its runs must be among those
-        // the drain finishes or hands back; draining at the signal, the
-        // worker could finish first and leave them RUNNING under a replica
-        // that was gone, for the sweeper to fail.
-        let claims_stopped = CancellationToken::new();
         let claimer = Claimer::new(store.clone(), worker.clone(), info.labels.clone(), &config)
             .reporting_to(claiming.clone());
-        let claimer_done = claims_stopped.clone();
+        let claimer_done = claiming_done;
         let stop_claiming = shutdown.clone();
         loops.spawn("claimer", claiming, async move {
-            let _done = claimer_done.drop_guard();
+            let _done = claimer_done;
             claimer.run(stop_claiming).await;
         });
         let delivering = probe("deliverer", config.poll_interval + DELIVERY_ROUND_BOUND);

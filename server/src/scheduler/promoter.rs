@@ -1,6 +1,12 @@
 //! Promotes PENDING runs whose gates all pass (SPEC §3).
 //!
-//! Only the leader runs rounds. The store still lets one round run at a
+//! Only the leader runs rounds. A round also claims, for this replica's
+//! free worker slots, the runs it promotes that this replica may
+//! execute: they start without the round's commit having to wake a
+//! claimer that then asks the database for them (three round trips and
+//! two wake-ups between a submit and its run's start), and their rows
+//! are written once instead of twice. The rest wait AVAILABLE for every
+//! replica's claimer, as before. The store still lets one round run at a
 //! time (advisory lock on PostgreSQL, the write lock on SQLite), which keeps
 //! promotion safe during a change of leader, when an old leader's last round
 //! may overlap the new leader's first.
@@ -10,10 +16,17 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::SchedulerConfig;
 use super::health::Probe;
+use super::{SchedulerConfig, Worker};
 use crate::liveness::Leadership;
-use crate::store::{NodeLabels, PromoteReport, Store, Ts};
+use crate::store::{Claim, NodeLabels, PromoteReport, Store, Ts};
+
+/// The replica a round claims for.
+struct ClaimsFor {
+    worker: Arc<Worker>,
+    labels: Vec<String>,
+    heartbeat_timeout: Duration,
+}
 
 pub struct Promoter {
     store: Arc<dyn Store>,
@@ -24,6 +37,8 @@ pub struct Promoter {
     nodes: Option<(Instant, NodeLabels)>,
     nodes_max_age: Duration,
     probe: Probe,
+    claims: Option<ClaimsFor>,
+    heartbeat_timeout: Duration,
 }
 
 impl Promoter {
@@ -36,7 +51,19 @@ impl Promoter {
             nodes: None,
             nodes_max_age: config.heartbeat_interval,
             probe: Probe::detached(),
+            claims: None,
+            heartbeat_timeout: config.run_heartbeat_timeout(),
         }
+    }
+
+    /// Lets each round claim for `worker`'s replica (node `labels`).
+    pub fn claiming_for(mut self, worker: Arc<Worker>, labels: Vec<String>) -> Self {
+        self.claims = Some(ClaimsFor {
+            worker,
+            labels,
+            heartbeat_timeout: self.heartbeat_timeout,
+        });
+        self
     }
 
     /// Reports each round to `probe` (for `/readyz`).
@@ -53,13 +80,35 @@ impl Promoter {
             self.nodes = Some((Instant::now(), labels));
         }
         let nodes = &self.nodes.as_ref().expect("just set").1;
-        let report = self.store.run_promote_round(nodes, now).await?;
+        // As the claimer: only a replica that can prove it is alive takes
+        // work, and only in its turn, into the slots free then.
+        let turn = self
+            .claims
+            .as_ref()
+            .filter(|c| c.worker.ownership().provable())
+            .and_then(|c| Some((c, c.worker.try_claim_turn()?)))
+            .map(|(c, turn)| (c, turn, c.worker.free_slots()))
+            .filter(|(_, _, free)| *free > 0);
+        let claim = turn.as_ref().map(|(c, _, free)| Claim {
+            replica_id: c.worker.replica_id(),
+            labels: &c.labels,
+            limit: *free as i64,
+            heartbeat_timeout: c.heartbeat_timeout,
+        });
+        let mut report = self
+            .store
+            .run_promote_round(nodes, claim.as_ref(), now)
+            .await?;
         if report.promoted > 0 {
             tracing::debug!(
                 promoted = report.promoted,
+                claimed = report.claimed.len(),
                 waiting = report.waiting,
                 "promoted runs"
             );
+        }
+        if let (Some((c, _turn, _)), Some(at)) = (turn, report.claimed_at) {
+            c.worker.spawn_all(std::mem::take(&mut report.claimed), at);
         }
         Ok(report)
     }

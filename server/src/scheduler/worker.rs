@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use app::model::RunStatus;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Mutex as AsyncMutex, MutexGuard, Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
@@ -48,6 +48,8 @@ pub struct Worker {
     /// The most of one run's output stored (`--max-log-bytes`).
     max_log_bytes: usize,
     running: RunTable,
+    /// Held by whoever claims for this replica ([`Worker::claim_turn`]).
+    claiming: AsyncMutex<()>,
     /// Runs stopped by shutdown, to hand back once their executions ended.
     handed: Mutex<Vec<i64>>,
     finishes: mpsc::UnboundedSender<Finish>,
@@ -76,6 +78,7 @@ impl Worker {
             shutdown_grace: config.shutdown_grace,
             max_log_bytes: config.max_log_bytes,
             running: RunTable::default(),
+            claiming: AsyncMutex::new(()),
             handed: Mutex::new(Vec::new()),
             finishes,
             finish_queue: Mutex::new(Some(queue)),
@@ -172,6 +175,23 @@ impl Worker {
     pub fn free_slots(&self) -> usize {
         self.workers
             .saturating_sub(self.running.lock().expect("poisoned").len())
+    }
+
+    /// The turn to claim for this replica, held from reading
+    /// [`Worker::free_slots`] until the claimed runs are spawned. A replica
+    /// claims in two places, its claimer and (on the leader) the promotion
+    /// round; two claims at once could count the same free slot and start
+    /// more runs than the replica has workers. The claimer waits for its
+    /// turn (a round's claim is short); tokio's lock is fair, so rounds
+    /// cannot keep it from the claimer.
+    pub async fn claim_turn(&self) -> MutexGuard<'_, ()> {
+        self.claiming.lock().await
+    }
+
+    /// [`Worker::claim_turn`] if no claim is in flight: a round does not
+    /// wait for the claimer, it leaves its runs AVAILABLE instead.
+    pub fn try_claim_turn(&self) -> Option<MutexGuard<'_, ()>> {
+        self.claiming.try_lock().ok()
     }
 
     /// Ids of runs this replica is executing.

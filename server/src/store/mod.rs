@@ -140,10 +140,17 @@ pub struct FinishReport {
 }
 
 /// What one promotion round did.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default, Clone)]
 pub struct PromoteReport {
+    /// Runs that left PENDING, those [`PromoteReport::claimed`] included.
     pub promoted: usize,
     pub waiting: usize,
+    /// Promoted runs the round claimed for the replica it was asked to
+    /// claim for, in id order; they are RUNNING now.
+    pub claimed: Vec<ClaimedRun>,
+    /// When the claimed runs' start was stamped (just before the round
+    /// wrote them), for [`crate::scheduler::Worker::spawn_all`].
+    pub claimed_at: Option<std::time::Instant>,
 }
 
 /// One captured line of a command's output.
@@ -310,8 +317,17 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- the scheduler ----
 
-    /// One promotion round (SPEC §3), serialised across replicas.
-    async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport>;
+    /// One promotion round (SPEC §3), serialised across replicas. With a
+    /// `claim`, the round also claims for that replica, up to its limit,
+    /// the promoted runs it may execute, oldest first: they go from
+    /// PENDING to RUNNING in the round's transaction, with both events,
+    /// instead of waiting AVAILABLE for a claimer to wake and ask.
+    async fn run_promote_round(
+        &self,
+        nodes: &NodeLabels,
+        claim: Option<&Claim<'_>>,
+        now: Ts,
+    ) -> Result<PromoteReport>;
     /// Claims up to `claim.limit` AVAILABLE runs this replica may execute.
     async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>>;
     /// Records how executions ended (fenced), creating automatic retries.

@@ -44,7 +44,7 @@ pub fn failed(run_id: i64) -> Finish {
 
 pub async fn promote(store: &dyn Store) -> baton::store::PromoteReport {
     store
-        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .run_promote_round(&NodeLabels::default(), None, Ts::now())
         .await
         .expect("promote")
 }

@@ -15,6 +15,7 @@ use crate::per_backend;
 
 per_backend!(cases:
     claim_takes_up_to_the_limit_and_honours_labels,
+    a_round_claims_its_oldest_promotions_for_its_replica,
     finish_is_fenced_and_recorded,
     a_run_named_twice_in_a_finish_ends_once_as_first_named,
     failed_runs_retry_with_backoff_until_attempts_run_out,
@@ -40,7 +41,7 @@ mod cases {
         let mut nodes = NodeLabels::default();
         nodes.live.insert("gpu".into());
         assert_eq!(
-            s.run_promote_round(&nodes, Ts::now())
+            s.run_promote_round(&nodes, None, Ts::now())
                 .await
                 .unwrap()
                 .promoted,
@@ -92,6 +93,138 @@ mod cases {
                 RunStatus::Running,
                 Some("r-one")
             )
+        );
+    }
+
+    /// A round asked to claim takes, for that replica, the oldest runs it
+    /// promotes that the replica may execute, up to the limit: straight to
+    /// RUNNING, with the promotion's event and then the claim's. The rest
+    /// wait AVAILABLE for any claimer.
+    pub async fn a_round_claims_its_oldest_promotions_for_its_replica(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let mut tasks: Vec<_> = (0..4).map(|i| json!({"name": format!("t{i}"), "target": format!("x{i}"), "timeout": "5m", "sleep": "0s"})).collect();
+        // Older than t1..t3 by id, but only a gpu replica may take it.
+        tasks.insert(
+            0,
+            json!({"name": "pinned", "target": "y", "node": "gpu", "sleep": "0s"}),
+        );
+        let id = s
+            .plan_insert(
+                &plan(json!({"name": "p", "tasks": tasks})),
+                "t".into(),
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let mut nodes = NodeLabels::default();
+        nodes.live.insert("gpu".into());
+        let round_at = Ts::now();
+        let report = s
+            .run_promote_round(&nodes, Some(&claim("r-lead", &[], 2)), round_at)
+            .await
+            .unwrap();
+        let answered = Ts::now();
+        assert_eq!(report.promoted, 5, "claimed runs count as promoted");
+        assert_eq!(report.waiting, 0);
+        assert!(report.claimed_at.is_some());
+        let view = s.plan_get(id).await.unwrap();
+        let run_of = |name: &str| task_named(&view, name).run_id.unwrap();
+        let claimed: Vec<i64> = report.claimed.iter().map(|c| c.id).collect();
+        assert_eq!(
+            claimed,
+            [run_of("t0"), run_of("t1")],
+            "the oldest it may run"
+        );
+        for c in &report.claimed {
+            assert!(round_at <= c.started_at && c.started_at <= answered);
+            assert_eq!(c.deadline, c.started_at.plus(Duration::from_secs(300)));
+            assert_eq!(c.heartbeat_timeout, Duration::from_secs(10));
+            assert_eq!(c.executor["kind"], "sleep");
+            let run = s.run_get(c.id).await.unwrap();
+            assert_eq!(run.status, RunStatus::Running);
+            assert_eq!(run.replica_id.as_deref(), Some("r-lead"));
+            assert_eq!(run.waiting_cause, None);
+            let path: Vec<_> = run
+                .events
+                .iter()
+                .map(|e| (e.to, e.actor.as_str(), e.at))
+                .collect();
+            assert_eq!(
+                path[1..],
+                [
+                    (RunStatus::Available, "scheduler", round_at.0),
+                    (RunStatus::Running, "r-lead", c.started_at.0),
+                ]
+            );
+            assert!(run.events.windows(2).all(|w| w[0].id < w[1].id));
+        }
+        for name in ["pinned", "t2", "t3"] {
+            assert_eq!(task_named(&view, name).status, TaskStatus::Available);
+        }
+        // The rest are anyone's, and the claimed ones no one else's.
+        let rest = s
+            .run_claim_many(&claim("r-two", &[], 10), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(
+            rest.iter().map(|c| c.id).collect::<Vec<_>>(),
+            [run_of("t2"), run_of("t3")]
+        );
+        // Finished by the replica the round claimed them for.
+        let report = s
+            .run_finish_many("r-lead", &[done(claimed[0]), done(claimed[1])], Ts::now())
+            .await
+            .unwrap();
+        assert!(report.fenced.is_empty());
+
+        // A round with nothing to promote, or no slot, claims nothing.
+        let idle = s
+            .run_promote_round(&nodes, Some(&claim("r-lead", &[], 5)), Ts::now())
+            .await
+            .unwrap();
+        assert!(idle.claimed.is_empty() && idle.claimed_at.is_none());
+        let later = s
+            .plan_insert(
+                &plan(json!({"name": "q", "tasks": [
+                    {"name": "gpu", "target": "z", "node": "gpu", "sleep": "0s"},
+                    {"name": "any", "target": "w", "sleep": "0s"}]})),
+                "t".into(),
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let none = s
+            .run_promote_round(&nodes, Some(&claim("r-lead", &[], 0)), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!((none.promoted, none.claimed.len()), (2, 0));
+        let later = s.plan_get(later).await.unwrap();
+        assert!(
+            later
+                .tasks
+                .iter()
+                .all(|t| t.status == TaskStatus::Available)
+        );
+        // A labelled replica's round takes pinned runs too.
+        let again = s
+            .plan_insert(
+                &plan(json!({"name": "r", "tasks": [
+                    {"name": "gpu", "target": "z2", "node": "gpu", "sleep": "0s"}]})),
+                "t".into(),
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let gpu = vec!["gpu".to_string()];
+        let labelled = s
+            .run_promote_round(&nodes, Some(&claim("r-gpu", &gpu, 5)), Ts::now())
+            .await
+            .unwrap();
+        let again = s.plan_get(again).await.unwrap();
+        assert_eq!(
+            labelled.claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
+            [again.tasks[0].run_id.unwrap()]
         );
     }
 
@@ -202,9 +335,13 @@ mod cases {
                 .unwrap()
                 .starts_with("scheduled for")
         );
-        s.run_promote_round(&NodeLabels::default(), now.plus(Duration::from_secs(2)))
-            .await
-            .unwrap();
+        s.run_promote_round(
+            &NodeLabels::default(),
+            None,
+            now.plus(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap();
         let second = s
             .run_claim_many(&claim("r-test", &[], 10), Ts::now())
             .await

@@ -26,13 +26,40 @@ use crate::per_backend;
 
 per_backend!(cases:
     concurrent_claimers_never_share_a_run,
+    claiming_rounds_and_claimers_never_share_a_run,
     concurrent_promoters_respect_the_gates,
     racing_retries_create_one_attempt_each,
     eight_replicas_keep_every_invariant,
     racing_promoters_start_no_dependent_early_and_keep_capacity,
     racing_promoters_promote_nothing_paused_or_halted,
     a_replica_stopped_mid_claim_strands_no_run,
+    a_replica_never_runs_more_than_its_workers,
 );
+
+/// Counts executions in flight and the most seen at once.
+#[derive(Default)]
+struct Peak {
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+struct PeakCounted(Arc<Peak>);
+
+#[async_trait::async_trait]
+impl baton::executor::Executor for PeakCounted {
+    async fn execute(
+        &self,
+        _: &serde_json::Value,
+        _: &baton::executor::RunContext,
+    ) -> baton::executor::Outcome {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.0.now.fetch_add(1, SeqCst) + 1;
+        self.0.most.fetch_max(now, SeqCst);
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        self.0.now.fetch_sub(1, SeqCst);
+        baton::executor::Outcome::done(None)
+    }
+}
 
 /// Eight promoters race one round each, while the runs they made
 /// AVAILABLE are claimed and finished DONE between rounds, until nothing
@@ -52,7 +79,7 @@ async fn race_to_the_end(db: &TestDb, setup: &dyn Store, rounds: usize) {
                 let store = store.clone();
                 tokio::spawn(async move {
                     store
-                        .run_promote_round(&NodeLabels::default(), Ts::now())
+                        .run_promote_round(&NodeLabels::default(), None, Ts::now())
                         .await
                         .expect("round")
                 })
@@ -131,6 +158,88 @@ mod cases {
         assert!(busy >= 2, "claims were spread over several claimers");
     }
 
+    /// Rounds that claim for their replicas (four promoters, as during a
+    /// change of leader) race eight claimers while plans keep arriving:
+    /// every run is claimed exactly once, and is RUNNING on the replica
+    /// whose claim returned it.
+    pub async fn claiming_rounds_and_claimers_never_share_a_run(kind: Kind) {
+        const PLANS: usize = 20;
+        const TASKS: usize = 20;
+        let db = TestDb::new(kind).await;
+        let setup = db.store().await;
+        let submitted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut takers = Vec::new();
+        for i in 0..12 {
+            let store: Arc<dyn Store> = db.store().await;
+            let submitted = submitted.clone();
+            takers.push(tokio::spawn(async move {
+                let me = format!("r-{i}");
+                let mut mine = Vec::new();
+                let mut idle = 0;
+                // Until everything was submitted and a few tries in a row
+                // found nothing.
+                while idle < 20 {
+                    let done = submitted.load(std::sync::atomic::Ordering::SeqCst);
+                    let got: Vec<i64> = if i < 4 {
+                        let c = claim(&me, &[], 7);
+                        let report = store
+                            .run_promote_round(&NodeLabels::default(), Some(&c), Ts::now())
+                            .await
+                            .expect("round");
+                        report.claimed.iter().map(|c| c.id).collect()
+                    } else {
+                        let got = store
+                            .run_claim_many(&claim(&me, &[], 5), Ts::now())
+                            .await
+                            .expect("claim");
+                        got.iter().map(|c| c.id).collect()
+                    };
+                    idle = if got.is_empty() && done { idle + 1 } else { 0 };
+                    mine.extend(got);
+                    tokio::task::yield_now().await;
+                }
+                (me, mine)
+            }));
+        }
+        for p in 0..PLANS {
+            setup
+                .plan_insert(
+                    // Targets of their own: nothing here finishes, so a
+                    // target shared with another plan would stay taken.
+                    &plan(json!({"name": format!("p{p}"), "tasks": (0..TASKS)
+                        .map(|i| json!({"name": format!("t{i}"), "target": format!("p{p}-x{i}"), "sleep": "0s"}))
+                        .collect::<Vec<_>>()})),
+                    "t".into(),
+                    Ts::now(),
+                )
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        submitted.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut seen = HashSet::new();
+        let mut by_rounds = 0;
+        let mut by_claimers = 0;
+        for (i, t) in takers.into_iter().enumerate() {
+            let (me, mine) = t.await.unwrap();
+            if i < 4 {
+                by_rounds += mine.len();
+            } else {
+                by_claimers += mine.len();
+            }
+            for id in mine {
+                assert!(seen.insert(id), "run {id} claimed twice");
+                let run = setup.run_get(id).await.unwrap();
+                assert_eq!(run.replica_id.as_deref(), Some(me.as_str()));
+            }
+        }
+        assert_eq!(seen.len(), PLANS * TASKS, "every run claimed once");
+        assert!(
+            by_rounds > 0 && by_claimers > 0,
+            "both kinds of claim took runs: {by_rounds} by rounds, {by_claimers} by claimers"
+        );
+    }
+
     pub async fn concurrent_promoters_respect_the_gates(kind: Kind) {
         let db = TestDb::new(kind).await;
         let setup = db.store().await;
@@ -152,7 +261,7 @@ mod cases {
             promoters.push(tokio::spawn(async move {
                 for _ in 0..5 {
                     store
-                        .run_promote_round(&NodeLabels::default(), Ts::now())
+                        .run_promote_round(&NodeLabels::default(), None, Ts::now())
                         .await
                         .expect("round");
                 }
@@ -552,7 +661,7 @@ mod cases {
                 racers.push(tokio::spawn(async move {
                     while !stop.is_cancelled() {
                         store
-                            .run_promote_round(&NodeLabels::default(), Ts::now())
+                            .run_promote_round(&NodeLabels::default(), None, Ts::now())
                             .await
                             .expect("round");
                         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -654,7 +763,7 @@ mod cases {
                 tokio::spawn(async move {
                     for _ in 0..10 {
                         store
-                            .run_promote_round(&NodeLabels::default(), Ts::now())
+                            .run_promote_round(&NodeLabels::default(), None, Ts::now())
                             .await
                             .expect("round");
                     }
@@ -672,6 +781,69 @@ mod cases {
                 Some("blocked: version 1 on db/halt FAILED — retry or skip it")
             );
         }
+    }
+
+    /// The leader claims in two places, its claimer and its promotion
+    /// rounds; together they never start more runs than it has workers.
+    /// Plans arrive while earlier runs execute, so rounds claim into the
+    /// slots free at the time and leave the rest to the claimer.
+    pub async fn a_replica_never_runs_more_than_its_workers(kind: Kind) {
+        const WORKERS: usize = 3;
+        let db = TestDb::new(kind).await;
+        let store = db.store().await;
+        let peak = Arc::new(Peak::default());
+        let mut registry = Registry::builtin();
+        registry.register("sleep", PeakCounted(peak.clone()));
+        let config = SchedulerConfig {
+            workers: WORKERS,
+            poll_interval: Duration::from_millis(50),
+            ..SchedulerConfig::default()
+        };
+        let shutdown = CancellationToken::new();
+        let running = Replica::start(
+            db.store().await,
+            replica("r-peak", &[]),
+            config,
+            registry,
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        let mut ids = Vec::new();
+        for p in 0..12 {
+            let tasks: Vec<_> = (0..5)
+                .map(|t| json!({"name": format!("t{t}"), "target": format!("p{p}-{t}"), "sleep": "0s"}))
+                .collect();
+            ids.push(
+                store
+                    .plan_insert(
+                        &plan(json!({"name": format!("p{p}"), "tasks": tasks})),
+                        "test".into(),
+                        Ts::now(),
+                    )
+                    .await
+                    .unwrap(),
+            );
+            tokio::time::sleep(Duration::from_millis(4)).await;
+        }
+        for id in ids {
+            let store = store.clone();
+            eventually(Duration::from_secs(30), "every plan done", || {
+                let store = store.clone();
+                async move {
+                    (store.plan_get(id).await.unwrap().status == PlanStatus::Done).then_some(())
+                }
+            })
+            .await;
+        }
+        shutdown.cancel();
+        running.join().await.expect("no loop panicked");
+        let most = peak.most.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            most <= WORKERS,
+            "{most} runs executed at once on {WORKERS} workers"
+        );
+        assert_eq!(most, WORKERS, "the slots were all used");
     }
 
     /// A replica told to stop while its claimer is busy: a claim in flight

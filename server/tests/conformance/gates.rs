@@ -177,7 +177,7 @@ mod cases {
         let mut nodes = NodeLabels::default();
         nodes.live.insert("gpu".into());
         let report = s
-            .run_promote_round(&nodes, Ts::from(at + chrono::TimeDelta::seconds(1)))
+            .run_promote_round(&nodes, None, Ts::from(at + chrono::TimeDelta::seconds(1)))
             .await
             .unwrap();
         assert_eq!(report.promoted, 2);
@@ -196,7 +196,7 @@ mod cases {
         .await;
         let nodes = NodeLabels::default();
         let t0 = Ts::now();
-        let round = s.run_promote_round(&nodes, t0).await.unwrap();
+        let round = s.run_promote_round(&nodes, None, t0).await.unwrap();
         assert_eq!(round.promoted, 0);
         let view = s.plan_get(id).await.unwrap();
         let gpu = task_named(&view, "gpu");
@@ -211,7 +211,7 @@ mod cases {
             )
         );
         let later = t0.plus(61 * SECOND);
-        let round = s.run_promote_round(&nodes, later).await.unwrap();
+        let round = s.run_promote_round(&nodes, None, later).await.unwrap();
         assert_eq!(round.promoted, 1);
         let run = s.run_get(gpu.run_id.unwrap()).await.unwrap();
         assert_eq!(run.status, RunStatus::Available);
@@ -263,7 +263,13 @@ mod cases {
         .await;
         let mut nodes = NodeLabels::default();
         nodes.live.insert("gpu".into());
-        assert_eq!(s.run_promote_round(&nodes, t0).await.unwrap().promoted, 1);
+        assert_eq!(
+            s.run_promote_round(&nodes, None, t0)
+                .await
+                .unwrap()
+                .promoted,
+            1
+        );
         let gpu_labels = vec!["gpu".to_owned()];
         let run = s
             .run_claim_many(&claim("r-gpu", &gpu_labels, 5), t0)

@@ -211,9 +211,13 @@ mod cases {
         assert!(report.notified.is_empty());
         assert_eq!(report.retried.len(), 1);
         // The retry waits out its backoff; promote as if it had passed.
-        s.run_promote_round(&Default::default(), Ts::now().plus(Duration::from_secs(5)))
-            .await
-            .unwrap();
+        s.run_promote_round(
+            &Default::default(),
+            None,
+            Ts::now().plus(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
         let second = s
             .run_claim_many(&claim("r-test", &[], 1), Ts::now())
             .await

@@ -174,7 +174,7 @@ mod cases {
         nodes.live.insert("gpu".to_owned());
         let mut claimed = Vec::new();
         while claimed.len() < TASKS {
-            s.run_promote_round(&nodes, Ts::now()).await.unwrap();
+            s.run_promote_round(&nodes, None, Ts::now()).await.unwrap();
             let batch = s
                 .run_claim_many(&claim("r-test", &labels, 1000), Ts::now())
                 .await

@@ -224,7 +224,7 @@ mod cases {
 
         // The first queue plan ends: the next round starts the queued one.
         let first = queue.plans[1].id;
-        s.run_promote_round(&Default::default(), Ts::now())
+        s.run_promote_round(&Default::default(), None, Ts::now())
             .await
             .unwrap();
         let claimed = s
@@ -399,7 +399,9 @@ mod cases {
         let now = Ts(tick).plus(Duration::from_secs(5));
         s.schedule_fire_due("r-1", GRACE, now).await.unwrap();
         let plan = view(s, id).await.plans[0].id;
-        s.run_promote_round(&Default::default(), now).await.unwrap();
+        s.run_promote_round(&Default::default(), None, now)
+            .await
+            .unwrap();
         let task = &s.plan_get(plan).await.unwrap().tasks[0];
         assert!(
             task.waiting_cause
@@ -410,7 +412,7 @@ mod cases {
         );
         // After reassign_after (default 5 min) it may run anywhere.
         let later = now.plus(Duration::from_secs(6 * 60));
-        s.run_promote_round(&Default::default(), later)
+        s.run_promote_round(&Default::default(), None, later)
             .await
             .unwrap();
         let task = &s.plan_get(plan).await.unwrap().tasks[0];

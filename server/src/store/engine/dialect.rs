@@ -340,6 +340,21 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// whose planner settings PostgreSQL's statement relies on.
     async fn round_write(tx: &mut Self::Tx, decided: &Decisions, now: Ts) -> Result<usize>;
 
+    /// Claims, in a round's transaction and after its [`Dialect::round_write`],
+    /// runs the round decided to promote (`ids`, still PENDING and not
+    /// written yet) for `claim.replica_id`: each goes PENDING → RUNNING,
+    /// with the promotion's event at `now` and the claim's at `started`,
+    /// which also stamps its start and deadlines. Only runs still PENDING
+    /// move (a cancel may have committed since the round read them). The
+    /// round's commit becomes durable: a claimed run executes.
+    async fn round_claim(
+        tx: &mut Self::Tx,
+        ids: &[i64],
+        claim: &Claim<'_>,
+        now: Ts,
+        started: Ts,
+    ) -> Result<Vec<ClaimRow>>;
+
     /// Claims up to `claim.limit` AVAILABLE runs for the replica, with
     /// their events, and commits. `asked` is when the claimer asked; the
     /// runs are stamped started at `asked` plus the time until the claim

@@ -3,14 +3,19 @@
 //! and waiting causes, all in one transaction that one replica at a time
 //! may run.
 
+use std::collections::HashSet;
+use std::time::Instant;
+
 use super::{Dialect, dependencies};
-use crate::store::gates::{self, NodeLabels};
+use crate::store::gates::{self, Decisions, NodeLabels, PendingRun};
+use crate::store::rows::ClaimRow;
 use crate::store::signals::Signal;
-use crate::store::{PromoteReport, Result, Ts};
+use crate::store::{Claim, PromoteReport, Result, Ts};
 
 pub async fn run_promote_round<D: Dialect>(
     d: &D,
     nodes: &NodeLabels,
+    claim: Option<&Claim<'_>>,
     now: Ts,
 ) -> Result<PromoteReport> {
     // One promoter at a time across replicas: a round that finds the
@@ -48,21 +53,76 @@ pub async fn run_promote_round<D: Dialect>(
         holders.versions = D::fetch_all(&mut tx, gates::VERSION_HOLDS.into(), &[]).await?;
         holders.halts = D::fetch_all(&mut tx, gates::HALTS.into(), &[]).await?;
     }
-    let decided = gates::evaluate(&pending, &holders, nodes, now);
-    let promoted = D::round_write(&mut tx, &decided, now).await?;
+    let mut decided = gates::evaluate(&pending, &holders, nodes, now);
+    let to_claim = claim.map_or_else(Vec::new, |c| claimable(&pending, &mut decided, c));
+    let left_available = D::round_write(&mut tx, &decided, now).await?;
+    let mut claimed_at = None;
+    let mut claimed = Vec::new();
+    if let Some(c) = claim.filter(|_| !to_claim.is_empty()) {
+        // Stamped here, the round's lock held: these runs are this
+        // replica's from the statement on, as a claimer's are once it
+        // holds the claim lock. Never before the promotion's own stamp.
+        let started = Ts::now().max(now);
+        claimed_at = Some(Instant::now());
+        claimed = D::round_claim(&mut tx, &to_claim, c, now, started).await?;
+    }
+    decided.promote.extend(&to_claim);
     let awaited = promoted_awaited(&pending, &decided.promote);
     if !awaited.is_empty() {
         dependencies::changed::<D>(&mut tx, &awaited, now).await?;
     }
     // `round_write` announced the promotions to the other replicas.
     D::commit(tx).await?;
-    if promoted > 0 {
+    if left_available > 0 {
         d.signals().raise(Signal::Available);
     }
+    if !claimed.is_empty() {
+        // No loop waits on a claim, but pages show it.
+        d.signals().touch();
+    }
+    let promoted = left_available + claimed.len();
+    let mut claimed = claimed
+        .into_iter()
+        .map(ClaimRow::into_claimed)
+        .collect::<Result<Vec<_>>>()?;
+    claimed.sort_by_key(|c| c.id);
     Ok(PromoteReport {
         promoted,
         waiting: pending.iter().filter(|r| !r.held).count() - promoted,
+        claimed,
+        claimed_at,
     })
+}
+
+/// Takes out of `decided.promote` the runs the round claims for
+/// `claim.replica_id`: oldest first, up to its limit, those it may
+/// execute (no node, a node it carries, or unpinned by this round).
+fn claimable(pending: &[PendingRun], decided: &mut Decisions, claim: &Claim<'_>) -> Vec<i64> {
+    let limit = usize::try_from(claim.limit).unwrap_or(0);
+    if limit == 0 || decided.promote.is_empty() {
+        return Vec::new();
+    }
+    let unpinned: HashSet<i64> = decided.unpin.iter().map(|(id, _)| *id).collect();
+    // `pending` is sorted by id.
+    let eligible = |id: &i64| {
+        pending
+            .binary_search_by_key(id, |r| r.id)
+            .ok()
+            .is_some_and(|i| match &pending[i].node {
+                None => true,
+                Some(node) => claim.labels.contains(node) || unpinned.contains(id),
+            })
+    };
+    let mut taken = Vec::new();
+    decided.promote.retain(|id| {
+        if taken.len() < limit && eligible(id) {
+            taken.push(*id);
+            false
+        } else {
+            true
+        }
+    });
+    taken
 }
 
 /// Tasks of promoted runs that other tasks wait for (their causes name

@@ -259,8 +259,13 @@ impl<D: Dialect> Store for D {
         schedules::schedule_list(self).await
     }
 
-    async fn run_promote_round(&self, nodes: &NodeLabels, now: Ts) -> Result<PromoteReport> {
-        promote::run_promote_round(self, nodes, now).await
+    async fn run_promote_round(
+        &self,
+        nodes: &NodeLabels,
+        claim: Option<&Claim<'_>>,
+        now: Ts,
+    ) -> Result<PromoteReport> {
+        promote::run_promote_round(self, nodes, claim, now).await
     }
 
     async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>> {

@@ -157,13 +157,13 @@ async fn a_round_that_finds_the_lock_taken_does_nothing() {
         .await
         .expect("the first round");
     let second = store
-        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .run_promote_round(&NodeLabels::default(), None, Ts::now())
         .await
         .expect("the second round");
     assert_eq!((second.promoted, second.waiting), (0, 0));
     first.rollback().await.expect("the first round ends");
     let third = store
-        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .run_promote_round(&NodeLabels::default(), None, Ts::now())
         .await
         .expect("the third round");
     assert_eq!(third.promoted, 1);
@@ -193,7 +193,7 @@ async fn available_runs(store: &PgStore, n: usize) {
         .await
         .expect("submit");
     store
-        .run_promote_round(&NodeLabels::default(), Ts::now())
+        .run_promote_round(&NodeLabels::default(), None, Ts::now())
         .await
         .expect("promote");
 }
@@ -322,7 +322,7 @@ async fn a_claim_that_waited_for_the_lock_starts_after_the_promotion() {
     }
     let promoted_at = Ts::now();
     let promoted = store
-        .run_promote_round(&NodeLabels::default(), promoted_at)
+        .run_promote_round(&NodeLabels::default(), None, promoted_at)
         .await
         .expect("promote");
     assert_eq!(promoted.promoted, 1);

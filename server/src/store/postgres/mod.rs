@@ -53,6 +53,33 @@ macro_rules! claim_lock_timeout {
     };
 }
 
+/// What a claim sets on each run it takes (`r`, joined to its task `t`):
+/// `$1` the replica, `$4` the start, `$5` the replica's heartbeat timeout
+/// for tasks that set none. Shared by [`claim_sql`] and [`ROUND_CLAIM`].
+macro_rules! claim_set_sql {
+    () => {
+        concat!(
+            "status = 'RUNNING', replica_id = $1, started_at = $4, last_heartbeat_at = $4,
+            deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
+            heartbeat_deadline = $4 + ",
+            rows::heartbeat_timeout_sql!("$5"),
+            " * INTERVAL '1 millisecond'"
+        )
+    };
+}
+
+/// What a claim returns of each run, as [`ClaimRow`]s.
+macro_rules! claimed_columns_sql {
+    () => {
+        concat!(
+            "r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
+            r.dependents, t.executor, t.heartbeat_interval_ms, ",
+            rows::heartbeat_timeout_sql!("$5"),
+            " AS heartbeat_timeout_ms"
+        )
+    };
+}
+
 /// The claim statement ([`CLAIM`], [`CLAIM_TRIED`], [`CLAIM_AROUND`]);
 /// `$only_if` narrows the pick of AVAILABLE runs and `$row_locks` follows
 /// it.
@@ -60,12 +87,9 @@ macro_rules! claim_sql {
     ($only_if:expr, $row_locks:literal) => {
         concat!(
             "WITH claimed AS (
-        UPDATE task_run r SET status = 'RUNNING', replica_id = $1, started_at = $4,
-            last_heartbeat_at = $4,
-            deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
-            heartbeat_deadline = $4 + ",
-            rows::heartbeat_timeout_sql!("$5"),
-            " * INTERVAL '1 millisecond'
+        UPDATE task_run r SET ",
+            claim_set_sql!(),
+            "
         FROM task t
         WHERE r.id = ANY(ARRAY(
                 SELECT id FROM task_run
@@ -76,10 +100,9 @@ macro_rules! claim_sql {
             $row_locks,
             "))
             AND r.status = 'AVAILABLE' AND t.id = r.task_id
-        RETURNING r.id, r.task_id, r.plan_id, r.attempt, r.started_at, r.deadline,
-            r.dependents, t.executor, t.heartbeat_interval_ms, ",
-            rows::heartbeat_timeout_sql!("$5"),
-            " AS heartbeat_timeout_ms),
+        RETURNING ",
+            claimed_columns_sql!(),
+            "),
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
         SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
@@ -306,6 +329,36 @@ const PROMOTE: Planned = Planned {
         SELECT id, 'PENDING', 'AVAILABLE', $2, $3 FROM moved)
     SELECT c.n FROM (SELECT COUNT(*) AS n FROM moved) c,
         LATERAL (SELECT CASE WHEN c.n > 0 THEN pg_notify($4, $5) END) announced",
+};
+
+/// Who: the promoter, for the runs its round claims for its own replica
+/// ([`Dialect::round_claim`]): PENDING → RUNNING in one statement, with the
+/// promotion's event (`$3`, `$6`) and the claim's (`$1`, `$4`), in that
+/// order. Such a run never sits AVAILABLE: no claimer wakes or asks for
+/// it, and its row is written once, not twice. The round's transaction
+/// stops skipping the wait for the disk here (`ROUND_BEGIN` turned it
+/// off): a claimed run executes, and must still be claimed after a crash.
+/// The setting is made per claimed row, so a statement that moved nothing
+/// leaves the round's commit as it was.
+const ROUND_CLAIM: Planned = Planned {
+    begin: BEGIN_INDEX_ONLY,
+    sql: concat!(
+        "WITH claimed AS (
+        UPDATE task_run r SET waiting_cause = NULL, ",
+        claim_set_sql!(),
+        "
+        FROM task t
+        WHERE r.id = ANY($2) AND r.status = 'PENDING' AND r.held = FALSE AND t.id = r.task_id
+        RETURNING ",
+        claimed_columns_sql!(),
+        "),
+    logged AS (
+        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
+        SELECT id, 'PENDING', 'AVAILABLE', NULL, $6::text, $3::timestamptz FROM claimed
+        UNION ALL
+        SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
+    SELECT * FROM claimed WHERE set_config('synchronous_commit', 'on', true) = 'on' ORDER BY id"
+    ),
 };
 
 /// Who: each replica's run heartbeat, one statement for all its runs.
@@ -733,6 +786,24 @@ impl Dialect for PgStore {
             .await?;
         }
         Ok(promoted)
+    }
+
+    async fn round_claim(
+        tx: &mut Self::Tx,
+        ids: &[i64],
+        claim: &Claim<'_>,
+        now: Ts,
+        started: Ts,
+    ) -> Result<Vec<ClaimRow>> {
+        Ok(sqlx::query_as(ROUND_CLAIM.sql)
+            .bind(claim.replica_id)
+            .bind(ids)
+            .bind(now)
+            .bind(started)
+            .bind(millis(claim.heartbeat_timeout))
+            .bind(SCHEDULER)
+            .fetch_all(&mut **tx)
+            .await?)
     }
 
     async fn runs_claim(&self, claim: &Claim<'_>, asked: Ts) -> Result<Vec<ClaimRow>> {

@@ -9,7 +9,9 @@
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{CLAIM, CLAIM_TRIED, FINISH, PROMOTE, PgStore, Planned, ROUND_BEGIN, RUN_HEARTBEAT};
+use super::{
+    CLAIM, CLAIM_TRIED, FINISH, PROMOTE, PgStore, Planned, ROUND_BEGIN, ROUND_CLAIM, RUN_HEARTBEAT,
+};
 use crate::store::Store;
 use crate::store::scratch::Scratch;
 
@@ -263,27 +265,92 @@ async fn a_promotion_looks_up_each_run_it_promotes_under_stale_statistics() {
 
     for text in plans {
         assert_linear(&text, BATCH, BATCH, false);
-        // Rows alone cannot tell a probe per id from a walk of the whole
-        // PENDING index per id (both return BATCH rows); the pages read
-        // can. A probe reads the index's root and one leaf, and the run's
-        // heap page: about 3 per run. Walking the index per id read
-        // twelve or more per run here.
-        let explained: Value = serde_json::from_str(&text).expect("plan json");
-        for node in nodes(&explained[0]["Plan"]) {
-            let scan = node["Node Type"]
-                .as_str()
-                .is_some_and(|t| t.ends_with("Scan"));
-            if scan && node["Relation Name"] == "task_run" {
-                let pages = count(node, "Shared Hit Blocks") + count(node, "Shared Read Blocks");
-                assert!(
-                    pages <= 5 * BATCH,
-                    "promoting {BATCH} of {LIVE} PENDING runs read {pages} pages of task_run \
-                     and its indexes (at most {} allowed):\n{text}",
-                    5 * BATCH
-                );
-            }
+        assert_probed_per_run(&text);
+    }
+}
+
+/// Rows alone cannot tell a probe per id from a walk of the whole PENDING
+/// index per id (both return BATCH rows); the pages read can. A probe
+/// reads the index's root and one leaf, and the run's heap page: about 3
+/// per run. Walking the index per id read twelve or more per run here.
+fn assert_probed_per_run(text: &str) {
+    let explained: Value = serde_json::from_str(text).expect("plan json");
+    for node in nodes(&explained[0]["Plan"]) {
+        let scan = node["Node Type"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("Scan"));
+        if scan && node["Relation Name"] == "task_run" {
+            let pages = count(node, "Shared Hit Blocks") + count(node, "Shared Read Blocks");
+            assert!(
+                pages <= 5 * BATCH,
+                "writing {BATCH} of {LIVE} PENDING runs read {pages} pages of task_run \
+                 and its indexes (at most {} allowed):\n{text}",
+                5 * BATCH
+            );
         }
     }
+}
+
+/// The runs a round claims for its replica are looked up like the ones it
+/// promotes, each joined to its task by key.
+#[tokio::test]
+async fn a_round_claim_looks_up_each_run_it_claims_under_stale_statistics() {
+    let scratch = Scratch::postgres_for_tests().await;
+    let store = stale_statistics(&scratch, "PENDING", 0).await;
+    let args = format!(
+        "'{REPLICA}', {}, now(), now(), 10000, 'scheduler'",
+        batch_ids(0)
+    );
+    let mut plans = Vec::new();
+    for mode in BOTH_PLANS {
+        let types = "text, bigint[], timestamptz, timestamptz, bigint, text";
+        plans.push(explain(&store, &ROUND_CLAIM, types, &args, mode).await);
+    }
+    scratch.drop_database().await.expect("drop");
+
+    for text in plans {
+        assert_linear(&text, BATCH, BATCH, false);
+        assert_probed_per_run(&text);
+    }
+}
+
+async fn synchronous_commit(tx: &mut sqlx::PgConnection) -> String {
+    sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+        .fetch_one(tx)
+        .await
+        .expect("setting")
+}
+
+/// A round commits without waiting for the disk (`ROUND_BEGIN`) unless it
+/// claimed runs: those execute, and must still be claimed after a crash.
+#[tokio::test]
+async fn a_round_that_claims_waits_for_the_disk() {
+    let scratch = Scratch::postgres_for_tests().await;
+    let store = stale_statistics(&scratch, "PENDING", 0).await;
+    let mut tx = store.begin(ROUND_BEGIN).await.expect("begin");
+    assert_eq!(synchronous_commit(&mut tx).await, "off");
+    let claim = |ids: Vec<i64>| {
+        sqlx::query(ROUND_CLAIM.sql)
+            .bind(REPLICA)
+            .bind(ids)
+            .bind(crate::store::Ts::now())
+            .bind(crate::store::Ts::now())
+            .bind(10_000_i64)
+            .bind("scheduler")
+    };
+    // Nothing moved (no such run): the round's commit stays as it was.
+    let moved = claim(vec![-1]).fetch_all(&mut *tx).await.expect("claim");
+    assert!(moved.is_empty());
+    assert_eq!(synchronous_commit(&mut tx).await, "off");
+    let first = first_live(0);
+    let moved = claim(vec![first, first + 1])
+        .fetch_all(&mut *tx)
+        .await
+        .expect("claim");
+    assert_eq!(moved.len(), 2);
+    assert_eq!(synchronous_commit(&mut tx).await, "on");
+    tx.rollback().await.expect("rollback");
+    scratch.drop_database().await.expect("drop");
 }
 
 /// A round's reads run under its `BEGIN`'s settings (`ROUND_BEGIN`), which

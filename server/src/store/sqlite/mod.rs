@@ -140,6 +140,90 @@ impl SqliteStore {
         })
     }
 
+    /// Moves the runs of `ids` (a JSON list) that are PENDING to
+    /// AVAILABLE, with their events; how many moved.
+    async fn promote_ids(tx: &mut Transaction<'_, Sqlite>, ids: &str, now: Ts) -> Result<usize> {
+        // No RETURNING: sqlx would hand over a row per run. The round
+        // read these runs PENDING under the write lock it still holds,
+        // so every one of them moves, and the events join on the new
+        // status all the same.
+        let promoted = sqlx::query(
+            "UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
+             WHERE id IN (SELECT value FROM json_each($1)) AND status = 'PENDING'",
+        )
+        .bind(ids)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected() as usize;
+        sqlx::query(
+            "INSERT INTO run_event (run_id, from_status, to_status, actor, at)
+             SELECT r.id, 'PENDING', 'AVAILABLE', $2, $3
+             FROM json_each($1) AS x JOIN task_run r ON r.id = x.value
+             WHERE r.status = 'AVAILABLE'",
+        )
+        .bind(ids)
+        .bind(SCHEDULER)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        Ok(promoted)
+    }
+
+    /// Claims the AVAILABLE runs of `picked` (a JSON list read under the
+    /// write lock `tx` holds) for the replica, started at `now`, with their
+    /// events; the claimed rows.
+    async fn claim_picked(
+        tx: &mut Transaction<'_, Sqlite>,
+        picked: &str,
+        claim: &Claim<'_>,
+        now: Ts,
+    ) -> Result<Vec<ClaimRow>> {
+        let claimed = sqlx::query(concat!(
+            "UPDATE task_run SET status = 'RUNNING', replica_id = $1, started_at = $4,
+                last_heartbeat_at = $4, deadline = $4 + timeout_ms * 1000,
+                heartbeat_deadline = $4 + (SELECT ",
+            rows::heartbeat_timeout_sql!("$3"),
+            " FROM task t WHERE t.id = task_run.task_id) * 1000
+             WHERE id IN (SELECT value FROM json_each($2)) AND status = 'AVAILABLE'"
+        ))
+        .bind(claim.replica_id)
+        .bind(picked)
+        .bind(millis(claim.heartbeat_timeout))
+        .bind(now)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        sqlx::query(
+            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
+             SELECT value, 'AVAILABLE', 'RUNNING', $2, $2, $3 FROM json_each($1)",
+        )
+        .bind(picked)
+        .bind(claim.replica_id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+        let rows: String = sqlx::query_scalar(
+            "SELECT json_group_array(json_array(r.id, r.task_id, r.plan_id, r.attempt,
+                r.started_at, r.deadline, r.dependents, t.executor, t.heartbeat_interval_ms,
+                (r.heartbeat_deadline - r.started_at) / 1000))
+             FROM json_each($1) AS x JOIN task_run r ON r.id = x.value
+             JOIN task t ON t.id = r.task_id",
+        )
+        .bind(picked)
+        .fetch_one(&mut **tx)
+        .await?;
+        // The read-back has a row for every picked run.
+        let rows = packed::claimed_rows(&rows)?;
+        if claimed != rows.len() as u64 {
+            // Cannot happen under the write lock; dropped, the claim rolls back.
+            return Err(StoreError::Corrupt(format!(
+                "a claim picked {} AVAILABLE runs and changed {claimed}",
+                rows.len()
+            )));
+        }
+        Ok(rows)
+    }
+
     /// Records RUNNING → final status for runs a finish or sweep just
     /// moved (the error as detail), by `actor`, in id order.
     async fn runs_ended_events(
@@ -414,30 +498,7 @@ impl Dialect for SqliteStore {
         }
         let mut promoted = 0;
         if !decided.promote.is_empty() {
-            // No RETURNING: sqlx would hand over a row per run. The round
-            // read these runs PENDING under the write lock it still holds,
-            // so every one of them moves, and the events join on the new
-            // status all the same.
-            let promote = id_list(&decided.promote);
-            promoted = sqlx::query(
-                "UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
-                 WHERE id IN (SELECT value FROM json_each($1)) AND status = 'PENDING'",
-            )
-            .bind(&promote)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected() as usize;
-            sqlx::query(
-                "INSERT INTO run_event (run_id, from_status, to_status, actor, at)
-                 SELECT r.id, 'PENDING', 'AVAILABLE', $2, $3
-                 FROM json_each($1) AS x JOIN task_run r ON r.id = x.value
-                 WHERE r.status = 'AVAILABLE'",
-            )
-            .bind(&promote)
-            .bind(SCHEDULER)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
+            promoted = Self::promote_ids(tx, &id_list(&decided.promote), now).await?;
         }
         if !decided.causes.is_empty() {
             let causes: Vec<_> = decided
@@ -479,51 +540,25 @@ impl Dialect for SqliteStore {
         if picked == "[]" {
             return Ok(Vec::new());
         }
-        let claimed = sqlx::query(concat!(
-            "UPDATE task_run SET status = 'RUNNING', replica_id = $1, started_at = $4,
-                last_heartbeat_at = $4, deadline = $4 + timeout_ms * 1000,
-                heartbeat_deadline = $4 + (SELECT ",
-            rows::heartbeat_timeout_sql!("$3"),
-            " FROM task t WHERE t.id = task_run.task_id) * 1000
-             WHERE id IN (SELECT value FROM json_each($2)) AND status = 'AVAILABLE'"
-        ))
-        .bind(claim.replica_id)
-        .bind(&picked)
-        .bind(millis(claim.heartbeat_timeout))
-        .bind(now)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
-        sqlx::query(
-            "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
-             SELECT value, 'AVAILABLE', 'RUNNING', $2, $2, $3 FROM json_each($1)",
-        )
-        .bind(&picked)
-        .bind(claim.replica_id)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-        let rows: String = sqlx::query_scalar(
-            "SELECT json_group_array(json_array(r.id, r.task_id, r.plan_id, r.attempt,
-                r.started_at, r.deadline, r.dependents, t.executor, t.heartbeat_interval_ms,
-                (r.heartbeat_deadline - r.started_at) / 1000))
-             FROM json_each($1) AS x JOIN task_run r ON r.id = x.value
-             JOIN task t ON t.id = r.task_id",
-        )
-        .bind(&picked)
-        .fetch_one(&mut **tx)
-        .await?;
-        // The read-back has a row for every picked run.
-        let rows = packed::claimed_rows(&rows)?;
-        if claimed != rows.len() as u64 {
-            // Cannot happen under the write lock; dropped, the claim rolls back.
-            return Err(StoreError::Corrupt(format!(
-                "a claim picked {} AVAILABLE runs and changed {claimed}",
-                rows.len()
-            )));
-        }
+        let rows = Self::claim_picked(&mut tx, &picked, claim, now).await?;
         tx.commit().await?;
         Ok(rows)
+    }
+
+    async fn round_claim(
+        tx: &mut Self::Tx,
+        ids: &[i64],
+        claim: &Claim<'_>,
+        now: Ts,
+        started: Ts,
+    ) -> Result<Vec<ClaimRow>> {
+        let tx: &mut Transaction<'static, Sqlite> = tx;
+        // Through AVAILABLE and on at once, under the write lock: no other
+        // transaction sees them AVAILABLE, and the events are a promotion's
+        // and a claim's, in that order.
+        let ids = id_list(ids);
+        Self::promote_ids(tx, &ids, now).await?;
+        Self::claim_picked(tx, &ids, claim, started).await
     }
 
     async fn runs_finish(
