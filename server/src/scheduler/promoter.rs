@@ -11,21 +11,52 @@
 //! promotion safe during a change of leader, when an old leader's last round
 //! may overlap the new leader's first.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
 
 use super::health::Probe;
 use super::{SchedulerConfig, Worker};
 use crate::liveness::Leadership;
-use crate::store::{Claim, NodeLabels, PromoteReport, Store, Ts};
+use crate::store::{Claim, NodeLabels, PromoteReport, RoundClaims, Store, Ts};
 
 /// The replica a round claims for.
 struct ClaimsFor {
     worker: Arc<Worker>,
     labels: Vec<String>,
     heartbeat_timeout: Duration,
+}
+
+/// One round's claim for [`ClaimsFor`]'s replica: granted (by the store,
+/// once the round has runs to promote) only to a replica that can prove
+/// it is alive, in its claim turn, for the slots free then. The turn is
+/// kept until the claimed runs are spawned.
+struct RoundTurn<'a> {
+    claims: &'a ClaimsFor,
+    turn: Mutex<Option<OwnedMutexGuard<()>>>,
+}
+
+impl RoundClaims for RoundTurn<'_> {
+    fn claim(&self) -> Option<Claim<'_>> {
+        let worker = &self.claims.worker;
+        if !worker.ownership().provable() {
+            return None;
+        }
+        let turn = worker.try_claim_turn()?;
+        let free = worker.free_slots();
+        if free == 0 {
+            return None;
+        }
+        *self.turn.lock().expect("poisoned") = Some(turn);
+        Some(Claim {
+            replica_id: worker.replica_id(),
+            labels: &self.claims.labels,
+            limit: free as i64,
+            heartbeat_timeout: self.claims.heartbeat_timeout,
+        })
+    }
 }
 
 pub struct Promoter {
@@ -80,24 +111,13 @@ impl Promoter {
             self.nodes = Some((Instant::now(), labels));
         }
         let nodes = &self.nodes.as_ref().expect("just set").1;
-        // As the claimer: only a replica that can prove it is alive takes
-        // work, and only in its turn, into the slots free then.
-        let turn = self
-            .claims
-            .as_ref()
-            .filter(|c| c.worker.ownership().provable())
-            .and_then(|c| Some((c, c.worker.try_claim_turn()?)))
-            .map(|(c, turn)| (c, turn, c.worker.free_slots()))
-            .filter(|(_, _, free)| *free > 0);
-        let claim = turn.as_ref().map(|(c, _, free)| Claim {
-            replica_id: c.worker.replica_id(),
-            labels: &c.labels,
-            limit: *free as i64,
-            heartbeat_timeout: c.heartbeat_timeout,
+        let turn = self.claims.as_ref().map(|claims| RoundTurn {
+            claims,
+            turn: Mutex::new(None),
         });
         let mut report = self
             .store
-            .run_promote_round(nodes, claim.as_ref(), now)
+            .run_promote_round(nodes, turn.as_ref().map(|t| t as &dyn RoundClaims), now)
             .await?;
         if report.promoted > 0 {
             tracing::debug!(
@@ -107,8 +127,9 @@ impl Promoter {
                 "promoted runs"
             );
         }
-        if let (Some((c, _turn, _)), Some(at)) = (turn, report.claimed_at) {
-            c.worker.spawn_all(std::mem::take(&mut report.claimed), at);
+        if let (Some(turn), Some(at)) = (turn, report.claimed_at) {
+            let claimed = std::mem::take(&mut report.claimed);
+            turn.claims.worker.spawn_all(claimed, at);
         }
         Ok(report)
     }

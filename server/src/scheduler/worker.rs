@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use app::model::RunStatus;
-use tokio::sync::{Mutex as AsyncMutex, MutexGuard, Notify, mpsc};
+use tokio::sync::{Mutex as AsyncMutex, MutexGuard, Notify, OwnedMutexGuard, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
@@ -49,7 +49,7 @@ pub struct Worker {
     max_log_bytes: usize,
     running: RunTable,
     /// Held by whoever claims for this replica ([`Worker::claim_turn`]).
-    claiming: AsyncMutex<()>,
+    claiming: Arc<AsyncMutex<()>>,
     /// Runs stopped by shutdown, to hand back once their executions ended.
     handed: Mutex<Vec<i64>>,
     finishes: mpsc::UnboundedSender<Finish>,
@@ -78,7 +78,7 @@ impl Worker {
             shutdown_grace: config.shutdown_grace,
             max_log_bytes: config.max_log_bytes,
             running: RunTable::default(),
-            claiming: AsyncMutex::new(()),
+            claiming: Arc::default(),
             handed: Mutex::new(Vec::new()),
             finishes,
             finish_queue: Mutex::new(Some(queue)),
@@ -189,9 +189,10 @@ impl Worker {
     }
 
     /// [`Worker::claim_turn`] if no claim is in flight: a round does not
-    /// wait for the claimer, it leaves its runs AVAILABLE instead.
-    pub fn try_claim_turn(&self) -> Option<MutexGuard<'_, ()>> {
-        self.claiming.try_lock().ok()
+    /// wait for the claimer, it leaves its runs AVAILABLE instead. Owned,
+    /// so the round can keep it until its runs are spawned.
+    pub fn try_claim_turn(&self) -> Option<OwnedMutexGuard<()>> {
+        self.claiming.clone().try_lock_owned().ok()
     }
 
     /// Ids of runs this replica is executing.

@@ -783,8 +783,10 @@ pub(crate) use active_runs;
 /// round trips in every round. The first branch types the columns that
 /// only the last one fills: PostgreSQL resolves a union's types branch by
 /// branch, and two untyped NULLs make text.
-pub const ROUND_CONTEXT: &str = concat!(
-    "SELECT 'plan' AS kind, id AS plan_id, NULL AS target, NULL AS capacity, paused_by,
+macro_rules! round_context_sql {
+    () => {
+        concat!(
+            "SELECT 'plan' AS kind, id AS plan_id, NULL AS target, NULL AS capacity, paused_by,
         paused_at, CAST(NULL AS BOOLEAN) AS exclusive, CAST(NULL AS BIGINT) AS holder,
         CAST(NULL AS BIGINT) AS last, CAST(NULL AS BIGINT) AS n
     FROM plan WHERE paused_by IS NOT NULL
@@ -793,9 +795,15 @@ pub const ROUND_CONTEXT: &str = concat!(
     FROM target_setting
     UNION ALL
     SELECT 'hold', NULL, target, NULL, NULL, NULL, exclusive, MIN(id), MAX(id), COUNT(*) FROM (",
-    active_runs!(),
-    ") a GROUP BY target, exclusive"
-);
+            $crate::store::gates::active_runs!(),
+            ") a GROUP BY target, exclusive"
+        )
+    };
+}
+pub(crate) use round_context_sql;
+
+/// [`round_context_sql`]'s statement.
+pub const ROUND_CONTEXT: &str = round_context_sql!();
 
 /// Promoter round: versioned tasks whose latest run ended FAILED or
 /// CANCELED and that nobody skipped (gate 2's halt), read through the

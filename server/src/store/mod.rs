@@ -98,6 +98,20 @@ pub struct Claim<'a> {
     pub heartbeat_timeout: Duration,
 }
 
+/// Who a promotion round may claim for. Asked only once the round has
+/// runs to promote, just before it writes them: a round with none takes
+/// nothing from the replica, whose claimer may be waiting for its turn.
+pub trait RoundClaims: Send + Sync {
+    /// The claim, or `None` when the replica takes nothing now.
+    fn claim(&self) -> Option<Claim<'_>>;
+}
+
+impl RoundClaims for Claim<'_> {
+    fn claim(&self) -> Option<Claim<'_>> {
+        Some(self.clone())
+    }
+}
+
 /// A run a replica has just claimed, with what it needs to execute it.
 #[derive(Debug, Clone)]
 pub struct ClaimedRun {
@@ -318,14 +332,15 @@ pub trait Store: Send + Sync + 'static {
     // ---- the scheduler ----
 
     /// One promotion round (SPEC §3), serialised across replicas. With a
-    /// `claim`, the round also claims for that replica, up to its limit,
+    /// `claim` that grants one, the round also claims for that replica, up
+    /// to its limit,
     /// the promoted runs it may execute, oldest first: they go from
     /// PENDING to RUNNING in the round's transaction, with both events,
     /// instead of waiting AVAILABLE for a claimer to wake and ask.
     async fn run_promote_round(
         &self,
         nodes: &NodeLabels,
-        claim: Option<&Claim<'_>>,
+        claim: Option<&dyn RoundClaims>,
         now: Ts,
     ) -> Result<PromoteReport>;
     /// Claims up to `claim.limit` AVAILABLE runs this replica may execute.

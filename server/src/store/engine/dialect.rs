@@ -24,7 +24,7 @@ use super::Shared;
 use super::audit::Asked;
 use crate::plan::NewPlan;
 use crate::secret::Secret;
-use crate::store::gates::{Decisions, PendingRun};
+use crate::store::gates::{ContextRow, Decisions, PendingRun, ROUND_CONTEXT};
 use crate::store::liveness::SweepCandidate;
 use crate::store::notify::NotifyTargets;
 use crate::store::rows::{ClaimRow, FinishedRow};
@@ -325,6 +325,21 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// A round's PENDING runs ([`Dialect::PENDING_RUNS`]), in any order.
     async fn pending_runs(tx: &mut Self::Tx) -> Result<Vec<PendingRun>> {
         Self::fetch_all(tx, Self::PENDING_RUNS.into(), &[]).await
+    }
+
+    /// A round's first reads: its PENDING runs ([`Dialect::pending_runs`])
+    /// and, when there are any, the brakes and target holders
+    /// ([`gates::ROUND_CONTEXT`]). Two statements here; one where that
+    /// saves a round trip (PostgreSQL).
+    ///
+    /// [`gates::ROUND_CONTEXT`]: crate::store::gates::ROUND_CONTEXT
+    async fn round_reads(tx: &mut Self::Tx) -> Result<(Vec<PendingRun>, Vec<ContextRow>)> {
+        let pending = Self::pending_runs(tx).await?;
+        if pending.is_empty() {
+            return Ok((pending, Vec::new()));
+        }
+        let context = Self::fetch_all(tx, ROUND_CONTEXT.into(), &[]).await?;
+        Ok((pending, context))
     }
 
     /// Takes the promotion round's lock for `tx`, waiting up to `limit`

@@ -10,19 +10,19 @@ use super::{Dialect, dependencies};
 use crate::store::gates::{self, Decisions, NodeLabels, PendingRun};
 use crate::store::rows::ClaimRow;
 use crate::store::signals::Signal;
-use crate::store::{Claim, PromoteReport, Result, Ts};
+use crate::store::{Claim, PromoteReport, Result, RoundClaims, Ts};
 
 pub async fn run_promote_round<D: Dialect>(
     d: &D,
     nodes: &NodeLabels,
-    claim: Option<&Claim<'_>>,
+    claim: Option<&dyn RoundClaims>,
     now: Ts,
 ) -> Result<PromoteReport> {
     // One promoter at a time across replicas: a round that finds the
     // lock taken reads no runs and ends here (the holder hears the same
     // wake-ups and runs another).
     let mut tx = d.round_begin().await?;
-    let mut pending = D::pending_runs(&mut tx).await?;
+    let (mut pending, context) = D::round_reads(&mut tx).await?;
     if pending.is_empty() {
         // Ended here, not dropped: a dropped transaction's ROLLBACK waits
         // for its connection's return to the pool, and until then the
@@ -38,7 +38,6 @@ pub async fn run_promote_round<D: Dialect>(
     // reading them apart from the runs cannot see a half-made change.
     // Holders read after the runs can only be fewer (runs that ended in
     // between), never more: only a round adds them.
-    let context = D::fetch_all(&mut tx, gates::ROUND_CONTEXT.into(), &[]).await?;
     let (brakes, targets) = gates::Brakes::from_context(context)?;
     brakes.apply(&mut pending);
     let needed = gates::Summaries::needed_by(&pending);
@@ -54,11 +53,16 @@ pub async fn run_promote_round<D: Dialect>(
         holders.halts = D::fetch_all(&mut tx, gates::HALTS.into(), &[]).await?;
     }
     let mut decided = gates::evaluate(&pending, &holders, nodes, now);
-    let to_claim = claim.map_or_else(Vec::new, |c| claimable(&pending, &mut decided, c));
+    let claim = claim
+        .filter(|_| !decided.promote.is_empty())
+        .and_then(|c| c.claim());
+    let to_claim = claim
+        .as_ref()
+        .map_or_else(Vec::new, |c| claimable(&pending, &mut decided, c));
     let left_available = D::round_write(&mut tx, &decided, now).await?;
     let mut claimed_at = None;
     let mut claimed = Vec::new();
-    if let Some(c) = claim.filter(|_| !to_claim.is_empty()) {
+    if let Some(c) = claim.as_ref().filter(|_| !to_claim.is_empty()) {
         // Stamped here, the round's lock held: these runs are this
         // replica's from the statement on, as a claimer's are once it
         // holds the claim lock. Never before the promotion's own stamp.

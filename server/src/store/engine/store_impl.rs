@@ -21,7 +21,8 @@ use crate::store::signals::Signals;
 use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{
     Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, Person, PromoteReport, PruneCursor,
-    PruneReport, PruneScan, ReplicaInfo, ReplicaRecord, Result, Store, StoreError, TickReport, Ts,
+    PruneReport, PruneScan, ReplicaInfo, ReplicaRecord, Result, RoundClaims, Store, StoreError,
+    TickReport, Ts,
 };
 
 #[async_trait::async_trait]
@@ -262,7 +263,7 @@ impl<D: Dialect> Store for D {
     async fn run_promote_round(
         &self,
         nodes: &NodeLabels,
-        claim: Option<&Claim<'_>>,
+        claim: Option<&dyn RoundClaims>,
         now: Ts,
     ) -> Result<PromoteReport> {
         promote::run_promote_round(self, nodes, claim, now).await

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Postgres, Transaction};
 
 use crate::plan::NewPlan;
@@ -17,7 +17,7 @@ use crate::store::dashboard::{self};
 use crate::store::engine::audit::Asked;
 use crate::store::engine::dialect::arguments;
 use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
-use crate::store::gates::{self, Decisions};
+use crate::store::gates::{self, ContextRow, Decisions, PendingRun};
 use crate::store::liveness::SweepCandidate;
 use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::signals::{CHANNEL, Signal};
@@ -360,6 +360,45 @@ const ROUND_CLAIM: Planned = Planned {
     SELECT * FROM claimed WHERE set_config('synchronous_commit', 'on', true) = 'on' ORDER BY id"
     ),
 };
+
+/// Who: the promoter, after [`ROUND_BEGIN`]: the round's PENDING runs
+/// ([`Dialect::PENDING_RUNS`]) and, when there are any, its brakes and
+/// target holders ([`gates::ROUND_CONTEXT`]), as one statement: one round
+/// trip fewer between a submit and its run's start, and one snapshot for
+/// both. Each row is a run or a context row (`kind`, [`RoundRow`]); the
+/// context's columns follow the run's, NULL on a run's row and the other
+/// way round.
+const ROUND_READS: &str = concat!(
+    "WITH pending AS MATERIALIZED (",
+    gates::pending_runs_sql!(holds_lock_sql!("baton.round_locked")),
+    ")
+    SELECT 'run' AS kind, pending.*, CAST(NULL AS BIGINT) AS capacity, CAST(NULL AS TEXT) AS paused_by,
+        CAST(NULL AS TIMESTAMPTZ) AS paused_at, CAST(NULL AS BIGINT) AS holder,
+        CAST(NULL AS BIGINT) AS last, CAST(NULL AS BIGINT) AS n
+    FROM pending
+    UNION ALL
+    SELECT c.kind, NULL, NULL, c.plan_id, c.target, c.exclusive, NULL, NULL, NULL, NULL, NULL,
+        NULL, NULL, NULL, NULL, NULL, c.capacity, c.paused_by, c.paused_at, c.holder, c.last, c.n
+    FROM (",
+    gates::round_context_sql!(),
+    ") c WHERE EXISTS (SELECT FROM pending)"
+);
+
+/// A row of [`ROUND_READS`].
+enum RoundRow {
+    Run(PendingRun),
+    Context(ContextRow),
+}
+
+impl<'r> sqlx::FromRow<'r, PgRow> for RoundRow {
+    fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
+        use sqlx::Row;
+        Ok(match row.try_get::<&str, _>("kind")? {
+            "run" => RoundRow::Run(PendingRun::from_row(row)?),
+            _ => RoundRow::Context(ContextRow::from_row(row)?),
+        })
+    }
+}
 
 /// Who: each replica's run heartbeat, one statement for all its runs.
 /// Hash-joined, like [`FINISH`].
@@ -711,6 +750,19 @@ impl Dialect for PgStore {
 
     const PENDING_RUNS: &'static str =
         gates::pending_runs_sql!(holds_lock_sql!("baton.round_locked"));
+
+    async fn round_reads(tx: &mut Self::Tx) -> Result<(Vec<PendingRun>, Vec<ContextRow>)> {
+        let rows: Vec<RoundRow> = sqlx::query_as(ROUND_READS).fetch_all(&mut **tx).await?;
+        let mut pending = Vec::with_capacity(rows.len());
+        let mut context = Vec::new();
+        for row in rows {
+            match row {
+                RoundRow::Run(run) => pending.push(run),
+                RoundRow::Context(row) => context.push(row),
+            }
+        }
+        Ok((pending, context))
+    }
 
     async fn promoter_lock_wait(tx: &mut Self::Tx, limit: Duration) -> Result<()> {
         // A waiting request queues ahead of later try-locks, so promoters

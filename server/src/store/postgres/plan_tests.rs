@@ -10,7 +10,8 @@ use serde_json::Value;
 use sqlx::Row;
 
 use super::{
-    CLAIM, CLAIM_TRIED, FINISH, PROMOTE, PgStore, Planned, ROUND_BEGIN, ROUND_CLAIM, RUN_HEARTBEAT,
+    CLAIM, CLAIM_TRIED, FINISH, PROMOTE, PgStore, Planned, ROUND_BEGIN, ROUND_CLAIM, ROUND_READS,
+    RUN_HEARTBEAT,
 };
 use crate::store::Store;
 use crate::store::scratch::Scratch;
@@ -366,32 +367,25 @@ async fn a_rounds_reads_are_never_jit_compiled() {
         .execute(&store.pool)
         .await
         .expect("a target setting");
-    let mut texts = Vec::new();
-    for sql in [
-        <PgStore as crate::store::engine::Dialect>::PENDING_RUNS,
-        crate::store::gates::ROUND_CONTEXT,
-    ] {
-        let mut tx = store.begin(ROUND_BEGIN).await.expect("the round");
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN (ANALYZE, FORMAT JSON) {sql}"
-        )))
-        .fetch_one(&mut *tx)
-        .await
-        .expect("explain");
-        texts.push(row.try_get_unchecked::<String, _>(0).expect("plan text"));
-        tx.rollback().await.expect("rollback");
-    }
+    // The PENDING runs and the brakes and holders, read as one statement.
+    let mut tx = store.begin(ROUND_BEGIN).await.expect("the round");
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {ROUND_READS}"
+    )))
+    .fetch_one(&mut *tx)
+    .await
+    .expect("explain");
+    let text = row.try_get_unchecked::<String, _>(0).expect("plan text");
+    tx.rollback().await.expect("rollback");
     scratch.drop_database().await.expect("drop");
 
-    for text in texts {
-        let explained: Value = serde_json::from_str(&text).expect("plan json");
-        assert!(
-            explained[0].get("JIT").is_none(),
-            "a round's read was JIT-compiled:\n{text}"
-        );
-        let rows = count(&explained[0]["Plan"], "Actual Rows");
-        assert!(rows > 0, "the read found nothing to read:\n{text}");
-    }
+    let explained: Value = serde_json::from_str(&text).expect("plan json");
+    assert!(
+        explained[0].get("JIT").is_none(),
+        "a round's read was JIT-compiled:\n{text}"
+    );
+    let rows = count(&explained[0]["Plan"], "Actual Rows");
+    assert!(rows > 0, "the read found nothing to read:\n{text}");
 }
 
 /// Outside a round, the planner's own choice can cost past the JIT
