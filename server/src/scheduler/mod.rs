@@ -164,10 +164,10 @@ impl Replica {
     /// Shutdown order: `shutdown` stops claiming and leading at once (the
     /// lease is released so another replica leads without waiting); once
     /// the claimer and the promoter (whose rounds claim too) have returned
-    /// (a claim in flight commits first), the worker drains within the grace period and hands back what is left;
-    /// only then do the heartbeat (which deletes the replica's row) and the
-    /// wake-up listener stop, so the sweeper never sees a draining replica
-    /// as dead.
+    /// (a claim in flight commits first), the worker drains within the
+    /// grace period and hands back what is left; only then do the heartbeat
+    /// (which deletes the replica's row) and the wake-up listener stop, so
+    /// the sweeper never sees a draining replica as dead.
     pub async fn start(
         store: Arc<dyn Store>,
         info: ReplicaInfo,

@@ -333,10 +333,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// One promotion round (SPEC §3), serialised across replicas. With a
     /// `claim` that grants one, the round also claims for that replica, up
-    /// to its limit,
-    /// the promoted runs it may execute, oldest first: they go from
-    /// PENDING to RUNNING in the round's transaction, with both events,
-    /// instead of waiting AVAILABLE for a claimer to wake and ask.
+    /// to its limit, the promoted runs it may execute, oldest first: they
+    /// go from PENDING to RUNNING in the round's transaction, with both
+    /// events, instead of waiting AVAILABLE for a claimer to wake and ask.
     async fn run_promote_round(
         &self,
         nodes: &NodeLabels,
