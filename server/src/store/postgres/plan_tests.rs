@@ -248,19 +248,31 @@ async fn a_run_heartbeat_reads_each_run_once_under_stale_statistics() {
     }
 }
 
+/// A round's writes look up each run they move: the promotion by the
+/// PENDING index, and the runs it claims for its own replica the same way,
+/// each joined to its task by key.
 #[tokio::test]
-async fn a_promotion_looks_up_each_run_it_promotes_under_stale_statistics() {
+async fn a_round_looks_up_each_run_it_writes_under_stale_statistics() {
     let scratch = Scratch::postgres_for_tests().await;
     // The last ANALYZE saw nothing PENDING: the PENDING index looks empty.
     let store = stale_statistics(&scratch, "PENDING", 0).await;
-    let args = format!(
-        "{}, 'scheduler', now(), 'plan_tests', 'available'",
-        batch_ids(0)
-    );
+    let ids = batch_ids(0);
     let mut plans = Vec::new();
-    for mode in BOTH_PLANS {
-        let types = "bigint[], text, timestamptz, text, text";
-        plans.push(explain(&store, &PROMOTE, types, &args, mode).await);
+    for (statement, types, args) in [
+        (
+            &PROMOTE,
+            "bigint[], text, timestamptz, text, text",
+            format!("{ids}, 'scheduler', now(), 'plan_tests', 'available'"),
+        ),
+        (
+            &ROUND_CLAIM,
+            "text, bigint[], timestamptz, timestamptz, bigint, text",
+            format!("'{REPLICA}', {ids}, now(), now(), 10000, 'scheduler'"),
+        ),
+    ] {
+        for mode in BOTH_PLANS {
+            plans.push(explain(&store, statement, types, &args, mode).await);
+        }
     }
     scratch.drop_database().await.expect("drop");
 
@@ -289,29 +301,6 @@ fn assert_probed_per_run(text: &str) {
                 5 * BATCH
             );
         }
-    }
-}
-
-/// The runs a round claims for its replica are looked up like the ones it
-/// promotes, each joined to its task by key.
-#[tokio::test]
-async fn a_round_claim_looks_up_each_run_it_claims_under_stale_statistics() {
-    let scratch = Scratch::postgres_for_tests().await;
-    let store = stale_statistics(&scratch, "PENDING", 0).await;
-    let args = format!(
-        "'{REPLICA}', {}, now(), now(), 10000, 'scheduler'",
-        batch_ids(0)
-    );
-    let mut plans = Vec::new();
-    for mode in BOTH_PLANS {
-        let types = "text, bigint[], timestamptz, timestamptz, bigint, text";
-        plans.push(explain(&store, &ROUND_CLAIM, types, &args, mode).await);
-    }
-    scratch.drop_database().await.expect("drop");
-
-    for text in plans {
-        assert_linear(&text, BATCH, BATCH, false);
-        assert_probed_per_run(&text);
     }
 }
 
