@@ -103,6 +103,8 @@ impl Promoter {
         self
     }
 
+    /// One round; the runs it claimed are handed to the worker, so the
+    /// report's `claimed` comes back empty.
     pub async fn run_once(&mut self) -> anyhow::Result<PromoteReport> {
         let now = Ts::now();
         let fresh = matches!(&self.nodes, Some((at, _)) if at.elapsed() < self.nodes_max_age);

@@ -34,6 +34,7 @@ per_backend!(cases:
     racing_promoters_promote_nothing_paused_or_halted,
     a_replica_stopped_mid_claim_strands_no_run,
     a_replica_never_runs_more_than_its_workers,
+    the_leaders_round_starts_what_it_claims_only_for_a_live_replica,
 );
 
 /// Counts executions in flight and the most seen at once.
@@ -844,6 +845,78 @@ mod cases {
             "{most} runs executed at once on {WORKERS} workers"
         );
         assert_eq!(most, WORKERS, "the slots were all used");
+    }
+
+    /// The promoter hands the runs its round claims to its replica's
+    /// worker, up to the free slots; a replica that cannot prove it is
+    /// alive claims nothing in its rounds, and its runs wait AVAILABLE.
+    pub async fn the_leaders_round_starts_what_it_claims_only_for_a_live_replica(kind: Kind) {
+        use baton::liveness::LeaderLease;
+        use baton::scheduler::{Promoter, Worker};
+        let db = TestDb::new(kind).await;
+        let store = db.store().await;
+        let config = SchedulerConfig {
+            workers: 2,
+            // Ownership lapses 300 ms after the last recorded heartbeat.
+            heartbeat_interval: Duration::from_millis(100),
+            stale_after: Duration::from_millis(400),
+            ..SchedulerConfig::default()
+        };
+        let worker = Arc::new(Worker::new(
+            store.clone(),
+            "r-lead".into(),
+            Registry::builtin(),
+            &config,
+        ));
+        let (_, leadership) =
+            LeaderLease::new(store.clone(), "r-lead".into(), Duration::from_secs(6));
+        let mut promoter = Promoter::new(store.clone(), leadership, &config)
+            .claiming_for(worker.clone(), Vec::new());
+        let tasks = |name: &str| -> Vec<serde_json::Value> {
+            (0..3)
+                .map(|i| json!({"name": format!("t{i}"), "target": format!("{name}-{i}"), "sleep": "30s"}))
+                .collect()
+        };
+        // Unproven for longer than the replica may trust its ownership.
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        let first = store
+            .plan_insert(
+                &plan(json!({"name": "unproven", "tasks": tasks("u")})),
+                "test".into(),
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(promoter.run_once().await.unwrap().promoted, 3);
+        assert!(worker.running_ids().is_empty(), "nothing started");
+        let view = store.plan_get(first).await.unwrap();
+        assert!(view.tasks.iter().all(|t| t.status == TaskStatus::Available));
+
+        // Proven again: the round claims two (its free slots) and they start.
+        worker.ownership().proven(std::time::Instant::now());
+        let second = store
+            .plan_insert(
+                &plan(json!({"name": "proven", "tasks": tasks("p")})),
+                "test".into(),
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(promoter.run_once().await.unwrap().promoted, 3);
+        let view = store.plan_get(second).await.unwrap();
+        let statuses: Vec<_> = view.tasks.iter().map(|t| t.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                TaskStatus::Running,
+                TaskStatus::Running,
+                TaskStatus::Available
+            ]
+        );
+        let mut running = worker.running_ids();
+        running.sort_unstable();
+        let claimed: Vec<i64> = view.tasks[..2].iter().map(|t| t.run_id.unwrap()).collect();
+        assert_eq!(running, claimed, "the worker runs what the round claimed");
     }
 
     /// A replica told to stop while its claimer is busy: a claim in flight
