@@ -48,6 +48,16 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
     );
     out.sample("baton_replica_runs_claimed_total", &[], counts.claimed);
     out.family(
+        "baton_replica_runs_claimed_in_round_total",
+        "counter",
+        "Of the runs this replica claimed, those its own promotion round claimed as it promoted them (on the leader, while it had free worker slots).",
+    );
+    out.sample(
+        "baton_replica_runs_claimed_in_round_total",
+        &[],
+        counts.claimed_in_round,
+    );
+    out.family(
         "baton_replica_runs_finished_total",
         "counter",
         "Runs this replica finished since it started, by final status.",

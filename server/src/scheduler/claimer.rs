@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::health::Probe;
-use super::{SchedulerConfig, Worker};
+use super::{Claimant, SchedulerConfig, Worker};
 use crate::store::{Claim, Store, Ts};
 
 pub struct Claimer {
@@ -76,7 +76,7 @@ impl Claimer {
         if n > 0 {
             tracing::debug!(claimed = n, free, "claimed runs");
         }
-        self.worker.spawn_all(claimed, sent);
+        self.worker.spawn_all(claimed, sent, Claimant::Claimer);
         Ok((n, free))
     }
 

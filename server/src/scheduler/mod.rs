@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use self::claimer::Claimer;
-pub use self::counters::{RunCounters, RunCounts};
+pub use self::counters::{Claimant, RunCounters, RunCounts};
 pub use self::health::{LoopHealth, Probe, Stalled};
 pub use self::ownership::Ownership;
 pub use self::promoter::Promoter;

@@ -18,7 +18,7 @@ use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
 
 use super::health::Probe;
-use super::{SchedulerConfig, Worker};
+use super::{Claimant, SchedulerConfig, Worker};
 use crate::liveness::Leadership;
 use crate::store::{Claim, NodeLabels, PromoteReport, RoundClaims, Store, Ts};
 
@@ -131,7 +131,7 @@ impl Promoter {
         }
         if let (Some(turn), Some(at)) = (turn, report.claimed_at) {
             let claimed = std::mem::take(&mut report.claimed);
-            turn.claims.worker.spawn_all(claimed, at);
+            turn.claims.worker.spawn_all(claimed, at, Claimant::Round);
         }
         Ok(report)
     }

@@ -24,7 +24,7 @@ use tokio::sync::{Mutex as AsyncMutex, MutexGuard, Notify, OwnedMutexGuard, mpsc
 use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
-use super::counters::RunCounters;
+use super::counters::{Claimant, RunCounters};
 use super::ownership::Ownership;
 use crate::executor::{LogSink, Outcome, Registry, RunContext, output};
 use crate::liveness::{RunHandle, RunHeartbeat, RunTable};
@@ -215,8 +215,13 @@ impl Worker {
     /// delayed connection: the deadline may already have passed and the
     /// sweeper failed the run and started its retry elsewhere) starts
     /// nothing; those runs are handed back, fenced, for another claim.
-    pub fn spawn_all(self: &Arc<Self>, claimed: Vec<ClaimedRun>, claimed_at: Instant) {
-        self.counters.claimed(claimed.len());
+    pub fn spawn_all(
+        self: &Arc<Self>,
+        claimed: Vec<ClaimedRun>,
+        claimed_at: Instant,
+        by: Claimant,
+    ) {
+        self.counters.claimed(claimed.len(), by);
         let now = Instant::now();
         let mut late = Vec::new();
         for run in claimed {

@@ -35,6 +35,7 @@ per_backend!(cases:
     a_replica_stopped_mid_claim_strands_no_run,
     a_replica_never_runs_more_than_its_workers,
     the_leaders_round_starts_what_it_claims_only_for_a_live_replica,
+    a_leading_replica_starts_what_its_rounds_promote,
 );
 
 /// Counts executions in flight and the most seen at once.
@@ -917,6 +918,74 @@ mod cases {
         running.sort_unstable();
         let claimed: Vec<i64> = view.tasks[..2].iter().map(|t| t.run_id.unwrap()).collect();
         assert_eq!(running, claimed, "the worker runs what the round claimed");
+        let counts = worker.counters().snapshot();
+        assert_eq!((counts.claimed, counts.claimed_in_round), (2, 2));
+    }
+
+    /// A running replica's promoter claims for that replica: on an idle
+    /// leader with free slots, every run its rounds promote starts without
+    /// the claimer (whose poll is an hour away, and which only a run left
+    /// AVAILABLE would wake), and `/metrics` counts them as the round's.
+    pub async fn a_leading_replica_starts_what_its_rounds_promote(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let store = db.store().await;
+        let config = SchedulerConfig {
+            workers: 4,
+            poll_interval: Duration::from_secs(3600),
+            ..SchedulerConfig::default()
+        };
+        let shutdown = CancellationToken::new();
+        // The replica's own store: on SQLite only it hears the submits at
+        // once (another store's would wait for the poll).
+        let running = Replica::start(
+            store.clone(),
+            replica("r-round", &[]),
+            config,
+            Registry::builtin(),
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        let done = |id: i64| {
+            let store = store.clone();
+            eventually(Duration::from_secs(30), "the plan DONE", move || {
+                let store = store.clone();
+                async move {
+                    (store.plan_get(id).await.unwrap().status == PlanStatus::Done).then_some(())
+                }
+            })
+        };
+        let submit = |name: String, tasks: Vec<serde_json::Value>| {
+            let store = store.clone();
+            async move {
+                store
+                    .plan_insert(
+                        &plan(json!({"name": name, "tasks": tasks})),
+                        "test".into(),
+                        Ts::now(),
+                    )
+                    .await
+                    .unwrap()
+            }
+        };
+        // Whichever claim starts the first plan (the lease may come after
+        // it), the claimer is asleep afterwards.
+        done(submit("warm-up".into(), noop_tasks(1)).await).await;
+        let before = running.view().counters.snapshot();
+        for p in 0..5 {
+            done(submit(format!("p{p}"), noop_tasks(3)).await).await;
+        }
+        let after = running.view().counters.snapshot();
+        assert_eq!(
+            (
+                after.claimed - before.claimed,
+                after.claimed_in_round - before.claimed_in_round
+            ),
+            (15, 15),
+            "every run started by the round that promoted it"
+        );
+        shutdown.cancel();
+        running.join().await.expect("no loop panicked");
     }
 
     /// A replica told to stop while its claimer is busy: a claim in flight
