@@ -87,6 +87,22 @@ async fn processes_work_both_phases_and_leave_no_database() {
         assert!(!line.contains("PostgreSQL -"), "{line}");
         assert!(!line.contains("replicas -"), "{line}");
     }
+    // Each phase says who ran its runs: every run counted once (with so
+    // few runs the leader may have run them all).
+    let shares: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("  runs per process: the leader "))
+        .collect();
+    assert_eq!(shares.len(), 2, "{stdout}");
+    for share in shares {
+        let (leader, others) = share.split_once("; the others ").expect(share);
+        let ran: u64 = std::iter::once(leader)
+            .chain(others.split(", "))
+            .filter(|n| *n != "none")
+            .map(|n| n.parse::<u64>().unwrap_or_else(|_| panic!("{share}")))
+            .sum();
+        assert_eq!(ran, 300, "{share}");
+    }
     assert_eq!(scratch_databases_of(pid).await, Vec::<String>::new());
 }
 

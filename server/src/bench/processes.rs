@@ -18,7 +18,9 @@
 //! through a phase and counted over that same window, from the sample
 //! before it to the one after: the machine's per run, and PostgreSQL's
 //! processes' and the replicas' in cores; with the database near the
-//! machine's core count, more replicas cannot go faster.
+//! machine's core count, more replicas cannot go faster. With several
+//! processes, each phase then prints how many runs each one ran, the
+//! leader's first.
 
 use std::time::{Duration, Instant};
 
@@ -161,6 +163,9 @@ async fn measure(
             cores(used(|s| s.replicas), window),
             cores(used(|s| s.bench), window),
         );
+        if count > 1 {
+            println!("  {}", shares(&scratch.url, store.as_ref()).await?);
+        }
         Ok(())
     }
     .await;
@@ -223,4 +228,42 @@ async fn first_round(url: &str) -> anyhow::Result<Ts> {
             .fetch_one(&mut db)
             .await?;
     first.map(Ts).context("no run was promoted")
+}
+
+/// How the runs were shared out: how many each process ran, the
+/// leader's first. The leader's promotion rounds claim for its own free
+/// slots before the others hear of the runs (`engine::promote`), so its
+/// share shows how much that tilts the work.
+async fn shares(url: &str, store: &dyn Store) -> anyhow::Result<String> {
+    use sqlx::Connection;
+    let mut db = sqlx::PgConnection::connect(url).await?;
+    let ran: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT replica_id, COUNT(*) FROM task_run WHERE replica_id IS NOT NULL
+         GROUP BY replica_id ORDER BY COUNT(*) DESC, replica_id",
+    )
+    .fetch_all(&mut db)
+    .await?;
+    let leader = store.lease_get(LEADER_LEASE).await?.map(|l| l.holder);
+    let (led, others): (Vec<_>, Vec<_>) = ran
+        .iter()
+        .partition(|(replica, _)| Some(replica) == leader.as_ref());
+    let counts = |runs: &[&(String, i64)]| {
+        runs.iter()
+            .map(|(_, n)| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Ok(format!(
+        "runs per process: the leader {}; the others {}",
+        if led.is_empty() {
+            "none".into()
+        } else {
+            counts(&led)
+        },
+        if others.is_empty() {
+            "none".into()
+        } else {
+            counts(&others)
+        },
+    ))
 }
