@@ -21,6 +21,7 @@ use axum::response::IntoResponse;
 
 use super::ApiState;
 use crate::liveness::replica_views;
+use crate::scheduler::RunCounts;
 use crate::store::Ts;
 
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -40,45 +41,7 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
         1,
     );
 
-    let counts = state.counters.snapshot();
-    out.family(
-        "baton_replica_runs_claimed_total",
-        "counter",
-        "Runs this replica claimed since it started.",
-    );
-    out.sample("baton_replica_runs_claimed_total", &[], counts.claimed);
-    out.family(
-        "baton_replica_runs_claimed_in_round_total",
-        "counter",
-        "Of the runs this replica claimed, those its own promotion round claimed as it promoted them (on the leader, while it had free worker slots).",
-    );
-    out.sample(
-        "baton_replica_runs_claimed_in_round_total",
-        &[],
-        counts.claimed_in_round,
-    );
-    out.family(
-        "baton_replica_runs_finished_total",
-        "counter",
-        "Runs this replica finished since it started, by final status.",
-    );
-    for (status, n) in [
-        (RunStatus::Done, counts.done),
-        (RunStatus::Failed, counts.failed),
-        (RunStatus::Canceled, counts.canceled),
-    ] {
-        out.sample(
-            "baton_replica_runs_finished_total",
-            &[("status", status.as_str())],
-            n,
-        );
-    }
-    out.family(
-        "baton_replica_finishes_fenced_total",
-        "counter",
-        "Finishes this replica did not record because the run was no longer its own (canceled or swept meanwhile).",
-    );
-    out.sample("baton_replica_finishes_fenced_total", &[], counts.fenced);
+    process_counters(&mut out, state.counters.snapshot());
 
     let live = state.live.stats();
     out.family(
@@ -173,6 +136,48 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], out.text)
 }
 
+/// This process's counters since it started ([`RunCounts`]).
+fn process_counters(out: &mut Exposition, counts: RunCounts) {
+    out.family(
+        "baton_replica_runs_claimed_total",
+        "counter",
+        "Runs this replica claimed since it started.",
+    );
+    out.sample("baton_replica_runs_claimed_total", &[], counts.claimed);
+    out.family(
+        "baton_replica_runs_claimed_in_round_total",
+        "counter",
+        "Of the runs this replica claimed, those its own promotion round claimed as it promoted them (on the leader, while it had free worker slots).",
+    );
+    out.sample(
+        "baton_replica_runs_claimed_in_round_total",
+        &[],
+        counts.claimed_in_round,
+    );
+    out.family(
+        "baton_replica_runs_finished_total",
+        "counter",
+        "Runs this replica finished since it started, by final status.",
+    );
+    for (status, n) in [
+        (RunStatus::Done, counts.done),
+        (RunStatus::Failed, counts.failed),
+        (RunStatus::Canceled, counts.canceled),
+    ] {
+        out.sample(
+            "baton_replica_runs_finished_total",
+            &[("status", status.as_str())],
+            n,
+        );
+    }
+    out.family(
+        "baton_replica_finishes_fenced_total",
+        "counter",
+        "Finishes this replica did not record because the run was no longer its own (canceled or swept meanwhile).",
+    );
+    out.sample("baton_replica_finishes_fenced_total", &[], counts.fenced);
+}
+
 /// The exposition text, one metric family after another.
 #[derive(Default)]
 struct Exposition {
@@ -223,6 +228,37 @@ mod tests {
              baton_runs{status=\"PENDING\"} 3\n\
              baton_x{a=\"q\\\"b\\\\c\\nd\",z=\"1\"} 0\n\
              baton_y 7\n"
+        );
+    }
+
+    /// Each counter is exposed under its own name: a test against a
+    /// running server cannot tell them apart (who claims a run there
+    /// depends on timing), so this one gives each a different value.
+    #[test]
+    fn process_counters_expose_each_count_under_its_name() {
+        let mut out = Exposition::default();
+        process_counters(
+            &mut out,
+            RunCounts {
+                claimed: 7,
+                claimed_in_round: 5,
+                done: 4,
+                failed: 2,
+                canceled: 1,
+                fenced: 3,
+            },
+        );
+        let samples: Vec<&str> = out.text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            samples,
+            [
+                "baton_replica_runs_claimed_total 7",
+                "baton_replica_runs_claimed_in_round_total 5",
+                "baton_replica_runs_finished_total{status=\"DONE\"} 4",
+                "baton_replica_runs_finished_total{status=\"FAILED\"} 2",
+                "baton_replica_runs_finished_total{status=\"CANCELED\"} 1",
+                "baton_replica_finishes_fenced_total 3",
+            ]
         );
     }
 }

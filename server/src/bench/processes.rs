@@ -247,23 +247,17 @@ async fn shares(url: &str, store: &dyn Store) -> anyhow::Result<String> {
     let (led, others): (Vec<_>, Vec<_>) = ran
         .iter()
         .partition(|(replica, _)| Some(replica) == leader.as_ref());
-    let counts = |runs: &[&(String, i64)]| {
-        runs.iter()
+    let counts = |runs: Vec<&(String, i64)>| match runs.is_empty() {
+        true => "none".to_owned(),
+        false => runs
+            .iter()
             .map(|(_, n)| n.to_string())
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", "),
     };
     Ok(format!(
         "runs per process: the leader {}; the others {}",
-        if led.is_empty() {
-            "none".into()
-        } else {
-            counts(&led)
-        },
-        if others.is_empty() {
-            "none".into()
-        } else {
-            counts(&others)
-        },
+        counts(led),
+        counts(others)
     ))
 }

@@ -70,3 +70,11 @@ pub fn noop_tasks(n: usize) -> Vec<serde_json::Value> {
         .map(|i| serde_json::json!({"name": format!("t{i}"), "target": format!("x{i}"), "sleep": "0s"}))
         .collect()
 }
+
+/// Waits (up to 30 s) until plan `id` is DONE.
+pub async fn plan_done(store: &dyn Store, id: i64) {
+    crate::common::eventually(Duration::from_secs(30), "the plan DONE", || async move {
+        (store.plan_get(id).await.unwrap().status == app::model::PlanStatus::Done).then_some(())
+    })
+    .await;
+}

@@ -20,7 +20,9 @@ use baton::store::{NodeLabels, ReplicaInfo, Store, StoreError, Ts};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::store::{claim, failed, noop_tasks, promote, promote_and_claim, replica};
+use crate::common::store::{
+    claim, failed, noop_tasks, plan_done, promote, promote_and_claim, replica,
+};
 use crate::common::{self, Kind, TestDb, eventually, invariants, plan};
 use crate::per_backend;
 
@@ -829,14 +831,7 @@ mod cases {
             tokio::time::sleep(Duration::from_millis(4)).await;
         }
         for id in ids {
-            let store = store.clone();
-            eventually(Duration::from_secs(30), "every plan done", || {
-                let store = store.clone();
-                async move {
-                    (store.plan_get(id).await.unwrap().status == PlanStatus::Done).then_some(())
-                }
-            })
-            .await;
+            plan_done(store.as_ref(), id).await;
         }
         shutdown.cancel();
         running.join().await.expect("no loop panicked");
@@ -946,15 +941,6 @@ mod cases {
         )
         .await
         .unwrap();
-        let done = |id: i64| {
-            let store = store.clone();
-            eventually(Duration::from_secs(30), "the plan DONE", move || {
-                let store = store.clone();
-                async move {
-                    (store.plan_get(id).await.unwrap().status == PlanStatus::Done).then_some(())
-                }
-            })
-        };
         let submit = |name: String, tasks: Vec<serde_json::Value>| {
             let store = store.clone();
             async move {
@@ -970,10 +956,14 @@ mod cases {
         };
         // Whichever claim starts the first plan (the lease may come after
         // it), the claimer is asleep afterwards.
-        done(submit("warm-up".into(), noop_tasks(1)).await).await;
+        plan_done(
+            store.as_ref(),
+            submit("warm-up".into(), noop_tasks(1)).await,
+        )
+        .await;
         let before = running.view().counters.snapshot();
         for p in 0..5 {
-            done(submit(format!("p{p}"), noop_tasks(3)).await).await;
+            plan_done(store.as_ref(), submit(format!("p{p}"), noop_tasks(3)).await).await;
         }
         let after = running.view().counters.snapshot();
         assert_eq!(
