@@ -122,3 +122,46 @@ fn a_killed_supervisor_takes_its_program_along() {
     child.wait().unwrap();
     wait_until_gone(&pids, Duration::from_secs(5));
 }
+
+/// A process that left the program's group (`setsid`), and one that made a
+/// group of its own (coreutils `timeout` does), both printed after the shell.
+const ESCAPING: &str = "setsid sleep 60 & a=$!; timeout 60 sleep 60 & echo $$ $a $!; wait";
+
+#[test]
+fn what_left_the_group_dies_with_a_closed_feed_a_quiet_one_or_a_stop() {
+    // A hostile trial saw such processes write on beside their run's
+    // retry after the replica was killed, frozen, or cancelled the run.
+    let (mut child, feed, pids) = supervise(60_000, ESCAPING);
+    assert_eq!(pids.len(), 3);
+    assert!(pids.iter().all(|p| running(*p)));
+    drop(feed);
+    wait_until_gone(&pids, Duration::from_secs(5));
+    child.wait().unwrap();
+
+    let (mut child, _feed, pids) = supervise(300, ESCAPING);
+    wait_until_gone(&pids, Duration::from_secs(5));
+    child.wait().unwrap();
+
+    // SIGTERM is how the replica cancels a run or ends it at its timeout.
+    let (mut child, _feed, pids) = supervise(60_000, ESCAPING);
+    // SAFETY: signalling the supervisor we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_until_gone(&pids, Duration::from_secs(5));
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let mut said = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut said).unwrap();
+    assert!(said.contains("the replica stopped the run"), "{said}");
+}
+
+#[test]
+fn what_the_program_left_behind_dies_when_it_exits() {
+    // The shell exits at once, its daemon still holding the output pipe:
+    // the run ends with the shell's status, and nothing of it runs on.
+    let (mut child, _feed, pids) = supervise(
+        60_000,
+        "setsid sh -c 'while :; do sleep 1; done' & echo $!; exit 4",
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(4));
+    wait_until_gone(&pids, Duration::from_secs(1));
+}

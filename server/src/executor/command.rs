@@ -1,7 +1,7 @@
-//! `command: {argv, env, cwd}` — runs a program in its own process group;
-//! exit code 0 is success. stdout and stderr go to the run's log line by
-//! line. On cancel the whole group gets SIGKILL, so a shell's children die
-//! with it.
+//! `command: {argv, env, cwd}` — runs a program under a supervisor
+//! ([`supervisor`]); exit code 0 is success. stdout and stderr go to the
+//! run's log line by line. When the program ends, or on cancel, everything
+//! it started dies with it, whatever process group it moved to.
 
 use std::process::Stdio;
 
@@ -14,6 +14,11 @@ use tokio::process::{ChildStdin, Command};
 use super::output::pump;
 use super::{CommandPolicy, Executor, Outcome, RunContext, supervisor};
 use crate::plan::CommandSpec;
+
+/// How long a cancelled command's supervisor may take to end it.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long the output may stay open after the command ended.
+const OUTPUT_DRAIN: Duration = Duration::from_secs(5);
 
 pub struct CommandExecutor {
     /// Checked again here: this replica may be stricter than the one that
@@ -31,7 +36,12 @@ impl Default for CommandExecutor {
     fn default() -> Self {
         CommandExecutor {
             policy: CommandPolicy::Any,
-            supervisor: std::env::current_exe().unwrap_or_else(|_| "baton".into()),
+            // This very image, whatever has happened to its file since:
+            // the path `current_exe` read at start-up failed every command
+            // ("cannot start `echo`") once the binary was moved, and an
+            // upgrade in place would have put the new version under the
+            // old replica.
+            supervisor: PathBuf::from("/proc/self/exe"),
             quiet: crate::scheduler::DEFAULT_STALE_AFTER / 2,
         }
     }
@@ -55,13 +65,18 @@ impl Executor for CommandExecutor {
         let Some((program, args)) = spec.argv.split_first() else {
             return Outcome::failed(None, "argv is empty");
         };
-        if let Err(why) = self.policy.allows(program) {
+        if let Err(why) = self.policy.allows(program, spec.env.keys()) {
             return Outcome::failed(None, why);
         }
+        // Quiet for less than the run's own heartbeat timeout too: a task
+        // may ask for 2 s where the replica allows 10 (a hostile trial had
+        // the run swept and retried while its command ran on, frozen but
+        // not yet quiet for long enough).
+        let quiet = self.quiet.min(ctx.heartbeat_timeout / 2);
         let mut command = Command::new(&self.supervisor);
         command
             .arg(supervisor::SUPERVISE_ARG)
-            .arg(self.quiet.as_millis().to_string())
+            .arg(quiet.as_millis().to_string())
             .arg(program)
             .args(args)
             .envs(&spec.env)
@@ -87,25 +102,35 @@ impl Executor for CommandExecutor {
             Ok(c) => c,
             Err(e) => return Outcome::failed(None, format!("cannot start `{program}`: {e}")),
         };
-        let pgid = child.id();
-        let feeder = tokio::spawn(feed(child.stdin.take(), supervisor::feed_every(self.quiet)));
+        let feeder = tokio::spawn(feed(child.stdin.take(), supervisor::feed_every(quiet)));
         let out = tokio::spawn(pump(child.stdout.take(), "stdout", ctx.log.clone()));
         let err = tokio::spawn(pump(child.stderr.take(), "stderr", ctx.log.clone()));
         let status = tokio::select! {
             status = child.wait() => status,
             _ = ctx.cancel.cancelled() => {
-                kill_group(pgid);
+                stop(&mut child).await;
                 feeder.abort();
-                let _ = child.wait().await;
                 return Outcome::failed(None, "interrupted");
             }
         };
         feeder.abort();
-        // Children that kept the pipes open would hold the readers forever:
-        // the group goes when its leader exits.
-        kill_group(pgid);
-        let _ = out.await;
-        let _ = err.await;
+        // The supervisor killed what the program left behind before it
+        // exited, so the pipes are closing. Should anything still hold one
+        // (a descriptor passed outside the tree), the run does not wait
+        // on it: a daemon with the command's stdout kept a run RUNNING
+        // until its deadline and its worker slot taken.
+        for pump in [out, err] {
+            if tokio::time::timeout(OUTPUT_DRAIN, pump).await.is_err() {
+                ctx.log.line(
+                    "stderr",
+                    format!(
+                        "[baton] the output was still open {} s after the command ended; \
+                     not waiting for more",
+                        OUTPUT_DRAIN.as_secs()
+                    ),
+                );
+            }
+        }
         match status {
             Ok(s) if s.success() => Outcome::done(Some(0)),
             Ok(s) => match s.code() {
@@ -131,12 +156,17 @@ async fn feed(pipe: Option<ChildStdin>, every: Duration) {
     }
 }
 
-fn kill_group(pgid: Option<u32>) {
-    if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()) {
-        // SAFETY: killpg only sends a signal; a stale group id at worst
-        // fails with ESRCH, which is ignored.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
+/// Ends the command: the supervisor kills everything below it (SIGTERM
+/// asks it to). One that does not exit in time is killed itself, the
+/// program with it (it dies with its parent).
+async fn stop(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: only signals; the supervisor is our child and not yet
+        // reaped, so its pid cannot belong to anyone else.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    if tokio::time::timeout(STOP_WAIT, child.wait()).await.is_err() {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
     }
 }

@@ -44,8 +44,22 @@ impl CommandPolicy {
         }
     }
 
-    /// `Err` says why `program` may not start here.
-    pub fn allows(&self, program: &str) -> Result<(), String> {
+    /// `Err` says why `program` may not start here with `env` (the
+    /// task's variables, by name).
+    pub fn allows<'a>(
+        &self,
+        program: &str,
+        mut env: impl Iterator<Item = &'a String>,
+    ) -> Result<(), String> {
+        if let CommandPolicy::Only(_) = self
+            && let Some(name) = env.find(|n| steers_program(n))
+        {
+            return Err(format!(
+                "a task may not set `{name}` on this server: with a list of allowed commands \
+                 (BATON_ALLOWED_COMMANDS), PATH and the loader's LD_* variables would choose \
+                 another program than the one named"
+            ));
+        }
         match self {
             CommandPolicy::Any => Ok(()),
             CommandPolicy::Only(allowed) if allowed.contains(program) => Ok(()),
@@ -67,13 +81,27 @@ impl CommandPolicy {
                 continue;
             };
             let program = command.argv.first().map_or("", String::as_str);
-            self.allows(program).map_err(|message| InvalidPlan {
-                message: format!("tasks[{i}].command.argv[0]: {message}"),
-                field: Some(format!("tasks[{i}].command.argv[0]")),
-            })?;
+            self.allows(program, std::iter::empty())
+                .map_err(|message| InvalidPlan {
+                    message: format!("tasks[{i}].command.argv[0]: {message}"),
+                    field: Some(format!("tasks[{i}].command.argv[0]")),
+                })?;
+            self.allows(program, command.env.keys())
+                .map_err(|message| InvalidPlan {
+                    message: format!("tasks[{i}].command.env: {message}"),
+                    field: Some(format!("tasks[{i}].command.env")),
+                })?;
         }
         Ok(())
     }
+}
+
+/// Where only some programs may start, a task's environment must not pick
+/// the program (`PATH`: `{"PATH": "/tmp/x"}` made `echo` run /tmp/x/echo)
+/// or inject code into it (the dynamic loader's `LD_PRELOAD` and kin,
+/// which also reached the supervisor).
+fn steers_program(name: &str) -> bool {
+    name == "PATH" || name.starts_with("LD_")
 }
 
 #[cfg(test)]
@@ -83,16 +111,30 @@ mod tests {
     #[test]
     fn programs_are_compared_as_written() {
         let policy = CommandPolicy::from_settings(false, &["psql".into(), "/usr/bin/env".into()]);
-        assert!(policy.allows("psql").is_ok());
-        assert!(policy.allows("/usr/bin/env").is_ok());
+        let none = || std::iter::empty();
+        assert!(policy.allows("psql", none()).is_ok());
+        assert!(policy.allows("/usr/bin/env", none()).is_ok());
         for refused in ["./psql", "/tmp/psql", "env", "sh", "psql ", ""] {
-            assert!(policy.allows(refused).is_err(), "{refused}");
+            assert!(policy.allows(refused, none()).is_err(), "{refused}");
         }
+        for name in ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH"] {
+            let env = [name.to_owned()];
+            let why = policy.allows("psql", env.iter()).unwrap_err();
+            assert!(why.contains(&format!("may not set `{name}`")), "{why}");
+        }
+        let env = ["PGHOST".to_owned(), "path".to_owned()];
+        assert!(policy.allows("psql", env.iter()).is_ok());
+        let env = ["PATH".to_owned()];
+        assert!(CommandPolicy::Any.allows("psql", env.iter()).is_ok());
         assert_eq!(
             CommandPolicy::from_settings(false, &[" ".into()]),
             CommandPolicy::Any
         );
         let off = CommandPolicy::from_settings(true, &["psql".into()]);
-        assert!(off.allows("psql").unwrap_err().contains("runs no commands"));
+        assert!(
+            off.allows("psql", std::iter::empty())
+                .unwrap_err()
+                .contains("runs no commands")
+        );
     }
 }

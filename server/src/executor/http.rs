@@ -31,7 +31,12 @@ impl Executor for HttpExecutor {
                 return Outcome::failed(None, format!("`{}` is not an HTTP method", spec.method));
             }
         };
-        let client = self.client.get_or_init(reqwest::Client::new);
+        let client = self.client.get_or_init(|| {
+            reqwest::Client::builder()
+                .redirect(same_origin_redirects())
+                .build()
+                .expect("an HTTP client with default TLS")
+        });
         let mut request = client.request(method.clone(), &spec.url);
         for (name, value) in &spec.headers {
             request = request.header(name, value);
@@ -39,14 +44,24 @@ impl Executor for HttpExecutor {
         if let Some(body) = spec.body {
             request = request.body(body);
         }
-        ctx.log.line("stdout", format!("{method} {}", spec.url));
+        // Viewers read run logs: a password in the URL stays out of them.
+        let shown = crate::store::redact(&spec.url);
+        ctx.log.line("stdout", format!("{method} {shown}"));
         let sent = tokio::select! {
             sent = request.send() => sent,
             _ = ctx.cancel.cancelled() => return Outcome::failed(None, "interrupted"),
         };
         let response = match sent {
             Ok(r) => r,
-            Err(e) => return Outcome::failed(None, format!("request to {} failed: {e}", spec.url)),
+            Err(e) => {
+                let cause = std::error::Error::source(&e)
+                    .map(|c| format!(": {c}"))
+                    .unwrap_or_default();
+                return Outcome::failed(
+                    None,
+                    format!("request to {shown} failed: {}{cause}", e.without_url()),
+                );
+            }
         };
         let status = response.status().as_u16();
         ctx.log.line("stdout", format!("HTTP {status}"));
@@ -71,6 +86,23 @@ impl Executor for HttpExecutor {
             )
         }
     }
+}
+
+/// Redirects within the task's own scheme, host and port, up to 10. One to
+/// another origin is not followed (the task sees the 3xx): reqwest would
+/// drop `Authorization` there but send the task's other headers (an
+/// `X-Api-Key`) and body to a host the plan never named.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().map(|u| u.origin());
+        if attempt.previous().len() >= 10 {
+            attempt.error("more than 10 redirects")
+        } else if first.as_ref() == Some(&attempt.url().origin()) {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
 }
 
 /// The first [`BODY_LOG_LIMIT`] bytes of the body, read chunk by chunk:

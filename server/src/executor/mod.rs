@@ -60,6 +60,10 @@ pub struct RunContext {
     pub attempt: i64,
     /// Fires when the execution must stop at once.
     pub cancel: CancellationToken,
+    /// How long the run may go without a heartbeat before the sweeper
+    /// fails it: a command must be dead well within this once its replica
+    /// stops feeding it.
+    pub heartbeat_timeout: std::time::Duration,
     pub log: LogSink,
 }
 

@@ -22,6 +22,18 @@
 //! supervisor does set it on the program, for the case of the supervisor
 //! itself being killed.
 //!
+//! A process group is not enough either: anything that calls `setsid` or
+//! `setpgid` leaves it (coreutils `timeout` does, and every daemon), and a
+//! hostile trial saw such a process write on beside its run's retry after
+//! a `kill -9`, a SIGSTOP, a cancel and a timeout. So the supervisor is a
+//! child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever the program leaves
+//! behind is re-parented to the supervisor, not to init, and ending the
+//! command means killing every process below the supervisor
+//! ([`kill_tree`]), whichever group it is in. That is done when the
+//! program exits (what it started in the background goes with it, as the
+//! group always did), when the replica asks (SIGTERM: cancel, timeout,
+//! shutdown), and in the two cases above.
+//!
 //! The supervisor is entered through [`run_if_asked`] at the very start of
 //! `main`, before any runtime or thread exists; it only polls, reads, waits
 //! and signals.
@@ -30,6 +42,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// `argv[1]` that turns the binary into a supervisor.
@@ -63,17 +76,33 @@ pub fn run_if_asked() -> Option<i32> {
     Some(supervise(quiet, program, args.collect()))
 }
 
+/// Set by SIGTERM: the replica wants the command ended (cancel, timeout).
+static ASKED_TO_STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    ASKED_TO_STOP.store(true, Ordering::SeqCst);
+}
+
 fn supervise(quiet: Duration, program: OsString, args: Vec<OsString>) -> i32 {
     // Lead a process group of our own (the replica starts us as one; this
-    // makes sure), so that killing "our group" can never reach whoever
+    // makes sure), so that a signal to "our group" can never reach whoever
     // started us.
     // SAFETY: setpgid on ourselves; failing (already a session leader)
-    // leaves us in a group we lead anyway.
-    unsafe { libc::setpgid(0, 0) };
-    // Same group as this supervisor (the replica made it a group leader);
-    // the program's stdin is not the feed.
+    // leaves us in a group we lead anyway. prctl with constant arguments.
+    // The handler only stores to an atomic; without SA_RESTART the signal
+    // interrupts the poll below at once.
+    unsafe {
+        libc::setpgid(0, 0);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigterm as *const () as usize;
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    }
+    // The program leads a group of its own, so that the supervisor can
+    // signal it without signalling itself; the program's stdin is not the
+    // feed.
     let mut command = Command::new(&program);
-    command.args(&args).stdin(Stdio::null());
+    command.args(&args).stdin(Stdio::null()).process_group(0);
     // Should this supervisor itself be killed (the OOM killer, an
     // operator), its program goes too. It applies here, unlike in the
     // replica: this process has a single thread, and the program is its
@@ -109,7 +138,13 @@ fn supervise(quiet: Duration, program: OsString, args: Vec<OsString>) -> i32 {
     let mut buf = [0u8; 256];
     loop {
         if let Ok(Some(status)) = child.try_wait() {
+            // What the program left running in the background goes with it.
+            kill_tree();
             return exit_like(status);
+        }
+        reap_orphans(child.id() as libc::pid_t);
+        if ASKED_TO_STOP.load(Ordering::SeqCst) {
+            end_command("the replica stopped the run (cancel or timeout)");
         }
         let mut fds = [
             libc::pollfd {
@@ -138,13 +173,13 @@ fn supervise(quiet: Duration, program: OsString, args: Vec<OsString>) -> i32 {
             let read =
                 unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
             match read {
-                0 => kill_group("the replica is gone (its feed closed)"),
+                0 => end_command("the replica is gone (its feed closed)"),
                 n if n > 0 => last_feed = Instant::now(),
                 _ => {} // EINTR, EAGAIN: look again
             }
         }
         if last_feed.elapsed() > quiet {
-            kill_group(&format!(
+            end_command(&format!(
                 "the replica went quiet for {} ms (frozen or starved)",
                 quiet.as_millis()
             ));
@@ -152,19 +187,110 @@ fn supervise(quiet: Duration, program: OsString, args: Vec<OsString>) -> i32 {
     }
 }
 
-/// Ends the program, its children and this supervisor together.
-fn kill_group(why: &str) -> ! {
+/// Ends the program, everything it started and this supervisor.
+fn end_command(why: &str) -> ! {
     // The replica may be dead: the write must not panic or block long
     // (a frozen replica's pipe has room for a line).
     let _ = writeln!(
         std::io::stderr(),
         "[baton] {why}: killing the command so it cannot run beside its retry"
     );
-    // SAFETY: signals this process's own group, which includes itself.
-    unsafe {
-        libc::killpg(0, libc::SIGKILL);
-        libc::_exit(137)
+    kill_tree();
+    // SAFETY: ends this process; nothing is left to clean up.
+    unsafe { libc::_exit(137) }
+}
+
+/// Kills every process below this supervisor and reaps them. Killing a
+/// parent hands its children to this subreaper, so a few passes reach the
+/// whole tree, however it was split into groups and sessions; a pass that
+/// finds no live process ends it.
+pub(crate) fn kill_tree() {
+    let me = std::process::id() as libc::pid_t;
+    for _ in 0..200 {
+        let below = descendants(me);
+        if below.is_empty() {
+            break;
+        }
+        for pid in below {
+            // SAFETY: only signals; a pid that exited meanwhile is still a
+            // zombie below us (so not reused) or gone (ESRCH).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        reap();
+        std::thread::sleep(Duration::from_millis(2));
     }
+    reap();
+}
+
+/// Collects what the program left behind and has since ended (re-parented
+/// to this subreaper), so a long command's orphans do not pile up as
+/// zombies; the program's own status is left for `try_wait`.
+fn reap_orphans(program: libc::pid_t) {
+    loop {
+        // SAFETY: waitid only looks (WNOWAIT) at a child of ours that has
+        // ended; siginfo_t is plain data.
+        let pid = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            if libc::waitid(libc::P_ALL, 0, &mut info, flags) != 0 {
+                return;
+            }
+            info.si_pid()
+        };
+        if pid == 0 || pid == program {
+            return;
+        }
+        // SAFETY: reaps that one child, which has ended.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+    }
+}
+
+/// Collects the exit status of every child that has ended.
+fn reap() {
+    // SAFETY: waitpid with WNOHANG on any child of ours.
+    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+}
+
+/// The live (not zombie) processes whose chain of parents reaches `root`.
+fn descendants(root: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut parent_of = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let Some(ppid) = fields.next().and_then(|p| p.parse::<libc::pid_t>().ok()) else {
+            continue;
+        };
+        parent_of.push((pid, ppid, state == "Z"));
+    }
+    let mut tree = vec![root];
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for &(pid, ppid, zombie) in &parent_of {
+            if ppid == parent && pid != root && !tree.contains(&pid) {
+                tree.push(pid);
+                if !zombie {
+                    found.push(pid);
+                }
+            }
+        }
+        i += 1;
+    }
+    found
 }
 
 /// Exits the way the program did, so the replica reads the same status.

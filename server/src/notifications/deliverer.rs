@@ -74,6 +74,11 @@ impl Deliverer {
         self.http.get_or_init(|| {
             reqwest::Client::builder()
                 .timeout(SEND_TIMEOUT)
+                // A signed notification goes to the URL configured, not
+                // wherever that answers a redirect to: followed, the
+                // payload reached another host and was recorded as
+                // delivered to the first. A 3xx is a failed attempt.
+                .redirect(reqwest::redirect::Policy::none())
                 .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .expect("an HTTP client with default TLS")
@@ -182,16 +187,23 @@ impl Deliverer {
     }
 }
 
-/// A transport error in words an operator can act on.
+/// A transport error in words an operator can act on, without the
+/// destination's password (reqwest names the URL whole).
 fn describe(e: &reqwest::Error) -> String {
+    let text = match e.url() {
+        Some(url) => e
+            .to_string()
+            .replace(url.as_str(), &crate::store::redact(url.as_str())),
+        None => e.to_string(),
+    };
     if e.is_timeout() {
         format!(
             "no answer within {}",
             humantime::format_duration(SEND_TIMEOUT)
         )
     } else if e.is_connect() {
-        format!("cannot connect: {e}")
+        format!("cannot connect: {text}")
     } else {
-        e.to_string()
+        text
     }
 }

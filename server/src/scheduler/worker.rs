@@ -284,6 +284,7 @@ impl Worker {
             run_id: run.id,
             attempt: run.attempt,
             cancel: handle.cancel.clone(),
+            heartbeat_timeout: run.heartbeat_timeout,
             log,
         };
         let outcome = match self.registry.get(&run.executor) {
