@@ -7,7 +7,7 @@ use app::error::DashboardError;
 use app::model::ErrorBody;
 use axum::Json;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
@@ -52,6 +52,10 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
     match auth.identify(request.headers()).await {
         Ok(Some(mut who)) => {
             Client::of(request.extensions(), request.headers()).stamp(&mut who);
+            if path.starts_with(LIVE_FEEDS) && !auth.is_open() {
+                let credentials = Credentials::of(&auth, request.headers());
+                request.extensions_mut().insert(credentials);
+            }
             request.extensions_mut().insert(who);
             next.run(request).await
         }
@@ -75,6 +79,41 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
 }
 
 pub const SIGN_IN_PAGE: &str = "/login";
+
+/// The dashboard's live feeds: one request that answers for as long as
+/// the tab stays open.
+const LIVE_FEEDS: &str = "/live/";
+
+/// The credentials a long-lived response was let in with, to ask again
+/// later whether they still hold: a feed checked only when it opened kept
+/// streaming for as long as the tab stayed open after its user signed
+/// out, or after the session expired.
+#[derive(Clone)]
+pub struct Credentials {
+    auth: Arc<Auth>,
+    headers: HeaderMap,
+}
+
+impl Credentials {
+    fn of(auth: &Arc<Auth>, headers: &HeaderMap) -> Self {
+        let mut kept = HeaderMap::new();
+        for name in [header::AUTHORIZATION, header::COOKIE] {
+            for value in headers.get_all(&name) {
+                kept.append(name.clone(), value.clone());
+            }
+        }
+        Credentials {
+            auth: auth.clone(),
+            headers: kept,
+        }
+    }
+
+    /// Whether they would still be let in now: the session is live, the
+    /// user still in the users file.
+    pub async fn still_hold(&self) -> bool {
+        matches!(self.auth.identify(&self.headers).await, Ok(Some(_)))
+    }
+}
 
 /// Why a request path is refused before anything reads it: a dot segment,
 /// plain or percent-encoded (`..`, `%2e%2E`, `.%2e`), an encoded slash or

@@ -3,6 +3,11 @@
 //! Basic auth) are refused without running Argon2 until the window has
 //! passed since the first of them; a right password clears the count.
 //!
+//! A check is counted as wrong when it starts ([`Throttle::begin`]) and
+//! forgiven when it turns out right: counted only after Argon2 answered,
+//! forty guesses sent at once all passed the gate before the first failure
+//! was recorded (a hostile trial got 39 checked against an allowance of 10).
+//!
 //! The count lives in each replica's memory: guesses spread over N
 //! replicas get N times the allowance, still a few dozen per quarter hour.
 //! API tokens are not throttled: 256 random bits cannot be guessed.
@@ -28,6 +33,15 @@ struct Failures {
     since: Instant,
 }
 
+impl Failures {
+    fn first() -> Self {
+        Failures {
+            count: 1,
+            since: Instant::now(),
+        }
+    }
+}
+
 impl Throttle {
     pub fn new(allowed: u32, window: Duration) -> Self {
         Throttle {
@@ -37,34 +51,46 @@ impl Throttle {
         }
     }
 
-    /// How long `name` must wait before its password is checked again;
-    /// `None` when it may be checked now.
-    pub fn wait(&self, name: &str) -> Option<Duration> {
-        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = failures.get(&key(name))?;
-        let left = self.window.checked_sub(entry.since.elapsed())?;
-        (entry.count >= self.allowed && !left.is_zero()).then_some(left)
-    }
-
-    pub fn failed(&self, name: &str) {
+    /// Counts a check of `name`'s password as a wrong one, before it runs:
+    /// `Err` with how long to wait when the allowance is used up (nothing
+    /// counted then). [`Throttle::succeeded`] takes the count back.
+    pub fn begin(&self, name: &str) -> Result<(), Duration> {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if failures.len() >= CAPACITY {
-            failures.retain(|_, f| f.since.elapsed() < self.window);
-            if failures.len() >= CAPACITY {
-                failures.clear();
+        let key = key(name);
+        if let Some(entry) = failures.get_mut(&key) {
+            match self.window.checked_sub(entry.since.elapsed()) {
+                Some(left) if !left.is_zero() => {
+                    if entry.count >= self.allowed {
+                        return Err(left);
+                    }
+                    entry.count += 1;
+                    return Ok(());
+                }
+                // The window has passed: a new one starts at this check.
+                _ => {
+                    *entry = Failures::first();
+                    return Ok(());
+                }
             }
         }
-        let entry = failures.entry(key(name)).or_insert(Failures {
-            count: 0,
-            since: Instant::now(),
-        });
-        if entry.since.elapsed() >= self.window {
-            *entry = Failures {
-                count: 0,
-                since: Instant::now(),
-            };
+        if failures.len() >= CAPACITY {
+            self.make_room(&mut failures);
         }
-        entry.count += 1;
+        // Full of names locked out right now: a new name goes uncounted
+        // rather than reopen theirs (clearing the table let anyone who
+        // cycled 10,000 names lift every lockout).
+        if failures.len() < CAPACITY {
+            failures.insert(key, Failures::first());
+        }
+        Ok(())
+    }
+
+    /// Drops the names whose window has passed, then those not locked out.
+    fn make_room(&self, failures: &mut HashMap<String, Failures>) {
+        failures.retain(|_, f| f.since.elapsed() < self.window);
+        if failures.len() >= CAPACITY {
+            failures.retain(|_, f| f.count >= self.allowed);
+        }
     }
 
     pub fn succeeded(&self, name: &str) {
@@ -86,28 +112,56 @@ mod tests {
     #[test]
     fn a_name_is_refused_after_the_allowance_until_the_window_ends() {
         let throttle = Throttle::new(3, Duration::from_millis(300));
-        for _ in 0..2 {
-            throttle.failed("alice");
+        for _ in 0..3 {
+            assert_eq!(throttle.begin("alice"), Ok(()));
         }
-        assert_eq!(throttle.wait("alice"), None, "two of three used");
-        throttle.failed(" Alice ");
-        let wait = throttle.wait("alice").expect("the third failure closes it");
+        let wait = throttle
+            .begin(" Alice ")
+            .expect_err("the fourth check is refused");
         assert!(wait <= Duration::from_millis(300));
-        assert_eq!(throttle.wait("bob"), None, "other names are not affected");
+        assert_eq!(
+            throttle.begin("bob"),
+            Ok(()),
+            "other names are not affected"
+        );
         std::thread::sleep(Duration::from_millis(350));
-        assert_eq!(throttle.wait("alice"), None, "the window has passed");
-        throttle.failed("alice");
-        assert_eq!(throttle.wait("alice"), None, "a new window starts at one");
+        assert_eq!(throttle.begin("alice"), Ok(()), "the window has passed");
+        assert_eq!(throttle.begin("alice"), Ok(()));
+        assert_eq!(
+            throttle.begin("alice"),
+            Ok(()),
+            "a new window started at one"
+        );
+        assert!(throttle.begin("alice").is_err());
+    }
+
+    #[test]
+    fn checks_in_flight_use_the_allowance_before_any_answer() {
+        // Ten checks started at once, none answered yet: the eleventh is
+        // refused, not checked.
+        let throttle = Throttle::new(10, WINDOW);
+        let started = (0..40).filter(|_| throttle.begin("bob").is_ok()).count();
+        assert_eq!(started, 10);
     }
 
     #[test]
     fn a_right_password_clears_the_count() {
         let throttle = Throttle::new(2, WINDOW);
-        throttle.failed("alice");
+        throttle.begin("alice").unwrap();
         throttle.succeeded("alice");
-        throttle.failed("alice");
-        assert_eq!(throttle.wait("alice"), None);
-        throttle.failed("alice");
-        assert!(throttle.wait("alice").is_some());
+        throttle.begin("alice").unwrap();
+        throttle.begin("alice").unwrap();
+        assert!(throttle.begin("alice").is_err());
+    }
+
+    #[test]
+    fn a_full_table_keeps_its_lockouts() {
+        let throttle = Throttle::new(2, WINDOW);
+        throttle.begin("victim").unwrap();
+        throttle.begin("victim").unwrap();
+        for i in 0..CAPACITY {
+            let _ = throttle.begin(&format!("cycled-{i}"));
+        }
+        assert!(throttle.begin("victim").is_err(), "still locked out");
     }
 }

@@ -248,7 +248,9 @@ pub fn delivery_views(rows: Vec<DeliveryRow>, attempts: Vec<AttemptRow>) -> Vec<
             delivery_key: d.delivery_key,
             plan_id: d.plan_id,
             event: d.event,
-            url: d.url,
+            // A destination's password is a secret like its signing
+            // secret: every viewer reads this list.
+            url: super::redact(&d.url),
             next_attempt_at: d
                 .next_attempt_at
                 .filter(|_| d.state == "PENDING")

@@ -18,6 +18,7 @@ per_backend!(cases:
     stages_run_in_order,
     approvals_release_a_task_and_refuse_the_wrong_people,
     a_stage_approval_releases_the_whole_stage,
+    a_stage_approval_leaves_a_task_with_its_own_rule_to_that_rule,
     a_paused_plan_or_target_promotes_nothing_until_resumed,
     capacity_caps_the_runs_holding_a_target,
     a_version_waiting_for_a_dependency_still_holds_larger_versions,
@@ -370,6 +371,65 @@ mod cases {
         assert_eq!(approved, 2, "one approval takes the stage");
         run_to_end(s, id, &["m"], true).await;
         assert_eq!(promote(s).await.promoted, 2);
+    }
+
+    /// "A task's own approval wins over its stage's": approving the stage
+    /// through another task must not approve a task whose own rule names
+    /// other approvers or needs two people (a hostile trial did exactly
+    /// that, as the plan's submitter and as someone off the list).
+    pub async fn a_stage_approval_leaves_a_task_with_its_own_rule_to_that_rule(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let s = s.as_ref();
+        let id = submit(
+            s,
+            json!({"name": "release",
+            "stages": [{"name": "deploy", "approval": "required"}],
+            "tasks": [
+                {"name": "a", "target": "svc/a", "sleep": "0s", "stage": "deploy"},
+                {"name": "b", "target": "svc/b", "sleep": "0s", "stage": "deploy"},
+                {"name": "listed", "target": "svc/c", "sleep": "0s", "stage": "deploy",
+                 "approval": "two-person", "approvers": ["carol"]},
+                {"name": "two", "target": "svc/d", "sleep": "0s", "stage": "deploy",
+                 "approval": "two-person"},
+            ]}),
+        )
+        .await;
+        promote(s).await;
+        let v = view(s, id).await;
+        let approved_by = |v: &PlanView, name: &str| task_named(v, name).approved_by.clone();
+        // The submitter ("t") approves the stage: a and b only.
+        let (_, approved) = s
+            .task_approve(task_named(&v, "a").id, "t".into(), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(approved, 2, "the stage's own tasks, not the stricter ones");
+        let v = view(s, id).await;
+        assert_eq!(approved_by(&v, "b").as_deref(), Some("t"));
+        assert_eq!(approved_by(&v, "listed"), None);
+        assert_eq!(approved_by(&v, "two"), None);
+        forbidden(
+            s.task_approve(task_named(&v, "two").id, "t".into(), Ts::now())
+                .await,
+            "needs two people",
+        );
+        forbidden(
+            s.task_approve(task_named(&v, "listed").id, "bob".into(), Ts::now())
+                .await,
+            "only carol",
+        );
+        // Each stricter task is approved under its own rule, alone.
+        let (_, approved) = s
+            .task_approve(task_named(&v, "listed").id, "carol".into(), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(approved, 1);
+        let (_, approved) = s
+            .task_approve(task_named(&v, "two").id, "bob".into(), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!(approved, 1);
+        assert_eq!(promote(s).await.promoted, 4);
     }
 
     pub async fn a_paused_plan_or_target_promotes_nothing_until_resumed(kind: Kind) {

@@ -9,13 +9,16 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use app::components::feed::Feed;
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
+use tokio::time::{Instant, Interval};
 
 use super::hub::{Hub, Subscription};
+use crate::auth::Credentials;
 
 /// A comment line this often keeps proxies and browsers from closing an
 /// idle feed, and lets the server notice a tab that went away.
@@ -25,10 +28,15 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// `retry:` field).
 const RECONNECT_AFTER: Duration = Duration::from_secs(2);
 
+/// How often an open feed asks again whether its caller may still read:
+/// a sign-out or an expired session ends the feed within this.
+const RECHECK: Duration = Duration::from_secs(5);
+
 pub async fn follow(
     State(hub): State<Hub>,
     Path(view): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
+    credentials: Option<Extension<Credentials>>,
 ) -> Response {
     let Some(feed) = Feed::parse(&view, &params) else {
         return (
@@ -46,15 +54,25 @@ pub async fn follow(
         subscription.receiver.mark_changed();
     }
     let stopping = hub.stopping().clone();
+    let credentials = credentials.map(|Extension(c)| c);
+    let recheck = tokio::time::interval_at(Instant::now() + RECHECK, RECHECK);
     let events = stream::unfold(
-        (subscription, true),
-        move |(mut subscription, first): (Subscription, bool)| {
+        (subscription, true, recheck),
+        move |(mut subscription, first, mut recheck): (Subscription, bool, Interval)| {
             let stopping = stopping.clone();
+            let credentials = credentials.clone();
             async move {
                 let json = loop {
                     tokio::select! {
                         changed = subscription.receiver.changed() => changed.ok()?,
                         _ = stopping.cancelled() => return None,
+                        _ = recheck.tick() => {
+                            // Ended: the browser reconnects, and is told to sign in.
+                            match &credentials {
+                                Some(c) if !c.still_hold().await => return None,
+                                _ => continue,
+                            }
+                        }
                     }
                     if let Some(json) = subscription.receiver.borrow_and_update().clone() {
                         break json;
@@ -64,7 +82,7 @@ pub async fn follow(
                 if first {
                     event = event.retry(RECONNECT_AFTER);
                 }
-                Some((Ok::<_, Infallible>(event), (subscription, false)))
+                Some((Ok::<_, Infallible>(event), (subscription, false, recheck)))
             }
         },
     );

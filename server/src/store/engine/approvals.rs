@@ -5,7 +5,7 @@
 
 use super::audit::Asked;
 use super::{Arg, BATCH, Dialect, RowLock, Sql, id_args, optional, placeholders};
-use crate::plan::Stage;
+use crate::plan::{Approval, Stage};
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError, Ts};
 
@@ -51,12 +51,15 @@ pub async fn task_approve<D: Dialect>(
     may_approve(&task, actor)?;
     let mut ids = vec![task.id];
     let stages: Vec<Stage> = serde_json::from_str(&task.stages).unwrap_or_default();
-    let stage_wide = task.stage.as_deref().is_some_and(|s| {
-        stages
-            .iter()
-            .any(|st| st.name == s && st.approval.is_some())
-    });
-    if stage_wide {
+    // The stage's rule, when the task is held by it rather than by an
+    // approval of its own ("a task's own approval wins over its stage's").
+    let stage_rule = task
+        .stage
+        .as_deref()
+        .and_then(|s| stages.iter().find(|st| st.name == s))
+        .and_then(|st| st.approval.as_ref())
+        .filter(|rule| task.rule().as_ref() == Some(*rule));
+    if let Some(stage_rule) = stage_rule {
         let sql = format!(
             "{APPROVABLE} WHERE t.plan_id = $1 AND t.stage = $2 AND t.id <> $3
                 AND t.approval IS NOT NULL AND t.approved_by IS NULL ORDER BY t.id {}",
@@ -68,7 +71,15 @@ pub async fn task_approve<D: Dialect>(
             &[task.plan_id.into(), task.stage.as_deref().into(), id.into()],
         )
         .await?;
-        ids.extend(others.iter().map(|t| t.id));
+        // Only the tasks the stage's rule holds: one with a stricter rule
+        // of its own (other approvers, two people) is approved under that
+        // rule, by its own request, never along with its stage.
+        ids.extend(
+            others
+                .iter()
+                .filter(|t| t.rule().as_ref() == Some(stage_rule))
+                .map(|t| t.id),
+        );
     }
     let approved = approve_write::<D>(&mut tx, &ids, actor, now).await?;
     asked
@@ -109,6 +120,22 @@ pub async fn plan_approve<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts
     D::commit(tx).await?;
     d.signals().raise(Signal::Changed);
     Ok(approved)
+}
+
+impl Approvable {
+    /// The approval rule the task's row holds, as the plan file gave it.
+    fn rule(&self) -> Option<Approval> {
+        let kind = self.approval.as_deref()?;
+        let approvers = self
+            .approvers
+            .as_deref()
+            .and_then(|a| serde_json::from_str(a).ok())
+            .unwrap_or_default();
+        Some(Approval {
+            two_person: kind == "two-person",
+            approvers,
+        })
+    }
 }
 
 /// "1 task approved", an audit entry's detail.
