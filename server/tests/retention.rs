@@ -70,6 +70,9 @@ async fn prune_by_command_and_by_the_leader(kind: Kind) {
     finished_plan(&server, "old-1", true).await;
     finished_plan(&server, "old-2", true).await;
     let waiting = finished_plan(&server, "not-started", false).await;
+    // It holds the highest plan, task and run ids: kept, so that ids only
+    // grow (SQLite would hand a pruned newest id out again).
+    let newest = finished_plan(&server, "newest", true).await;
     age_everything(&db).await;
 
     // Absurd windows are refused, naming the value; nothing changes.
@@ -86,7 +89,7 @@ async fn prune_by_command_and_by_the_leader(kind: Kind) {
         "{}",
         text(&out.stdout)
     );
-    assert_eq!(plans(&db).await, 3, "a dry run deletes nothing");
+    assert_eq!(plans(&db).await, 4, "a dry run deletes nothing");
     // Younger than three hours: nothing to do.
     let out = prune(&db, &["--older-than", "3h"]).await;
     assert!(
@@ -102,12 +105,14 @@ async fn prune_by_command_and_by_the_leader(kind: Kind) {
         stdout.contains("deleted 2 plans: 2 tasks, 2 runs, 8 events"),
         "{stdout}"
     );
-    assert_eq!(plans(&db).await, 1);
+    assert_eq!(plans(&db).await, 2);
     assert!(server.plan(waiting).await.is_some(), "not started: kept");
+    assert!(server.plan(newest).await.is_some(), "the highest ids: kept");
 
     // The leader of a replica started with a retention window prunes on
-    // its own, at its first round.
-    finished_plan(&server, "old-3", true).await;
+    // its own, at its first round: `newest` is no longer the newest.
+    let old_3 = finished_plan(&server, "old-3", true).await;
+    let newest_2 = finished_plan(&server, "newest-2", true).await;
     age_everything(&db).await;
     server.sigterm_and_wait(Duration::from_secs(30)).await;
     let server = Baton::start(
@@ -117,11 +122,13 @@ async fn prune_by_command_and_by_the_leader(kind: Kind) {
     .await;
     eventually(
         Duration::from_secs(30),
-        "the leader prunes old-3",
-        || async { (plans(&db).await == 1).then_some(()) },
+        "the leader prunes newest and old-3",
+        || async { (plans(&db).await == 2).then_some(()) },
     )
     .await;
     assert!(server.plan(waiting).await.is_some());
+    assert!(server.plan(newest_2).await.is_some());
+    assert!(server.plan(old_3).await.is_none());
 }
 
 /// A mistyped SQLite path is refused, naming it, and no empty database is

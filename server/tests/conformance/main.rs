@@ -57,6 +57,19 @@ use common::plan;
 
 const SECOND: Duration = Duration::from_secs(1);
 
+/// A plan newer than every other, holding the highest plan, task and run
+/// ids, which retention keeps (ids must only grow): submitted last, it
+/// lets a test prune the plans before it. Its run waits for a start time
+/// far away, so nothing claims it.
+async fn newest_plan(s: &dyn Store) -> i64 {
+    submit(
+        s,
+        serde_json::json!({"name": "newest", "tasks": [{"name": "a", "target": "newest",
+            "run_at": "2999-01-01T00:00:00Z", "sleep": "0s"}]}),
+    )
+    .await
+}
+
 /// Submits one plan and returns its id.
 async fn submit(s: &dyn Store, json: serde_json::Value) -> i64 {
     s.plan_insert(&plan(json), "t".into(), Ts::now())

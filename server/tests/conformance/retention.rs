@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote};
 use crate::common::{Kind, TestDb, plan};
-use crate::per_backend;
+use crate::{newest_plan, per_backend};
 
 per_backend!(cases:
     finished_plans_go_with_everything_of_theirs,
@@ -20,6 +20,7 @@ per_backend!(cases:
     an_action_first_keeps_the_plan_one_after_finds_it_gone,
     the_search_pages_through_every_old_plan,
     prunes_racing_retries_never_leave_half_a_plan,
+    ids_keep_growing_after_a_prune,
 );
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -310,6 +311,7 @@ mod cases {
                 .unwrap();
             plans.push(id);
         }
+        newest_plan(s.as_ref()).await;
         let runs = claim_all(s.as_ref(), t0).await;
         let finishes: Vec<_> = runs.iter().map(|&r| failed(r)).collect();
         s.run_finish_many("r-test", &finishes, t0).await.unwrap();
@@ -375,14 +377,16 @@ mod cases {
                 None => break,
             }
         }
-        let mut expected = ids.clone();
+        // The newest plan holds the highest plan, task and run ids, and
+        // stays (`ids_keep_growing_after_a_prune`).
+        let mut expected = ids[..6].to_vec();
         // Oldest first: p3 shares p2's time and has the larger id.
         expected.sort_by_key(|&id| {
             let i = ids.iter().position(|&x| x == id).unwrap() as i64;
             (if i == 3 { 2 } else { i }, id)
         });
         assert_eq!(seen, expected);
-        assert_eq!(pages, 4, "7 plans, 2 per page: the last page is short");
+        assert_eq!(pages, 4, "6 plans, 2 per page: the last page is empty");
         // A cutoff between creations stops the search at the older plans.
         let scan = s
             .plan_prune_scan(t0.plus(MINUTE * 2), None, 100)
@@ -412,6 +416,7 @@ mod cases {
             let json = json!({"name": format!("p{p}"), "tasks": tasks});
             ids.push(s.plan_insert(&plan(json), "t".into(), t0).await.unwrap());
         }
+        newest_plan(s.as_ref()).await;
         let runs = claim_all(s.as_ref(), t0).await;
         assert_eq!(runs.len(), PLANS * TASKS);
         // The first task of every plan fails; the rest are DONE.
@@ -489,5 +494,52 @@ mod cases {
         // The kept plans have a PENDING run: nothing more may go.
         let scan = s.plan_prune_scan(cutoff, None, 100).await.unwrap();
         assert!(scan.prunable.is_empty());
+    }
+
+    /// SQLite numbers a new row after the highest id there is; pruning
+    /// the newest plans handed their plan, task and run ids out again, and
+    /// with them the fencing token (`BATON_FENCING_TOKEN`, the run id) a
+    /// target had already seen. The plans holding a highest id stay.
+    pub async fn ids_keep_growing_after_a_prune(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        let one = |name: &str| {
+            plan(json!({"name": name, "tasks": [{"name": "a", "target": name, "sleep": "0s"}]}))
+        };
+        let old = s.plan_insert(&one("old"), "t".into(), t0).await.unwrap();
+        let newest = s.plan_insert(&one("newest"), "t".into(), t0).await.unwrap();
+        let runs = claim_all(s.as_ref(), t0).await;
+        let finishes: Vec<_> = runs.iter().map(|&r| failed(r)).collect();
+        s.run_finish_many("r-test", &finishes, t0).await.unwrap();
+        // The old plan's retry now holds the highest run id.
+        let task = s.plan_get(old).await.unwrap().tasks[0].id;
+        s.task_retry(task, "ops".into(), t0).await.unwrap();
+        let retry = claim_all(s.as_ref(), t0).await;
+        s.run_finish_many("r-test", &[done(retry[0])], t0)
+            .await
+            .unwrap();
+        let highest_run = *runs.iter().chain(&retry).max().unwrap();
+
+        let cutoff = Ts::now().plus(MINUTE);
+        let scan = s.plan_prune_scan(cutoff, None, 100).await.unwrap();
+        assert!(scan.prunable.is_empty(), "{:?}", scan.prunable);
+        assert_eq!(s.plan_prune(&[old, newest], cutoff).await.unwrap().plans, 0);
+
+        // Newer plans free the old ones; ids only ever grow.
+        let next = s.plan_insert(&one("next"), "t".into(), t0).await.unwrap();
+        let next_run = claim_all(s.as_ref(), t0).await;
+        s.run_finish_many("r-test", &[done(next_run[0])], t0)
+            .await
+            .unwrap();
+        let scan = s.plan_prune_scan(cutoff, None, 100).await.unwrap();
+        let found: Vec<i64> = scan.prunable.iter().map(|p| p.plan_id).collect();
+        assert_eq!(found, [old, newest]);
+        assert_eq!(s.plan_prune(&found, cutoff).await.unwrap().plans, 2);
+        let after = s.plan_insert(&one("after"), "t".into(), t0).await.unwrap();
+        let after_run = claim_all(s.as_ref(), t0).await;
+        assert!(after > next && next > newest, "{after} {next} {newest}");
+        assert!(after_run[0] > next_run[0] && next_run[0] > highest_run);
+        assert_no_orphans(&db).await;
     }
 }

@@ -69,10 +69,22 @@ impl PruneReport {
 }
 
 /// What the plan row alone says: created before the cutoff `$1`, not
-/// waiting in a schedule's queue, not paused since, and no webhook
-/// delivery still to send.
+/// waiting in a schedule's queue, not paused since, no webhook delivery
+/// still to send, and holding none of the highest plan, task and run ids.
+///
+/// SQLite gives a new row the highest id there is plus one (these tables
+/// are not AUTOINCREMENT), so deleting the newest rows handed their ids
+/// out again: a new run got the fencing token of a pruned one, which a
+/// target that remembers the highest token it accepted would refuse, and
+/// the audit log named two plans "plan 1". Keeping the few plans that hold
+/// a highest id keeps every id growing, on both backends alike.
 const PLAN_MAY_GO: &str = "created_at < $1 AND NOT queued AND (paused_at IS NULL OR paused_at < $1)
-    AND NOT EXISTS (SELECT 1 FROM delivery d WHERE d.plan_id = plan.id AND d.state = 'PENDING')";
+    AND NOT EXISTS (SELECT 1 FROM delivery d WHERE d.plan_id = plan.id AND d.state = 'PENDING')
+    AND plan.id <> COALESCE((SELECT MAX(p.id) FROM plan p), 0)
+    AND plan.id <> COALESCE((SELECT t.plan_id FROM task t
+        WHERE t.id = (SELECT MAX(tt.id) FROM task tt)), 0)
+    AND plan.id <> COALESCE((SELECT r.plan_id FROM task_run r
+        WHERE r.id = (SELECT MAX(rr.id) FROM task_run rr)), 0)";
 
 /// Old plans, oldest first, from the first (`$2` is the limit) or after a
 /// cursor (`$2`, `$3`; `$4` the limit). Served by `plan_created
