@@ -61,6 +61,9 @@ pub struct AuditQuery {
 }
 
 impl AuditQuery {
+    /// Every field's name, as a query parameter.
+    pub const PARAMS: &'static [&'static str] = &["actor", "action", "subject", "since", "until"];
+
     /// The fields as `(name, value)`, empty ones left out, in URL order.
     pub fn pairs(&self) -> Vec<(&'static str, &str)> {
         crate::query::filled(&[

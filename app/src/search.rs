@@ -14,6 +14,7 @@ use crate::model::RunStatus;
 
 /// A runs search as typed. Every field is optional; empty means "any".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunQuery {
     /// A run status, any case.
     pub status: Option<String>,
@@ -36,6 +37,11 @@ pub struct RunQuery {
 }
 
 impl RunQuery {
+    /// Every field's name, as a query parameter.
+    pub const PARAMS: &'static [&'static str] = &[
+        "status", "target", "plan", "replica", "actor", "error", "since", "until",
+    ];
+
     /// The fields as `(name, value)`, empty ones left out, in the order
     /// they appear in a URL.
     pub fn pairs(&self) -> Vec<(&'static str, &str)> {
@@ -140,6 +146,7 @@ impl BulkAction {
 /// to how many the operator saw (`expected`): if the filter matches
 /// another number by the time the action runs, nothing changes (409).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BulkRequest {
     pub action: BulkAction,
     #[serde(default)]
@@ -170,6 +177,7 @@ impl BulkCounts {
 /// page, `baton status`), for a bulk action on the runs of the plans it
 /// matches. Empty means "any".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlanQuery {
     /// A plan status, any case.
     pub status: Option<String>,
@@ -178,6 +186,9 @@ pub struct PlanQuery {
 }
 
 impl PlanQuery {
+    /// Every field's name, as a query parameter.
+    pub const PARAMS: &'static [&'static str] = &["status", "name"];
+
     /// The fields as `(name, value)`, empty ones left out.
     pub fn pairs(&self) -> Vec<(&'static str, &str)> {
         crate::query::filled(&[("status", &self.status), ("name", &self.name)])
@@ -188,6 +199,7 @@ impl PlanQuery {
 /// matches, bound to how many runs the operator saw (`expected`), as
 /// [`BulkRequest`] is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlanBulkRequest {
     pub action: BulkAction,
     #[serde(default)]

@@ -21,7 +21,9 @@ pub struct Settings {
         long,
         env = "BATON_DATABASE_URL",
         default_value = "sqlite://./data/baton.db",
-        global = true
+        global = true,
+        // `--help` would print the password with the variable's value.
+        hide_env_values = true
     )]
     pub database_url: DatabaseUrl,
     /// Address the API and dashboard listen on.

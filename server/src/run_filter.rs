@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use app::model::RunStatus;
 use app::search::RunQuery;
-use chrono::{NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{Datelike, NaiveDate, NaiveDateTime, TimeZone, Utc};
 
 use crate::store::Ts;
 
@@ -133,8 +133,20 @@ pub(crate) fn text(
 
 /// A time: RFC 3339, a date and time in UTC (`2026-11-25T10:00`,
 /// seconds optional, `T` or a space), a date (its midnight, UTC), or a
-/// duration ago (`90m`, `1h 30m`, `7d`).
+/// duration ago (`90m`, `1h 30m`, `7d`); in the years 1 to 9999.
 fn time(field: &'static str, value: &Option<String>, now: Ts) -> Result<Option<Ts>, BadFilter> {
+    let at = any_time(field, value, now)?;
+    // chrono reads signed years down to -262144; PostgreSQL's timestamps
+    // end at 4713 BC and answered such a filter with a 500.
+    if let Some(at) = at
+        && !(1..=9999).contains(&at.0.year())
+    {
+        return Err(bad(field, format!("{at} is outside the years 1 to 9999")));
+    }
+    Ok(at)
+}
+
+fn any_time(field: &'static str, value: &Option<String>, now: Ts) -> Result<Option<Ts>, BadFilter> {
     let Some(value) = text(field, value)? else {
         return Ok(None);
     };
@@ -242,5 +254,13 @@ mod tests {
             ..RunQuery::default()
         });
         assert_eq!(e.field, "until");
+        for far in ["-5000-01-01", "0000-12-31"] {
+            let e = refused(RunQuery {
+                since: Some(far.into()),
+                ..RunQuery::default()
+            });
+            assert_eq!(e.field, "since", "{far}");
+            assert!(e.message.contains("outside the years 1 to 9999"), "{e}");
+        }
     }
 }

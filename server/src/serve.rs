@@ -162,20 +162,31 @@ pub fn router_over(
         .layer(tower_http::trace::TraceLayer::new_for_http()))
 }
 
+/// Shuts down gracefully on Ctrl-C, SIGTERM or SIGHUP. SIGHUP is what a
+/// closing terminal or ssh session sends a foreground `baton serve`; left
+/// to its default it killed the replica on the spot, and its runs failed
+/// at the sweep instead of being handed back.
 async fn stop_on_signal(shutdown: CancellationToken) {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    let unix = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(mut term), Ok(mut hangup)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = hangup.recv() => {}
+                }
             }
-            Err(_) => std::future::pending().await,
+            _ => std::future::pending().await,
         }
     };
     tokio::select! {
         _ = ctrl_c => {}
-        _ = term => {}
+        _ = unix => {}
     }
     tracing::info!("shutting down: no new claims; letting running executions finish");
     shutdown.cancel();

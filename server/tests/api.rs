@@ -332,11 +332,65 @@ async fn the_runs_search_filters_pages_and_refuses_bad_input() {
         ("limit=0", "limit"),
         ("limit=501", "limit"),
         ("limit=99999999999999999999", "limit"),
+        ("since=-5000-01-01", "since"),
+        // A misspelt filter would have matched every run.
+        ("stauts=FAILED", "stauts"),
     ] {
         let (status, body) = s.get_status(&format!("/api/v1/runs?{query}")).await;
         assert_eq!(status, 422, "{query}: {body}");
         assert_eq!(body["field"], field, "{query}: {body}");
     }
+    for path in [
+        "/api/v1/runs/bulk?target=db/&stauts=RUNNING",
+        "/api/v1/plans?nmae=orders",
+        "/api/v1/plans/bulk?name=x&status=FAILED&x=1",
+        "/api/v1/audit?actr=alice",
+        "/api/v1/deliveries?plan=1",
+    ] {
+        let (status, body) = s.get_status(path).await;
+        assert_eq!(status, 422, "{path}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("is not a parameter of"),
+            "{path}: {body}"
+        );
+    }
+    let (status, body) = s.get_status("/api/v1/plans?name=a%00b").await;
+    assert_eq!(
+        (status, body["field"].as_str()),
+        (422, Some("name")),
+        "{body}"
+    );
+    // Nor does a bulk body take a field it does not know: this one would
+    // have cancelled for real. (The retried run has failed again first.)
+    s.wait_plan(1, PlanStatus::Failed).await;
+    let plan: PlanView = s.get("/api/v1/plans/1").await;
+    let (status, body) = s
+        .post(
+            "/api/v1/runs/bulk",
+            json!({"action": "cancel", "filter": {"status": "FAILED"}, "expected": 1, "dry_run": true}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("dry_run"),
+        "{body}"
+    );
+    let (status, body) = s
+        .post(
+            "/api/v1/runs/bulk",
+            json!({"action": "cancel", "filter": {"stauts": "FAILED"}, "expected": 1}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    let after: PlanView = s.get("/api/v1/plans/1").await;
+    assert_eq!(
+        serde_json::to_value(&plan.tasks).unwrap(),
+        serde_json::to_value(&after.tasks).unwrap(),
+        "nothing changed"
+    );
 }
 
 /// Retry all from the plans list: counted over the plans the filter

@@ -4,9 +4,10 @@
 
 use app::audit::{AuditList, AuditQuery};
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::Deserialize;
 
+use super::strict_query::{Params, StrictQuery, paged};
 use super::{ApiError, ApiResult, ApiState, keyset};
 use crate::audit_filter;
 use crate::store::Ts;
@@ -19,10 +20,16 @@ pub struct AuditSearch {
     limit: Option<String>,
 }
 
+impl Params for AuditSearch {
+    fn names() -> Vec<&'static str> {
+        paged(AuditQuery::PARAMS)
+    }
+}
+
 /// `GET /api/v1/audit?actor=&action=&subject=&since=&until=&before=&limit=`
 pub async fn list(
     State(state): State<ApiState>,
-    Query(q): Query<AuditSearch>,
+    StrictQuery(q): StrictQuery<AuditSearch>,
 ) -> ApiResult<Json<AuditList>> {
     let filter = audit_filter::parse(&q.filter, Ts::now())
         .map_err(|e| ApiError::invalid(e.field, e.message))?;

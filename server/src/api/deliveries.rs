@@ -3,10 +3,11 @@
 
 use app::model::DeliveryView;
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::Deserialize;
 
 use super::error::parse_id;
+use super::strict_query::{Params, StrictQuery};
 use super::{ApiError, ApiResult, ApiState};
 
 const DEFAULT_LIMIT: i64 = 50;
@@ -18,9 +19,15 @@ pub struct ListQuery {
     limit: Option<String>,
 }
 
+impl Params for ListQuery {
+    fn names() -> Vec<&'static str> {
+        vec!["plan_id", "limit"]
+    }
+}
+
 pub async fn list(
     State(state): State<ApiState>,
-    Query(q): Query<ListQuery>,
+    StrictQuery(q): StrictQuery<ListQuery>,
 ) -> ApiResult<Json<Vec<DeliveryView>>> {
     let plan_id = match q.plan_id.as_deref().filter(|p| !p.is_empty()) {
         None => None,

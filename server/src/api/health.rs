@@ -1,5 +1,7 @@
 //! Probes for load balancers and orchestrators.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -7,6 +9,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::{ApiError, ApiState};
+
+/// How long a probe waits for the database. The pool waits 10 s for a
+/// connection, and a load balancer's or Prometheus' own timeout (often
+/// 10 s) ran out first while the database was down: the scrape failed
+/// instead of reading `baton_database_up 0`.
+pub const PROBE_WAIT: Duration = Duration::from_secs(3);
 
 /// The process is up and serving.
 pub async fn healthz() -> Json<Value> {
@@ -18,8 +26,16 @@ pub async fn healthz() -> Json<Value> {
 /// loop answers 503 naming it, its last error and how long it has been
 /// stuck: a replica that serves pages but schedules nothing is not ready.
 pub async fn readyz(State(state): State<ApiState>) -> Response {
-    if let Err(e) = state.store.ready().await {
-        return ApiError::Unavailable(e.to_string()).into_response();
+    match tokio::time::timeout(PROBE_WAIT, state.store.ready()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return ApiError::Unavailable(e.to_string()).into_response(),
+        Err(_) => {
+            return ApiError::Unavailable(format!(
+                "the database did not answer within {} s",
+                PROBE_WAIT.as_secs()
+            ))
+            .into_response();
+        }
     }
     let stalled = state.health.stalled();
     if stalled.is_empty() {

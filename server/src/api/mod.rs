@@ -17,6 +17,7 @@ mod plans_bulk;
 mod replicas;
 mod runs;
 mod schedules;
+mod strict_query;
 mod targets;
 mod tasks;
 

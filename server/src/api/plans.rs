@@ -4,11 +4,12 @@ use app::model::{PlanList, PlanStatus, PlanView};
 use app::views::Action;
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 
 use super::error::parse_id;
+use super::strict_query::{Params, StrictQuery};
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::plan;
@@ -100,10 +101,16 @@ pub struct ListQuery {
     offset: Option<String>,
 }
 
+impl Params for ListQuery {
+    fn names() -> Vec<&'static str> {
+        vec!["status", "name", "limit", "offset"]
+    }
+}
+
 /// `GET /api/v1/plans?status=&name=&limit=&offset=`
 pub async fn list(
     State(state): State<ApiState>,
-    Query(q): Query<ListQuery>,
+    StrictQuery(q): StrictQuery<ListQuery>,
 ) -> ApiResult<Json<PlanList>> {
     let status = match q.status.as_deref().filter(|s| !s.is_empty()) {
         None => None,
@@ -131,9 +138,13 @@ pub async fn list(
     if offset < 0 {
         return Err(ApiError::invalid("offset", "offset must not be negative"));
     }
-    let name = q.name.as_deref().map(str::trim).filter(|n| !n.is_empty());
+    let name = crate::run_filter::text("name", &q.name)
+        .map_err(|e| ApiError::invalid(e.field, e.message))?;
     Ok(Json(
-        state.store.plan_list(status, name, limit, offset).await?,
+        state
+            .store
+            .plan_list(status, name.as_deref(), limit, offset)
+            .await?,
     ))
 }
 

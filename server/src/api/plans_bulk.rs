@@ -5,9 +5,10 @@
 use app::backend::PlanFilter;
 use app::search::{BulkResult, PlanBulkCounts, PlanBulkRequest, PlanQuery};
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 
 use super::runs::{bad_bulk_filter, seen_count};
+use super::strict_query::StrictQuery;
 use super::{ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::plan_filter;
@@ -17,7 +18,7 @@ use crate::store::Ts;
 /// plans, each bulk action would change, to show before asking.
 pub async fn counts(
     State(state): State<ApiState>,
-    Query(q): Query<PlanQuery>,
+    StrictQuery(q): StrictQuery<PlanQuery>,
 ) -> ApiResult<Json<PlanBulkCounts>> {
     let filter = bulk_filter(&q, "")?;
     Ok(Json(state.store.plan_bulk_counts(&filter).await?))

@@ -4,13 +4,14 @@
 use app::model::RunView;
 use app::search::{BulkCounts, BulkRequest, BulkResult, RunList, RunQuery};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use serde::Deserialize;
 
 use super::error::parse_id;
 use super::keyset;
+use super::strict_query::{Params, StrictQuery, paged};
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::run_filter::{self, RunFilter};
@@ -25,10 +26,16 @@ pub struct SearchQuery {
     limit: Option<String>,
 }
 
+impl Params for SearchQuery {
+    fn names() -> Vec<&'static str> {
+        paged(RunQuery::PARAMS)
+    }
+}
+
 /// `GET /api/v1/runs?status=&target=&plan=&replica=&actor=&error=&since=&until=&before=&limit=`
 pub async fn search(
     State(state): State<ApiState>,
-    Query(q): Query<SearchQuery>,
+    StrictQuery(q): StrictQuery<SearchQuery>,
 ) -> ApiResult<Json<RunList>> {
     let filter = run_filter::parse(&q.filter, Ts::now())
         .map_err(|e| ApiError::invalid(e.field, e.message))?;
@@ -40,7 +47,7 @@ pub async fn search(
 /// would change, to show before asking.
 pub async fn bulk_counts(
     State(state): State<ApiState>,
-    Query(q): Query<RunQuery>,
+    StrictQuery(q): StrictQuery<RunQuery>,
 ) -> ApiResult<Json<BulkCounts>> {
     let filter = bulk_filter(&q, "")?;
     Ok(Json(state.store.run_bulk_counts(&filter).await?))

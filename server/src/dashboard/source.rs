@@ -71,6 +71,10 @@ impl DashboardSource for StoreSource {
         confirm: Option<BulkAction>,
     ) -> Result<PlansPage, DashboardError> {
         let now = Ts::now();
+        // Checked as the API and the bulk action check it: a NUL reached
+        // PostgreSQL and came back a 500.
+        let name = run_filter::text("name", &filter.name).map_err(bad_filter)?;
+        let filter = PlanFilter { name, ..filter };
         let list = self
             .store
             .plan_list(filter.status, filter.name.as_deref(), limit, offset)

@@ -90,12 +90,28 @@ pub(super) struct TaskFile {
 }
 
 /// YAML reads `version: 42` as a number and `version: "0042"` as text; both
-/// are accepted and kept as written.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// are accepted. Anything else YAML reads as a number (`1.10`, `0042`,
+/// `1e3`) is refused with the fix, not kept as a number that has lost
+/// what was written (`1.10` would become `1.1`, which sorts before `1.9`).
+#[derive(Debug)]
 pub(super) enum VersionText {
     Text(String),
     Integer(u64),
+}
+
+impl<'de> Deserialize<'de> for VersionText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(text) => Ok(VersionText::Text(text)),
+            serde_json::Value::Number(n) if n.is_u64() => {
+                Ok(VersionText::Integer(n.as_u64().unwrap_or_default()))
+            }
+            other => Err(serde::de::Error::custom(format!(
+                "a version is text or a whole number, and YAML read this one as {other}; \
+                 write it in quotes (version: \"1.10\", version: \"0042\") to keep it as written"
+            ))),
+        }
+    }
 }
 
 impl VersionText {

@@ -9,6 +9,7 @@
 mod file;
 mod graph;
 pub mod limits;
+pub(crate) mod unique_keys;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub(crate) use validate::name_text;
 pub use validate::{parse_json, parse_text, parse_value, parse_yaml};
 
 /// Why a plan file was refused, and which field is at fault.

@@ -21,7 +21,7 @@ pub const DEFAULT_REASSIGN_AFTER: Duration = Duration::from_secs(5 * 60);
 
 /// Parses a plan file written as JSON.
 pub fn parse_json(body: &[u8]) -> Result<NewPlan, InvalidPlan> {
-    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| InvalidPlan {
+    let value = super::unique_keys::from_slice(body).map_err(|e| InvalidPlan {
         message: format!("the body is not valid JSON: {e}"),
         field: None,
     })?;
@@ -169,6 +169,22 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
                 "description must be at most {} bytes (got {})",
                 limits::MAX_DESCRIPTION_BYTES,
                 description.len()
+            ),
+        ));
+    }
+    // Lines and tabs, but no other control character: `baton status`
+    // prints the description to a terminal, where an escape sequence could
+    // clear the screen or write the operator's clipboard (OSC 52).
+    if let Some(c) = description
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(invalid(
+            Some("description".into()),
+            format!(
+                "description may hold lines and tabs but no other control character \
+                 (it holds U+{:04X})",
+                u32::from(c)
             ),
         ));
     }
@@ -610,7 +626,7 @@ fn required_text(value: String, field: &str) -> Result<String, InvalidPlan> {
 
 /// A name, target, version or node: one line of printable text, short
 /// enough to show in a table cell and to index.
-fn name_text(value: String, field: &str) -> Result<String, InvalidPlan> {
+pub(crate) fn name_text(value: String, field: &str) -> Result<String, InvalidPlan> {
     let text = required_text(value, field)?;
     let chars = text.chars().count();
     if chars > limits::MAX_NAME_CHARS {
@@ -689,6 +705,52 @@ mod tests {
         assert_eq!(plan.tasks[1].version.as_deref(), Some("0042"));
         assert_eq!(plan.tasks[0].reassign_after, None, "not pinned");
         assert!(plan.webhooks.is_empty());
+    }
+
+    #[test]
+    fn what_a_terminal_would_run_is_refused_and_a_key_named_twice_too() {
+        let e = refused(
+            r#"{"name": "p", "description": "fine\nlines\tand tabs \u001b[2J\u001b]52;c;aGk=\u0007",
+                "tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}"#,
+        );
+        assert_eq!(e.field.as_deref(), Some("description"));
+        assert!(e.message.contains("U+001B"), "{}", e.message);
+        let ok = r#"{"name": "p", "description": "two\nlines\tok",
+            "tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}"#;
+        assert_eq!(
+            parse_json(ok.as_bytes()).unwrap().description,
+            "two\nlines\tok"
+        );
+        // A second `tasks` list would have replaced the first unseen.
+        let e = refused(
+            r#"{"name": "p", "tasks": [{"name": "a", "target": "t", "command": {"argv": ["rm", "-rf", "/srv"]}}],
+                "tasks": [{"name": "a", "target": "t", "sleep": "1s"}]}"#,
+        );
+        assert!(
+            e.message.contains("the key `tasks` appears twice"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn yaml_numbers_that_lose_what_was_written_are_refused_as_versions() {
+        let yaml = |version: &str| {
+            format!("name: p\ntasks:\n  - {{name: a, target: t, sleep: 1s, version: {version}}}\n")
+        };
+        assert_eq!(
+            parse_yaml(&yaml("42")).unwrap().tasks[0].version.as_deref(),
+            Some("42")
+        );
+        assert_eq!(
+            parse_yaml(&yaml("\"1.10\"")).unwrap().tasks[0]
+                .version
+                .as_deref(),
+            Some("1.10")
+        );
+        let e = parse_yaml(&yaml("1.10")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("tasks[0].version"));
+        assert!(e.message.contains("write it in quotes"), "{}", e.message);
     }
 
     #[test]

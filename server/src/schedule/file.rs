@@ -61,7 +61,7 @@ fn invalid(field: &str, message: impl Into<String>) -> InvalidPlan {
 
 /// Parses a schedule written as JSON.
 pub fn parse_json(body: &[u8]) -> Result<NewSchedule, InvalidPlan> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| InvalidPlan {
+    let value = crate::plan::unique_keys::from_slice(body).map_err(|e| InvalidPlan {
         message: format!("the body is not valid JSON: {e}"),
         field: None,
     })?;
@@ -104,13 +104,10 @@ fn from_value(value: Value) -> Result<NewSchedule, InvalidPlan> {
 }
 
 fn validate(file: ScheduleFile) -> Result<NewSchedule, InvalidPlan> {
-    let name = file.name.trim().to_owned();
-    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.contains('\0') {
-        return Err(invalid(
-            "name",
-            format!("a schedule's name must be 1 to {MAX_NAME_CHARS} characters, without NUL"),
-        ));
-    }
+    // One line of printable text, as a plan's name: a schedule's name is
+    // printed by `baton schedule list`, where an escape sequence in it
+    // could rewrite the operator's terminal.
+    let name = crate::plan::name_text(file.name, "name")?;
     let cron = file.cron.trim().to_owned();
     if cron.chars().count() > MAX_NAME_CHARS || cron.contains('\0') {
         return Err(invalid("cron", "the cron expression is too long"));

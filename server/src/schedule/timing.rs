@@ -38,6 +38,19 @@ impl Timing {
             ),
             field: Some("time_zone".into()),
         })?;
+        // croner also reads a seventh field, the year; a schedule with one
+        // runs out of ticks, and its last one found the expression
+        // refused as "never fires" when it came due, so made no plan.
+        let fields = expr.split_whitespace().count();
+        if fields > 6 {
+            return Err(InvalidPlan {
+                message: format!(
+                    "`{expr}` has {fields} fields; a schedule takes five (minute hour \
+                     day-of-month month day-of-week), or six with seconds first"
+                ),
+                field: Some("cron".into()),
+            });
+        }
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .build()
@@ -230,6 +243,14 @@ mod tests {
             ticks,
             [at("2026-10-25T00:30:00Z"), at("2026-10-26T01:30:00Z")]
         );
+    }
+
+    #[test]
+    fn a_year_field_is_refused() {
+        let e = Timing::parse("0 33 20 27 11 * 2099", "UTC").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("cron"));
+        assert!(e.message.contains("has 7 fields"), "{}", e.message);
+        Timing::parse("0 33 20 27 11 *", "UTC").unwrap();
     }
 
     #[test]

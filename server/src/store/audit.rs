@@ -8,8 +8,8 @@ use app::audit::{AuditEntry, AuditList, Outcome};
 use app::model::Identity;
 
 use super::engine::Arg;
-use super::plan_list::name_pattern;
-use super::{Result, StoreError, Ts};
+use super::plan_list::{folded, name_pattern};
+use super::{Backend, Result, StoreError, Ts};
 use crate::audit_filter::AuditFilter;
 
 /// Longest text kept of what a client sent about itself (a name tried
@@ -72,7 +72,7 @@ pub const AUDIT_PRUNE: &str = "DELETE FROM audit WHERE id IN (
 
 /// The search: entries `filter` matches with ids below `$1`, newest
 /// first, at most `$2`; the filters' arguments follow from `$3`.
-pub fn list_sql(filter: &AuditFilter) -> (String, Vec<ListArg>) {
+pub fn list_sql(filter: &AuditFilter, backend: Backend) -> (String, Vec<ListArg>) {
     let mut wheres = vec!["id < $1".to_owned()];
     let mut args = Vec::new();
     if let Some(actor) = &filter.actor {
@@ -88,7 +88,8 @@ pub fn list_sql(filter: &AuditFilter) -> (String, Vec<ListArg>) {
     }
     if let Some(subject) = &filter.subject {
         let n = arg(ListArg::Text(name_pattern(subject)), &mut args);
-        wheres.push(format!("LOWER(subject) LIKE {n} ESCAPE '\\'"));
+        let subject = folded("subject", backend);
+        wheres.push(format!("{subject} LIKE {n} ESCAPE '\\'"));
     }
     if let Some(since) = filter.since {
         let n = arg(ListArg::Time(since), &mut args);

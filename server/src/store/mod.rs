@@ -585,9 +585,10 @@ pub async fn connect_replica(
     }
 }
 
-/// The URL without its password, for messages.
+/// The URL without its password, for messages: the one after the user
+/// name, and a `password=` query parameter (libpq's form).
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let url = match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let creds = &url[scheme + 3..at];
             match creds.split_once(':') {
@@ -596,5 +597,41 @@ pub fn redact(url: &str) -> String {
             }
         }
         _ => url.to_owned(),
+    };
+    let Some((base, query)) = url.split_once('?') else {
+        return url;
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", query.join("&"))
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_masked_wherever_the_url_holds_them() {
+        assert_eq!(
+            redact("postgres://baton:s3cret@db/baton"),
+            "postgres://baton:***@db/baton"
+        );
+        assert_eq!(
+            redact("postgres://baton@db/b?sslmode=require&password=s3cret"),
+            "postgres://baton@db/b?sslmode=require&password=***"
+        );
+        assert_eq!(
+            redact("http://hook:pw@example.com/x?token=t"),
+            "http://hook:***@example.com/x?token=t"
+        );
+        assert_eq!(
+            redact("sqlite://./data/baton.db"),
+            "sqlite://./data/baton.db"
+        );
     }
 }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use app::model::{PlanList, PlanStatus, PlanSummary, TaskStatus};
 
 use super::rows::task_status_sql;
-use super::{Result, StoreError, Ts};
+use super::{Backend, Result, StoreError, Ts};
 
 /// Plans with a PENDING, AVAILABLE or RUNNING run (a live run is always
 /// its task's latest), one partial index each.
@@ -48,7 +48,7 @@ const NEVER_STARTED: &str = "(NOT EXISTS (SELECT 1 FROM task t
     AND EXISTS (SELECT 1 FROM task t WHERE t.plan_id = p.id AND t.skipped_at IS NULL))";
 
 /// The condition on plan `p` for the list: its name and status.
-fn filter(status: Option<PlanStatus>) -> String {
+fn filter(status: Option<PlanStatus>, backend: Backend) -> String {
     let status = match status {
         None => "TRUE".to_owned(),
         Some(PlanStatus::Running) => format!("p.id IN ({LIVE})"),
@@ -62,11 +62,12 @@ fn filter(status: Option<PlanStatus>) -> String {
              AND NOT {NEVER_STARTED}"
         ),
     };
-    format!("(CAST($1 AS TEXT) IS NULL OR LOWER(p.name) LIKE $1 ESCAPE '\\') AND {status}")
+    let name = folded("p.name", backend);
+    format!("(CAST($1 AS TEXT) IS NULL OR {name} LIKE $1 ESCAPE '\\') AND {status}")
 }
 
 /// One page of plans with their task counts and derived status.
-pub fn page_sql(status: Option<PlanStatus>) -> String {
+pub fn page_sql(status: Option<PlanStatus>, backend: Backend) -> String {
     format!(
         "WITH page AS (
             SELECT p.id, p.name, p.created_at FROM plan p WHERE {filter}
@@ -97,14 +98,17 @@ pub fn page_sql(status: Option<PlanStatus>) -> String {
             c.skipped
         FROM page JOIN counted c ON c.plan_id = page.id
         ORDER BY page.id DESC",
-        filter = filter(status),
+        filter = filter(status, backend),
         task_status = task_status_sql!(),
     )
 }
 
 /// How many plans the filter matches in all (`$1` only).
-pub fn count_sql(status: Option<PlanStatus>) -> String {
-    format!("SELECT COUNT(*) FROM plan p WHERE {}", filter(status))
+pub fn count_sql(status: Option<PlanStatus>, backend: Backend) -> String {
+    format!(
+        "SELECT COUNT(*) FROM plan p WHERE {}",
+        filter(status, backend)
+    )
 }
 
 /// The runs of the plans the filter matches that `applies` (a condition
@@ -112,21 +116,33 @@ pub fn count_sql(status: Option<PlanStatus>) -> String {
 /// most `$2`, in task order (the order `lock` locks their tasks in): what
 /// a bulk action on the list changes. Driven by the runs `applies` picks
 /// (each through a small partial index), each tested against its plan.
-pub fn bulk_sql(status: Option<PlanStatus>, applies: &str, lock: &str) -> String {
+pub fn bulk_sql(status: Option<PlanStatus>, applies: &str, lock: &str, backend: Backend) -> String {
     format!(
         "SELECT r.id, r.task_id, r.plan_id
         FROM task_run r JOIN task t ON t.id = r.task_id JOIN plan p ON p.id = r.plan_id
         WHERE {applies}
          AND {filter}
         ORDER BY t.id LIMIT $2 {lock}",
-        filter = filter(status),
+        filter = filter(status, backend),
     )
+}
+
+/// `expr` in lower case for a search "in any case", ASCII letters only, on
+/// both backends alike: SQLite's `LOWER` folds only ASCII, PostgreSQL's
+/// every script, so `ÉTÉ` found `été` on one and not on the other (and
+/// a bulk action on the same filter changed different plans). Under the
+/// "C" collation PostgreSQL's `LOWER` folds only ASCII too.
+pub fn folded(expr: &str, backend: Backend) -> String {
+    match backend {
+        Backend::Sqlite => format!("LOWER({expr})"),
+        Backend::Postgres => format!("LOWER({expr} COLLATE \"C\")"),
+    }
 }
 
 /// The `LIKE` pattern matching names that contain `text`, any case.
 pub fn name_pattern(text: &str) -> String {
     let mut pattern = String::from("%");
-    for c in text.to_lowercase().chars() {
+    for c in text.to_ascii_lowercase().chars() {
         if matches!(c, '%' | '_' | '\\') {
             pattern.push('\\');
         }

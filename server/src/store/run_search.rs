@@ -39,7 +39,7 @@
 use app::search::{RunList, RunSummary};
 
 use super::engine::Arg;
-use super::plan_list::name_pattern;
+use super::plan_list::{folded, name_pattern};
 use super::rows::run_status;
 use super::{Backend, Result, Ts};
 use crate::run_filter::RunFilter;
@@ -107,7 +107,7 @@ impl Search {
         }
         if let Some(name) = &filter.plan {
             let n = search.arg(Value::Text(name_pattern(name)));
-            let named = format!("LOWER(pp.name) LIKE {n} ESCAPE '\\'");
+            let named = format!("{} LIKE {n} ESCAPE '\\'", folded("pp.name", backend));
             // Every attempt but a task's latest FAILED or was CANCELED: a
             // new attempt is made for no other. The plans are found once.
             let runs = format!(
@@ -172,7 +172,8 @@ impl Search {
             search.live = false;
             search.add(
                 format!(
-                    "r.status IN ('FAILED', 'CANCELED') AND LOWER(r.error) LIKE {n} ESCAPE '\\'"
+                    "r.status IN ('FAILED', 'CANCELED') AND {} LIKE {n} ESCAPE '\\'",
+                    folded("r.error", search.backend)
                 ),
                 None,
             );

@@ -122,6 +122,9 @@ mod cases {
             "hotfix_1",
             "hotfix-2",
             "100%-done",
+            "ÉTÉ-Deploy",
+            "été-deploy",
+            "ΣΊΣΥΦΟΣ",
         ] {
             let id = s
                 .plan_insert(&plan_of(name, 1, false), "t".into(), Ts::now())
@@ -143,6 +146,12 @@ mod cases {
         assert_eq!(found("%").await, ["100%-done"], "`%` is not a wildcard");
         assert_eq!(found("hotfix").await, ["hotfix-2", "hotfix_1"]);
         assert!(found("nothing").await.is_empty());
+        // Any case means ASCII letters in any case, on both backends alike
+        // (SQLite's LOWER folds no other); every name finds itself.
+        assert_eq!(found("DEPLOY").await, ["été-deploy", "ÉTÉ-Deploy"]);
+        assert_eq!(found("ÉTÉ-deploy").await, ["ÉTÉ-Deploy"]);
+        assert_eq!(found("été").await, ["été-deploy"]);
+        assert_eq!(found("ΣΊΣΥΦΟΣ").await, ["ΣΊΣΥΦΟΣ"]);
         let filtered = s
             .plan_list(Some(PlanStatus::NotStarted), Some("fix"), 1, 1)
             .await

@@ -240,7 +240,7 @@ pub async fn audit_list<D: Dialect>(
     before: Option<i64>,
     limit: i64,
 ) -> Result<app::audit::AuditList> {
-    let (sql, values) = list_sql(filter);
+    let (sql, values) = list_sql(filter, D::BACKEND);
     let mut args = vec![before.unwrap_or(i64::MAX).into(), (limit + 1).into()];
     args.extend(values.iter().map(|v| v.arg()));
     // Planned for its actual arguments: which index serves depends on

@@ -28,7 +28,7 @@ pub async fn plan_bulk_count<D: Dialect>(
 ) -> Result<PlanBulkCount> {
     let sql = format!(
         "SELECT COUNT(*), COUNT(DISTINCT m.plan_id) FROM ({}) AS m",
-        bulk_sql(filter.status, applies(action), "")
+        bulk_sql(filter.status, applies(action), "", D::BACKEND)
     );
     let pattern = filter.name.as_deref().map(name_pattern);
     let (runs, plans): (i64, i64) = read_one(
@@ -50,7 +50,12 @@ pub async fn plan_bulk_apply<D: Dialect>(
     asked: &Asked<'_>,
     now: Ts,
 ) -> Result<BulkResult> {
-    let sql = bulk_sql(filter.status, applies(action), D::row_lock(RowLock::Tasks));
+    let sql = bulk_sql(
+        filter.status,
+        applies(action),
+        D::row_lock(RowLock::Tasks),
+        D::BACKEND,
+    );
     let pattern = filter.name.as_deref().map(name_pattern);
     // Unprepared, as the list is: a kept statement's generic plan cannot
     // know whether the name pattern is NULL.

@@ -58,13 +58,13 @@ pub async fn plan_list<D: Dialect>(
     };
     let page: Vec<plan_list::PlanListRow> = d
         .read(
-            keep(Sql::built(plan_list::page_sql(status))),
+            keep(Sql::built(plan_list::page_sql(status, D::BACKEND))),
             &[pattern.as_deref().into(), limit.into(), offset.into()],
         )
         .await?;
     let (total,): (i64,) = read_one(
         d,
-        keep(Sql::built(plan_list::count_sql(status))),
+        keep(Sql::built(plan_list::count_sql(status, D::BACKEND))),
         &[pattern.as_deref().into()],
     )
     .await?;
