@@ -204,6 +204,14 @@ impl Settings {
             .clone()
             .filter(|u| !u.trim().is_empty())
             .unwrap_or_else(|| format!("http://{}", self.listen));
+        // Links in notifications and the cookie's `Secure` flag come from
+        // it: `baton.example.com` (no scheme) broke both without a word.
+        let parsed = reqwest::Url::parse(public_url.trim())
+            .map_err(|e| anyhow::anyhow!("BATON_PUBLIC_URL `{public_url}` is not a URL: {e}"))?;
+        anyhow::ensure!(
+            matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some(),
+            "BATON_PUBLIC_URL must be http:// or https:// and a host (got `{public_url}`)"
+        );
         Ok(NotifyTargets {
             webhook_url,
             public_url: public_url.trim_end_matches('/').to_owned(),

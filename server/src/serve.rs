@@ -42,10 +42,19 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
              BATON_SITE_ROOT at a bundle"
         );
     }
+    // Every other setting, and the port, before the database too: a
+    // replica refused after it had registered was listed as dead.
+    let scheduler = settings.scheduler();
+    scheduler.validate()?;
+    settings.live()?;
+    let notify_targets = settings.notify_targets()?;
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let store =
         store::connect_replica(&settings.database_url.0, Some(settings.stale_after)).await?;
     store.migrate().await.context("applying migrations")?;
-    store.notify_targets_set(settings.notify_targets()?);
+    store.notify_targets_set(notify_targets);
     let shutdown = CancellationToken::new();
     let info = ReplicaInfo {
         replica_id: new_replica_id(),
@@ -57,14 +66,11 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let replica = Replica::start(
         store.clone(),
         info.clone(),
-        settings.scheduler(),
+        scheduler,
         Registry::builtin().with_commands(settings.command_executor()),
         shutdown.clone(),
     )
     .await?;
-    let listener = tokio::net::TcpListener::bind(settings.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let app = router(store, info.clone(), replica.view(), &settings, users)?;
     tracing::info!(
         replica = %info.replica_id,

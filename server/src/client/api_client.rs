@@ -31,6 +31,10 @@ pub struct ApiClient {
     base: String,
 }
 
+/// How long a command waits to reach the server, and for one answer.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl ApiClient {
     /// `token` is sent as `Authorization: Bearer` on every request; a
     /// server without users needs none.
@@ -45,6 +49,10 @@ impl ApiClient {
         Ok(ApiClient {
             http: reqwest::Client::builder()
                 .default_headers(headers)
+                // A server (or a proxy) that accepts and never answers hung
+                // `submit --wait` in a deploy pipeline for good.
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(REQUEST_TIMEOUT)
                 .build()
                 .context("cannot set up the HTTP client")?,
             base: base.into(),

@@ -63,14 +63,28 @@ pub async fn submit(args: SubmitArgs, listen: std::net::SocketAddr) -> anyhow::R
     }
 }
 
+/// The plan file's bytes, at most one more than the server takes: a
+/// mistaken `/dev/zero` (or a 2 GB file) was read until memory ran out.
 pub(super) fn read_plan_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let limit = crate::plan::limits::MAX_PLAN_BODY_BYTES as u64;
+    let mut body = Vec::new();
     if path == Path::new("-") {
-        let mut body = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut body)
+        std::io::stdin()
+            .take(limit + 1)
+            .read_to_end(&mut body)
             .context("cannot read the plan from standard input")?;
-        return Ok(body);
+    } else {
+        std::fs::File::open(path)
+            .and_then(|file| file.take(limit + 1).read_to_end(&mut body))
+            .with_context(|| format!("cannot read plan file {}", path.display()))?;
     }
-    std::fs::read(path).with_context(|| format!("cannot read plan file {}", path.display()))
+    anyhow::ensure!(
+        body.len() as u64 <= limit,
+        "the plan is larger than the server's limit of {} MiB",
+        limit / (1024 * 1024)
+    );
+    Ok(body)
 }
 
 pub(super) fn format_of(path: &Path, body: &[u8]) -> PlanFormat {

@@ -19,6 +19,7 @@
 //! fills parameters ([`template`]) and computes ticks ([`timing`]).
 
 mod file;
+pub mod hidden;
 pub mod template;
 pub mod timing;
 

@@ -113,6 +113,22 @@ impl SchedulerConfig {
 
     pub fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.workers >= 1, "BATON_WORKERS must be at least 1");
+        // Checked first: the checks below and the loops multiply these,
+        // and `18446744073709551615s` overflowed into a panic.
+        for (name, value) in [
+            ("BATON_POLL_INTERVAL", self.poll_interval),
+            ("BATON_HEARTBEAT_INTERVAL", self.heartbeat_interval),
+            ("BATON_STALE_AFTER", self.stale_after),
+            ("BATON_SWEEP_INTERVAL", self.sweep_interval),
+            ("BATON_LEADER_LEASE", self.leader_lease),
+            ("BATON_SHUTDOWN_GRACE", self.shutdown_grace),
+        ] {
+            anyhow::ensure!(
+                value <= MAX_TIMING,
+                "{name} must be at most a day, not {}",
+                humantime::format_duration(value)
+            );
+        }
         anyhow::ensure!(
             !self.poll_interval.is_zero(),
             "BATON_POLL_INTERVAL must be longer than zero"
@@ -136,6 +152,9 @@ impl SchedulerConfig {
         Ok(())
     }
 }
+
+/// The longest any liveness or loop timing may be.
+const MAX_TIMING: Duration = Duration::from_secs(24 * 3600);
 
 /// A new replica id: unique per process start (SPEC §1).
 pub fn new_replica_id() -> String {

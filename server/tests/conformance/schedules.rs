@@ -24,6 +24,7 @@ per_backend!(cases:
     a_0230_berlin_schedule_fires_once_on_each_dst_day,
     trigger_pause_resume_delete_and_refusals,
     a_scheduled_plan_pinned_to_an_offline_node_says_so_and_shows_its_failures,
+    a_schedules_secrets_are_shown_hidden_and_kept_through_an_edit,
 );
 
 const GRACE: Duration = Duration::from_secs(60);
@@ -420,5 +421,74 @@ mod cases {
         // Its failure shows among the schedule's last plans.
         s.plan_cancel(plan, "bob".into(), Ts::now()).await.unwrap();
         assert_eq!(view(s, id).await.plans[0].status, PlanStatus::Canceled);
+    }
+
+    /// Viewers read schedules: a webhook secret, an HTTP header and a
+    /// command's environment are shown hidden, and an edit that sends the
+    /// hidden values back keeps them (a hostile trial read a secret and a
+    /// `Bearer` header as a viewer).
+    pub async fn a_schedules_secrets_are_shown_hidden_and_kept_through_an_edit(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let s = s.as_ref();
+        let doc = |cron: &str, secret: &str| {
+            let text = json!({"name": "secretive", "cron": cron, "plan": {"name": "p ${tick}",
+                "webhooks": [{"url": "https://hooks.example/a", "secret": secret}],
+                "tasks": [
+                    {"name": "call", "target": "api", "http": {"url": "https://api.example/x",
+                        "headers": {"Authorization": "Bearer KEY-123"}}},
+                    {"name": "dump", "target": "db", "command": {"argv": ["true"],
+                        "env": {"PGPASSWORD": "pw-456"}}}]}});
+            parse_json(text.to_string().as_bytes()).unwrap()
+        };
+        let id = s
+            .schedule_create(
+                &doc("0 * * * *", "TOPSECRET-789"),
+                "alice".into(),
+                Ts::now(),
+            )
+            .await
+            .unwrap();
+        let stored = |needle: &'static str| {
+            let db = &db;
+            async move {
+                db.count(&format!(
+                    "SELECT COUNT(*) FROM schedule WHERE template LIKE '%{needle}%'"
+                ))
+                .await
+            }
+        };
+        let shown = view(s, id).await.template;
+        for secret in ["TOPSECRET-789", "KEY-123", "pw-456"] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+            assert_eq!(stored(secret).await, 1, "{secret} stored");
+        }
+        let listed = serde_json::to_string(&s.schedule_list().await.unwrap()).unwrap();
+        assert!(!listed.contains("TOPSECRET-789"), "{listed}");
+        // Saved back as shown, with another expression: all three kept.
+        let mut edited = doc("30 * * * *", "(hidden)");
+        edited.template = serde_json::from_str(&shown).unwrap();
+        s.schedule_update(id, &edited, "carol".into(), Ts::now())
+            .await
+            .unwrap();
+        for secret in ["TOPSECRET-789", "KEY-123", "pw-456"] {
+            assert_eq!(stored(secret).await, 1, "{secret} kept");
+        }
+        assert_eq!(view(s, id).await.cron, "30 * * * *");
+        // A hidden value with nothing to keep is refused, and nothing changes.
+        let mut renamed = edited.clone();
+        renamed.template["tasks"][1]["name"] = json!("other");
+        assert!(matches!(
+            s.schedule_update(id, &renamed, "carol".into(), Ts::now()).await,
+            Err(StoreError::Invalid(m)) if m.contains("task other's variable PGPASSWORD")
+        ));
+        assert_eq!(stored("pw-456").await, 1);
+        let fresh = doc("0 * * * *", "(hidden)");
+        let mut fresh = fresh;
+        fresh.name = "another".into();
+        assert!(matches!(
+            s.schedule_create(&fresh, "alice".into(), Ts::now()).await,
+            Err(StoreError::Invalid(_))
+        ));
     }
 }

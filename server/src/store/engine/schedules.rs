@@ -141,7 +141,7 @@ pub async fn schedule_create<D: Dialect>(
     let mut tx = d.begin().await?;
     let params =
         serde_json::to_string(&s.params).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let template = s.template.to_string();
+    let template = template_to_store(s, None)?;
     let next = s.timing.next_after(now);
     conflict_on_name(
         D::execute(
@@ -202,7 +202,7 @@ pub async fn schedule_update<D: Dialect>(
     };
     let params =
         serde_json::to_string(&s.params).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let template = s.template.to_string();
+    let template = template_to_store(s, Some(&old.template))?;
     conflict_on_name(
         D::execute(
             &mut tx,
@@ -764,7 +764,7 @@ fn view(
         name: row.name,
         cron: row.cron,
         time_zone: row.time_zone,
-        template: row.template,
+        template: shown_template(&row.template),
         paused_by: row.paused_by,
         paused_at: row.paused_at.map(|t| t.0),
         created_at: row.created_at.0,
@@ -800,4 +800,25 @@ async fn plan_statuses<D: Dialect>(d: &D, ids: &[i64]) -> Result<HashMap<i64, Pl
         .into_iter()
         .map(|(plan, counts)| (plan, PlanStatus::from_counts(&counts)))
         .collect())
+}
+
+/// The template as every reader sees it: its secrets hidden
+/// ([`crate::schedule::hidden`]).
+fn shown_template(stored: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(stored) {
+        Ok(template) => crate::schedule::hidden::hide(&template).to_string(),
+        Err(_) => stored.to_owned(),
+    }
+}
+
+/// `new`'s template, with each value it gives as hidden taken from
+/// `stored` (the schedule's template before the update; `None` when
+/// creating one).
+fn template_to_store(new: &NewSchedule, stored: Option<&str>) -> Result<String> {
+    let stored = stored
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let mut template = new.template.clone();
+    crate::schedule::hidden::keep_hidden(&mut template, &stored).map_err(StoreError::Invalid)?;
+    Ok(template.to_string())
 }
