@@ -669,3 +669,50 @@ fn version_names_the_commit() {
         None => assert!(line.contains("built outside a git checkout"), "{line}"),
     }
 }
+
+/// Settings a replica cannot run with stop `baton serve` before it touches
+/// the database, naming the setting (a huge duration panicked after the
+/// replica had registered, and was listed as dead); `baton submit` reads
+/// no more of a plan file than the server would take.
+#[test]
+fn bad_settings_stop_serve_before_the_database_and_submit_reads_a_bounded_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("baton.db");
+    let serve = |name: &str, value: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env(
+                "BATON_DATABASE_URL",
+                format!("sqlite://{}", database.display()),
+            )
+            .env(name, value)
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .expect("run baton serve");
+        assert!(!out.status.success(), "{name}={value} started");
+        text(&out.stderr)
+    };
+    let said = serve("BATON_STALE_AFTER", "18446744073709551615s");
+    assert!(
+        said.contains("BATON_STALE_AFTER must be at most a day"),
+        "{said}"
+    );
+    let said = serve("BATON_PUBLIC_URL", "baton.example.com");
+    assert!(
+        said.contains("BATON_PUBLIC_URL `baton.example.com`"),
+        "{said}"
+    );
+    assert!(!database.exists(), "a refused start created the database");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["submit", "/dev/zero", "--server", "http://127.0.0.1:9"])
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("run baton submit");
+    let said = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("the plan is larger than the server's limit of 8 MiB"),
+        "{said}"
+    );
+}
