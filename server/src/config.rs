@@ -14,6 +14,9 @@ use crate::scheduler::{self, SchedulerConfig};
 use crate::secret::Secret;
 use crate::store::NotifyTargets;
 
+/// The shortest dashboard sign-in `BATON_SESSION_TTL` may ask for.
+const MIN_SESSION_TTL: Duration = Duration::from_secs(60);
+
 #[derive(Args, Debug, Clone)]
 pub struct Settings {
     /// Database: `sqlite://PATH` or `postgres://USER@HOST/DB`.
@@ -225,6 +228,23 @@ impl Settings {
             .filter(|path| !path.as_os_str().is_empty())
             .map(crate::auth::Users::load)
             .transpose()
+    }
+
+    /// Settings that parse but cannot be meant: checked at start.
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.allowed_commands.is_empty()
+                || self.allowed_commands.iter().any(|a| !a.trim().is_empty()),
+            "BATON_ALLOWED_COMMANDS names no program (only blanks and commas), which would \
+             allow every program; name them, or leave it unset to allow any"
+        );
+        anyhow::ensure!(
+            self.session_ttl >= MIN_SESSION_TTL,
+            "BATON_SESSION_TTL must be at least a minute, not {} (every sign-in would end \
+             at once)",
+            humantime::format_duration(self.session_ttl)
+        );
+        Ok(())
     }
 
     /// Without users anyone who reaches the server may run commands on

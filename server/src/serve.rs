@@ -44,6 +44,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     // Every other setting, and the port, before the database too: a
     // replica refused after it had registered was listed as dead.
+    settings.check()?;
     let scheduler = settings.scheduler();
     scheduler.validate()?;
     settings.live()?;

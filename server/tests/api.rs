@@ -627,6 +627,7 @@ async fn actions_apply_only_where_they_make_sense() {
         .post("/api/v1/plans", json!({"name": "later", "start": false, "tasks": [
             {"name": "ok", "target": "t1", "command": {"argv": ["sh", "-c", "echo fine"]}},
             {"name": "bad", "target": "t2", "command": {"argv": ["sh", "-c", "echo broken >&2; exit 3"]}},
+            {"name": "lost", "target": "t3", "command": {"argv": ["pwd"], "cwd": "/no/such/dir"}},
         ]}))
         .await;
     assert_eq!(status, 201);
@@ -641,6 +642,12 @@ async fn actions_apply_only_where_they_make_sense() {
     let failed = s.wait_plan(id, PlanStatus::Failed).await;
     let bad = failed.tasks.iter().find(|t| t.name == "bad").unwrap();
     assert_eq!(bad.error.as_deref(), Some("exited with code 3"));
+    // A missing working directory is named, not blamed on the program.
+    let lost = failed.tasks.iter().find(|t| t.name == "lost").unwrap();
+    assert_eq!(
+        lost.error.as_deref(),
+        Some("the working directory `/no/such/dir` does not exist on this replica")
+    );
     let log = s
         .http
         .get(format!(
@@ -664,6 +671,10 @@ async fn actions_apply_only_where_they_make_sense() {
         .post_empty(&format!("/api/v1/tasks/{}/cancel", ok.id))
         .await;
     assert_eq!(status, 409, "a DONE task is not canceled");
+    let (status, _) = s
+        .post_empty(&format!("/api/v1/tasks/{}/skip", lost.id))
+        .await;
+    assert_eq!(status, 200);
     let (status, view) = s
         .post_empty(&format!("/api/v1/tasks/{}/skip", bad.id))
         .await;

@@ -697,6 +697,16 @@ fn bad_settings_stop_serve_before_the_database_and_submit_reads_a_bounded_file()
         said.contains("BATON_STALE_AFTER must be at most a day"),
         "{said}"
     );
+    let said = serve("BATON_ALLOWED_COMMANDS", " , ");
+    assert!(
+        said.contains("BATON_ALLOWED_COMMANDS names no program"),
+        "{said}"
+    );
+    let said = serve("BATON_SESSION_TTL", "0s");
+    assert!(
+        said.contains("BATON_SESSION_TTL must be at least a minute"),
+        "{said}"
+    );
     let said = serve("BATON_PUBLIC_URL", "baton.example.com");
     assert!(
         said.contains("BATON_PUBLIC_URL `baton.example.com`"),

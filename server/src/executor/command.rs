@@ -96,6 +96,14 @@ impl Executor for CommandExecutor {
             .process_group(0)
             .kill_on_drop(true);
         if let Some(cwd) = &spec.cwd {
+            // Checked here, or the spawn's "No such file or directory"
+            // would read as if the program were missing.
+            if !std::path::Path::new(cwd).is_dir() {
+                return Outcome::failed(
+                    None,
+                    format!("the working directory `{cwd}` does not exist on this replica"),
+                );
+            }
             command.current_dir(cwd);
         }
         let mut child = match command.spawn() {

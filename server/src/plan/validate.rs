@@ -638,7 +638,7 @@ pub(crate) fn name_text(value: String, field: &str) -> Result<String, InvalidPla
             ),
         ));
     }
-    if let Some(c) = text.chars().find(|c| c.is_control()) {
+    if let Some(c) = text.chars().find(|c| c.is_control() || invisible(*c)) {
         return Err(invalid(
             Some(field.to_owned()),
             format!(
@@ -648,6 +648,15 @@ pub(crate) fn name_text(value: String, field: &str) -> Result<String, InvalidPla
         ));
     }
     Ok(text)
+}
+
+/// Characters that show as nothing or reorder what is shown: zero-width
+/// spaces and joiners, direction marks, embeddings and isolates, the BOM.
+/// `db/or\u{200B}ders` looked like `db/orders` and was a separate lock.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 fn optional_duration(
@@ -731,6 +740,19 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn a_name_that_looks_like_another_is_refused() {
+        for sneaky in ["db/or\u{200B}ders", "db/\u{202E}sredro", "\u{FEFF}orders"] {
+            let json = serde_json::json!({"name": "p", "tasks": [
+                {"name": "a", "target": sneaky, "sleep": "1s"}]});
+            let e = refused(&json.to_string());
+            assert_eq!(e.field.as_deref(), Some("tasks[0].target"), "{sneaky:?}");
+        }
+        let json = serde_json::json!({"name": "p", "tasks": [
+            {"name": "café ✓", "target": "db/ÉTÉ", "sleep": "1s"}]});
+        parse_json(json.to_string().as_bytes()).unwrap();
     }
 
     #[test]

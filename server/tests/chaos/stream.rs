@@ -149,7 +149,7 @@ fn hostile(rng: &mut fastrand::Rng, n: usize, record: &Path, hook: &str) -> Valu
         .map(|i| {
             let key = format!("p{n}-t{i}");
             json!({
-                "name": format!("t{i}</title><script>alert({n})</script> ✓ \u{202e}"),
+                "name": format!("t{i}</title><script>alert({n})</script> ✓ e\u{301} 🚀"),
                 "target": format!("db/{}", rng.usize(0..8)),
                 "exclusive": rng.bool(),
                 "version": format!("{n}.{i}"),
@@ -183,7 +183,8 @@ fn far_future(n: usize, hook: &str) -> Value {
 }
 
 /// A plan validation must refuse: absurd durations and times, NUL bytes,
-/// a spinning heartbeat, an empty plan.
+/// a target that looks like another (a direction override), a spinning
+/// heartbeat, an empty plan.
 fn refused(rng: &mut fastrand::Rng, n: usize) -> Value {
     let task = |extra: Value| {
         let mut task = json!({"name": "t", "target": "db/0", "command": {"argv": ["true"]}});
@@ -192,13 +193,14 @@ fn refused(rng: &mut fastrand::Rng, n: usize) -> Value {
         }
         task
     };
-    let tasks = match rng.u8(0..7) {
+    let tasks = match rng.u8(0..8) {
         0 => json!([task(json!({"timeout": "1000000y"}))]),
         1 => json!([task(json!({"heartbeat_timeout": "1000000y"}))]),
         2 => json!([task(json!({"node": "x", "reassign_after": "1000000y"}))]),
         3 => json!([task(json!({"heartbeat_interval": "0s"}))]),
         4 => json!([task(json!({"name": "nul\u{0}name"}))]),
         5 => json!([task(json!({"run_at": "+10000-01-01T00:00:00Z"}))]),
+        6 => json!([task(json!({"target": "db/\u{202e}0"}))]),
         _ => json!([]),
     };
     json!({"name": format!("chaos-{n} refused"), "tasks": tasks})
