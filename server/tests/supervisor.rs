@@ -149,9 +149,10 @@ fn what_left_the_group_dies_with_a_closed_feed_a_quiet_one_or_a_stop() {
     wait_until_gone(&pids, Duration::from_secs(5));
     let status = child.wait().unwrap();
     assert!(!status.success());
+    // Silently: the replica records why it stopped the run.
     let mut said = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut said).unwrap();
-    assert!(said.contains("the replica stopped the run"), "{said}");
+    assert_eq!(said, "");
 }
 
 #[test]
