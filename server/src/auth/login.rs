@@ -49,7 +49,6 @@ pub async fn login(
                 PasswordRefused::Wrong => "1",
                 PasswordRefused::TooMany(_) => "too-many",
             };
-            tracing::warn!(user = form.name.trim(), ?refused, "sign-in refused");
             if refused == PasswordRefused::Wrong {
                 let tried = match client_text(form.name.trim()) {
                     name if name.is_empty() => "(no name)".to_owned(),

@@ -174,10 +174,6 @@ impl Auth {
             return self
                 .check_password(name, password)
                 .await
-                .map_err(|refused| {
-                    tracing::warn!(user = ?name.trim(), ?refused, "Basic credentials refused");
-                    refused
-                })
                 .map_err(|refused| match refused {
                     PasswordRefused::Wrong => {
                         AuthError::Refused("wrong user name or password".into())
@@ -198,8 +194,21 @@ impl Auth {
     }
 
     /// The user, when `password` is theirs; unless the name has had too
-    /// many wrong passwords lately (then nothing is checked).
+    /// many wrong passwords lately (then nothing is checked). A refusal is
+    /// logged with the name tried, for the form and Basic auth alike.
     pub async fn check_password(
+        &self,
+        name: &str,
+        password: &str,
+    ) -> Result<Identity, PasswordRefused> {
+        let checked = self.password_identity(name, password).await;
+        if let Err(refused) = &checked {
+            tracing::warn!(user = ?name.trim(), ?refused, "password refused");
+        }
+        checked
+    }
+
+    async fn password_identity(
         &self,
         name: &str,
         password: &str,
