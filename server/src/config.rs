@@ -17,6 +17,12 @@ use crate::store::NotifyTargets;
 /// The shortest dashboard sign-in `BATON_SESSION_TTL` may ask for.
 const MIN_SESSION_TTL: Duration = Duration::from_secs(60);
 
+/// The shortest `BATON_STALE_AFTER` a replica serves with. Below it, a
+/// slow commit or a scheduler hiccup reads as a dead replica: runs are
+/// swept and retried while they still execute, and a command's
+/// supervisor (quiet after half of it) kills healthy work.
+const MIN_STALE_AFTER: Duration = Duration::from_secs(1);
+
 #[derive(Args, Debug, Clone)]
 pub struct Settings {
     /// Database: `sqlite://PATH` or `postgres://USER@HOST/DB`.
@@ -243,6 +249,22 @@ impl Settings {
             "BATON_SESSION_TTL must be at least a minute, not {} (every sign-in would end \
              at once)",
             humantime::format_duration(self.session_ttl)
+        );
+        anyhow::ensure!(
+            self.stale_after >= MIN_STALE_AFTER,
+            "BATON_STALE_AFTER must be at least 1s, not {}: a pause that short (a slow \
+             commit, a busy CPU) would declare live replicas dead and run their work twice",
+            humantime::format_duration(self.stale_after)
+        );
+        // The failover bound (docs/configuration.md) assumes it: a longer
+        // lease leaves a dead leader's promotions and sweeps undone after
+        // its runs are known to be stranded.
+        anyhow::ensure!(
+            self.leader_lease <= self.stale_after,
+            "BATON_LEADER_LEASE ({}) must be at most BATON_STALE_AFTER ({}): a dead \
+             leader's replacement would take longer than the replica is known dead",
+            humantime::format_duration(self.leader_lease),
+            humantime::format_duration(self.stale_after)
         );
         Ok(())
     }

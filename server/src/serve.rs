@@ -54,6 +54,11 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let store =
         store::connect_replica(&settings.database_url.0, Some(settings.stale_after)).await?;
+    // Before the migrations: a second serve on the file changes nothing.
+    let _one_serve = store::sqlite_file(&settings.database_url.0)
+        .transpose()?
+        .map(store::ServeLock::take)
+        .transpose()?;
     store.migrate().await.context("applying migrations")?;
     store.notify_targets_set(notify_targets);
     let shutdown = CancellationToken::new();

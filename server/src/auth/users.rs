@@ -25,6 +25,41 @@ use serde::Deserialize;
 
 use super::secrets::{TokenHash, parse_token_hash};
 
+/// Far more than any real list of users; a path to `/dev/zero` or a log
+/// file must not be read into memory whole.
+const MAX_USERS_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The file's text, if it is a regular file of sane size that only its
+/// owner (and group) may change: whoever can write it decides who is
+/// operator, as OpenSSH's `StrictModes` reasons for `authorized_keys`.
+fn read_trusted(path: &Path) -> anyhow::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    // Looked at before opening: opening a FIFO waits for a writer.
+    let meta = std::fs::metadata(path)?;
+    anyhow::ensure!(meta.is_file(), "it is not a regular file");
+    let mode = meta.permissions().mode() & 0o7777;
+    anyhow::ensure!(
+        mode & 0o002 == 0,
+        "every user of this machine may write it (mode {mode:04o}), so anyone here could \
+         make themselves operator; remove that with `chmod o-w`"
+    );
+    anyhow::ensure!(
+        meta.len() <= MAX_USERS_FILE_BYTES,
+        "it is {} bytes, more than the 1 MiB a users file may be",
+        meta.len()
+    );
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_USERS_FILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    anyhow::ensure!(
+        text.len() as u64 <= MAX_USERS_FILE_BYTES,
+        "it is more than the 1 MiB a users file may be"
+    );
+    Ok(text)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UsersFile {
@@ -69,15 +104,15 @@ pub struct InvalidUsers {
 impl Users {
     /// Reads and checks the file at `path`.
     pub fn load(path: &Path) -> anyhow::Result<Users> {
-        let text = std::fs::read_to_string(path)
+        let text = read_trusted(path)
             .with_context(|| format!("cannot read the users file {}", path.display()))?;
         Users::parse(&text)
             .with_context(|| format!("the users file {} is not valid", path.display()))
     }
 
     pub fn parse(text: &str) -> Result<Users, InvalidUsers> {
-        let value: serde_json::Value =
-            serde_saphyr::from_str(text).map_err(|e| invalid("users", format!("not YAML: {e}")))?;
+        let value: serde_json::Value = serde_saphyr::from_str(text)
+            .map_err(|e| invalid("users", crate::plan::yaml_problem(&e, "the file")))?;
         let file: UsersFile = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             invalid(

@@ -11,6 +11,7 @@ mod graph;
 pub mod limits;
 pub(crate) mod unique_keys;
 mod validate;
+mod yaml_problem;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) use validate::name_text;
 pub use validate::{parse_json, parse_text, parse_value, parse_yaml};
+pub(crate) use yaml_problem::yaml_problem;
 
 /// Why a plan file was refused, and which field is at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

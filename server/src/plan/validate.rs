@@ -31,7 +31,7 @@ pub fn parse_json(body: &[u8]) -> Result<NewPlan, InvalidPlan> {
 /// Parses a plan file written as YAML (same fields as JSON).
 pub fn parse_yaml(body: &str) -> Result<NewPlan, InvalidPlan> {
     let value: serde_json::Value = serde_saphyr::from_str(body).map_err(|e| InvalidPlan {
-        message: format!("the body is not valid YAML: {e}"),
+        message: super::yaml_problem(&e, "the body"),
         field: None,
     })?;
     parse_value(value)

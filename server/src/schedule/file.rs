@@ -71,7 +71,7 @@ pub fn parse_json(body: &[u8]) -> Result<NewSchedule, InvalidPlan> {
 /// Parses a schedule written as YAML (same fields as JSON).
 pub fn parse_yaml(body: &str) -> Result<NewSchedule, InvalidPlan> {
     let value: Value = serde_saphyr::from_str(body).map_err(|e| InvalidPlan {
-        message: format!("the body is not valid YAML: {e}"),
+        message: crate::plan::yaml_problem(&e, "the body"),
         field: None,
     })?;
     from_value(value)

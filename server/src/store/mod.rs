@@ -47,7 +47,7 @@ pub use self::notify::{DeliveryOutcome, DueDelivery, Notified, NotifyTargets};
 pub use self::postgres::PgStore;
 pub use self::sessions::Session;
 pub use self::signals::{Signal, Signals};
-pub use self::sqlite::SqliteStore;
+pub use self::sqlite::{ServeLock, SqliteStore};
 pub use self::submission::{IdempotencyKey, Submitted};
 pub use self::time::Ts;
 use crate::plan::NewPlan;
@@ -569,10 +569,8 @@ pub async fn connect_replica(
             .await
             .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(url)))?;
         Ok(Arc::new(store))
-    } else if let Some(path) = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-    {
+    } else if let Some(path) = sqlite_file(url) {
+        let path = path?;
         let store = SqliteStore::open(path)
             .await
             .with_context(|| format!("cannot open SQLite database {path}"))?;
@@ -583,6 +581,37 @@ pub async fn connect_replica(
             redact(url)
         )
     }
+}
+
+/// The file a `sqlite://` URL names (`None`: not a SQLite URL). Baton opens it itself, read-write in
+/// WAL mode, so URL options are refused rather than taken as part of the
+/// file name (`baton.db?mode=ro` had created a file of that name), and an
+/// in-memory database is refused: each pooled connection would get its
+/// own, empty one, and everything would be gone at exit.
+pub fn sqlite_file(url: &str) -> Option<anyhow::Result<&str>> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    Some(sqlite_path(path))
+}
+
+fn sqlite_path(path: &str) -> anyhow::Result<&str> {
+    anyhow::ensure!(
+        !path.is_empty(),
+        "BATON_DATABASE_URL names no SQLite file: write sqlite://PATH (sqlite://./data/baton.db)"
+    );
+    anyhow::ensure!(
+        path != ":memory:",
+        "BATON_DATABASE_URL asks for an in-memory SQLite database, which Baton cannot use: \
+         its pool's connections would each see a different, empty database, and every plan \
+         would be lost at exit. Name a file: sqlite://PATH"
+    );
+    anyhow::ensure!(
+        !path.contains('?') && !path.contains('#'),
+        "BATON_DATABASE_URL `sqlite://{path}` carries options after `?` or `#`; Baton opens \
+         the file itself (read-write, WAL) and takes none. Name only the file: sqlite://PATH"
+    );
+    Ok(path)
 }
 
 /// The URL without its password, for messages: the one after the user

@@ -32,7 +32,10 @@ use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, St
 
 mod checkpoint;
 mod packed;
+mod serve_lock;
 mod submit;
+
+pub use self::serve_lock::ServeLock;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
