@@ -712,7 +712,47 @@ fn bad_settings_stop_serve_before_the_database_and_submit_reads_a_bounded_file()
         said.contains("BATON_PUBLIC_URL `baton.example.com`"),
         "{said}"
     );
+    // Liveness timings a careless operator might set: a staleness bound a
+    // slow commit crosses, and a lease that outlasts it.
+    let said = serve("BATON_STALE_AFTER", "200ms");
+    assert!(
+        said.contains("BATON_STALE_AFTER must be at least 1s, not 200ms"),
+        "{said}"
+    );
+    let said = serve("BATON_LEADER_LEASE", "1m");
+    assert!(
+        said.contains("BATON_LEADER_LEASE (1m) must be at most BATON_STALE_AFTER (10s)"),
+        "{said}"
+    );
+    // A users file anyone on the machine may rewrite, or not a file.
+    let users = dir.path().join("users.yaml");
+    std::fs::write(
+        &users,
+        "users:\n  - {name: grafana, role: viewer, token_hashes: []}\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let said = serve("BATON_USERS_FILE", users.to_str().unwrap());
+    assert!(
+        said.contains("every user of this machine may write it (mode 0666)")
+            && said.contains("chmod o-w"),
+        "{said}"
+    );
+    let said = serve("BATON_USERS_FILE", "/dev/zero");
+    assert!(said.contains("it is not a regular file"), "{said}");
     assert!(!database.exists(), "a refused start created the database");
+    // SQLite URLs Baton cannot serve from: refused by name, no file made.
+    let said = serve("BATON_DATABASE_URL", "sqlite::memory:");
+    assert!(said.contains("in-memory SQLite database"), "{said}");
+    let options = format!("sqlite://{}?mode=ro", database.display());
+    let said = serve("BATON_DATABASE_URL", &options);
+    assert!(said.contains("carries options after `?`"), "{said}");
+    let made: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(made, ["users.yaml"], "a refused URL made files");
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["submit", "/dev/zero", "--server", "http://127.0.0.1:9"])
@@ -725,4 +765,91 @@ fn bad_settings_stop_serve_before_the_database_and_submit_reads_a_bounded_file()
         said.contains("the plan is larger than the server's limit of 8 MiB"),
         "{said}"
     );
+}
+
+/// A second `baton serve` on the SQLite file one already serves is
+/// refused, naming the process that holds it, and changes nothing; the
+/// file is free again once that process is gone, however it ended. SIGHUP
+/// ends a serve gracefully.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_sqlite_file_takes_one_serve() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let mut first = spawn_baton(db.url()).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("BATON_DATABASE_URL", db.url())
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("run baton serve");
+    let said = text(&out.stderr);
+    assert!(!out.status.success(), "a second serve started: {said}");
+    assert!(
+        said.contains(&format!(
+            "another `baton serve` (process {}) already serves",
+            first.pid()
+        )),
+        "{said}"
+    );
+    let replicas = first.replicas().await;
+    assert_eq!(
+        replicas.len(),
+        1,
+        "the refused serve registered: {replicas:?}"
+    );
+
+    first.sigkill().await;
+    // spawn_baton waits until the new process has registered.
+    let mut again = spawn_baton(db.url()).await;
+    // A closed terminal (SIGHUP) stops it gracefully, like SIGTERM.
+    // SAFETY: kill only sends a signal, to a child not yet reaped.
+    assert_eq!(unsafe { libc::kill(again.pid(), libc::SIGHUP) }, 0);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), again.wait())
+        .await
+        .expect("baton exits within 30 s of SIGHUP");
+    assert!(status.success(), "{status:?}");
+}
+
+/// An answer that is not Baton's (a proxy's error page) is quoted short,
+/// on one line, with its escape sequences shown as text: they would
+/// otherwise steer the operator's terminal (OSC 52 writes the clipboard).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_error_page_reaches_the_terminal_as_plain_text() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let page = format!(
+            "<html>\n<body>\u{1b}]52;c;aGk=\u{7}\u{1b}[2J denied{}</body></html>",
+            " and more".repeat(200)
+        );
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let answer = format!(
+                "HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{page}",
+                page.len()
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+        }
+    });
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["status", "--server", &base])
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .await
+        .expect("run baton status");
+    let said = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        !said.contains('\u{1b}') && !said.contains('\u{7}'),
+        "{said:?}"
+    );
+    assert!(
+        said.contains("the server answered 403 Forbidden: <html> <body>\\u{1b}]52;c;aGk="),
+        "{said}"
+    );
+    assert!(said.contains(" …"), "the page was cut: {said}");
+    assert!(said.len() < 1000, "{} bytes quoted", said.len());
 }

@@ -8,6 +8,7 @@ mod audit;
 mod deliveries;
 mod error;
 mod health;
+mod json_body;
 mod json_errors;
 mod keyset;
 mod metrics;

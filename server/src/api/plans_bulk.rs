@@ -7,6 +7,7 @@ use app::search::{BulkResult, PlanBulkCounts, PlanBulkRequest, PlanQuery};
 use axum::Json;
 use axum::extract::State;
 
+use super::json_body::JsonBody;
 use super::runs::{bad_bulk_filter, seen_count};
 use super::strict_query::StrictQuery;
 use super::{ApiResult, ApiState};
@@ -31,7 +32,7 @@ pub async fn counts(
 pub async fn bulk(
     State(state): State<ApiState>,
     Operator(who): Operator,
-    Json(request): Json<PlanBulkRequest>,
+    JsonBody(request): JsonBody<PlanBulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let filter = bulk_filter(&request.filter, "filter.")?;
     seen_count(request.expected)?;

@@ -10,6 +10,7 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 
 use super::error::parse_id;
+use super::json_body::JsonBody;
 use super::keyset;
 use super::strict_query::{Params, StrictQuery, paged};
 use super::{ApiError, ApiResult, ApiState};
@@ -59,7 +60,7 @@ pub async fn bulk_counts(
 pub async fn bulk(
     State(state): State<ApiState>,
     Operator(who): Operator,
-    Json(request): Json<BulkRequest>,
+    JsonBody(request): JsonBody<BulkRequest>,
 ) -> ApiResult<Json<BulkResult>> {
     let filter = bulk_filter(&request.filter, "filter.")?;
     seen_count(request.expected)?;

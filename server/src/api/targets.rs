@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
 
+use super::json_body::JsonBody;
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::store::Ts;
@@ -53,7 +54,7 @@ async fn view_of(state: &ApiState, target: &str) -> ApiResult<Json<TargetView>> 
 pub async fn pause(
     State(state): State<ApiState>,
     Operator(who): Operator,
-    Json(body): Json<TargetName>,
+    JsonBody(body): JsonBody<TargetName>,
 ) -> ApiResult<Json<TargetView>> {
     state
         .store
@@ -66,7 +67,7 @@ pub async fn pause(
 pub async fn resume(
     State(state): State<ApiState>,
     Operator(who): Operator,
-    Json(body): Json<TargetName>,
+    JsonBody(body): JsonBody<TargetName>,
 ) -> ApiResult<Json<TargetView>> {
     state
         .store
@@ -79,7 +80,7 @@ pub async fn resume(
 pub async fn capacity(
     State(state): State<ApiState>,
     Operator(who): Operator,
-    Json(body): Json<TargetCapacity>,
+    JsonBody(body): JsonBody<TargetCapacity>,
 ) -> ApiResult<Json<TargetView>> {
     state
         .store

@@ -39,7 +39,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
         );
     }
     if !request.method().is_safe()
-        && let Some(why) = cross_site(request.headers(), auth.public_host.as_deref())
+        && let Some(why) = cross_site(request.headers(), auth.public_origin.as_deref())
     {
         return audience.refuse(StatusCode::FORBIDDEN, format!("refused: {why}"));
     }

@@ -61,9 +61,10 @@ pub struct Auth {
     session_ttl: Duration,
     /// Cookies get `Secure` when operators reach the dashboard over HTTPS.
     secure_cookie: bool,
-    /// The host of `BATON_PUBLIC_URL`, an origin the dashboard may be
-    /// served from besides the request's own `Host` (behind a proxy).
-    public_host: Option<String>,
+    /// `BATON_PUBLIC_URL`'s origin (`https://host[:port]`), one the
+    /// dashboard may be served from besides the request's own (behind a
+    /// proxy).
+    public_origin: Option<String>,
     passwords: PasswordCache,
     throttle: Throttle,
 }
@@ -106,12 +107,10 @@ impl Auth {
             store,
             session_ttl,
             secure_cookie: public.as_ref().is_some_and(|u| u.scheme() == "https"),
-            public_host: public.and_then(|u| {
-                u.host_str().map(|host| match u.port() {
-                    Some(port) => format!("{host}:{port}"),
-                    None => host.to_owned(),
-                })
-            }),
+            public_origin: public
+                .map(|u| u.origin())
+                .filter(|o| o.is_tuple())
+                .map(|o| o.ascii_serialization()),
         })
     }
 

@@ -11,28 +11,39 @@ use axum::http::{HeaderMap, header};
 ///
 /// Browsers send `Sec-Fetch-Site` on every request and `Origin` on every
 /// POST; neither can be forged by a page. The session cookie is also
-/// `SameSite=Lax`, so this is the second of two locks.
-pub fn cross_site(headers: &HeaderMap, public_host: Option<&str>) -> Option<String> {
+/// `SameSite=Lax`, so this is the second of two locks. An origin is scheme
+/// and host: a page served over plain HTTP under the dashboard's name (on a
+/// network that can tamper with it) is another origin than the HTTPS
+/// dashboard. `public_origin` is `BATON_PUBLIC_URL`'s (`https://host`).
+pub fn cross_site(headers: &HeaderMap, public_origin: Option<&str>) -> Option<String> {
     let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(site) = text("sec-fetch-site")
-        && !matches!(site, "same-origin" | "none")
-    {
-        return Some(format!(
-            "the browser says this request comes from another site (Sec-Fetch-Site: {site})"
-        ));
+    match text("sec-fetch-site") {
+        // The browser compared the page's origin with the request's itself.
+        Some("same-origin") => return None,
+        Some("none") | None => {}
+        Some(site) => {
+            return Some(format!(
+                "the browser says this request comes from another site (Sec-Fetch-Site: {site})"
+            ));
+        }
     }
     let origin = text(header::ORIGIN.as_str())?;
-    let origin_host = origin.split_once("://").map(|(_, host)| host);
-    let own_host = text("x-forwarded-host")
-        .and_then(|h| h.split(',').next())
-        .or_else(|| text(header::HOST.as_str()))
-        .map(str::trim);
-    let same = |host: Option<&str>| matches!((origin_host, host), (Some(a), Some(b)) if a.eq_ignore_ascii_case(b));
-    if same(own_host) || same(public_host) {
+    let first = |name| {
+        text(name)
+            .and_then(|h: &str| h.split(',').next())
+            .map(str::trim)
+    };
+    // Baton speaks plain HTTP; a proxy in front says what it was reached by.
+    let own_scheme = first("x-forwarded-proto").unwrap_or("http");
+    let own_host = first("x-forwarded-host").or_else(|| first(header::HOST.as_str()));
+    let own = own_host.map(|host| format!("{own_scheme}://{host}"));
+    let same = |expected: Option<&str>| expected.is_some_and(|e| e.eq_ignore_ascii_case(origin));
+    if same(own.as_deref()) || same(public_origin) {
         None
     } else {
         Some(format!(
-            "this request comes from `{origin}`, not from this server's dashboard"
+            "this request comes from `{origin}`, not from this server's dashboard (behind a \
+             proxy: forward X-Forwarded-Proto and X-Forwarded-Host, or set BATON_PUBLIC_URL)"
         ))
     }
 }
@@ -85,6 +96,7 @@ mod tests {
         let proxied = [
             ("host", "10.0.0.5:3000"),
             ("x-forwarded-host", "baton.example"),
+            ("x-forwarded-proto", "https"),
             ("origin", "https://baton.example"),
         ];
         assert_eq!(cross_site(&headers(&proxied), None), None);
@@ -92,7 +104,17 @@ mod tests {
             ("host", "10.0.0.5:3000"),
             ("origin", "https://baton.example"),
         ];
-        assert_eq!(cross_site(&headers(&public), Some("baton.example")), None);
+        assert_eq!(
+            cross_site(&headers(&public), Some("https://baton.example")),
+            None
+        );
+        // A browser that compared the origins itself is believed.
+        let fetch = [
+            ("host", "10.0.0.5:3000"),
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "https://baton.example"),
+        ];
+        assert_eq!(cross_site(&headers(&fetch), None), None);
     }
 
     #[test]
@@ -104,9 +126,18 @@ mod tests {
             headers(&[host, ("sec-fetch-site", "cross-site")]),
             headers(&[host, ("sec-fetch-site", "same-site")]),
             headers(&[host, ("origin", "http://127.0.0.1:3001")]),
+            // The right host over another scheme is another origin.
+            headers(&[host, ("origin", "https://127.0.0.1:3000")]),
+            headers(&[host, ("origin", "http://baton.example")]),
+            headers(&[
+                ("host", "10.0.0.5:3000"),
+                ("x-forwarded-host", "baton.example"),
+                ("x-forwarded-proto", "https"),
+                ("origin", "http://baton.example"),
+            ]),
         ] {
             assert!(
-                cross_site(&refused, Some("baton.example")).is_some(),
+                cross_site(&refused, Some("https://baton.example")).is_some(),
                 "{refused:?}"
             );
         }

@@ -34,6 +34,8 @@ pub struct ApiClient {
 /// How long a command waits to reach the server, and for one answer.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// How much of an answer that is not Baton's JSON an error quotes.
+const NOT_OURS_EXCERPT: usize = 300;
 
 impl ApiClient {
     /// `token` is sent as `Authorization: Bearer` on every request; a
@@ -281,16 +283,19 @@ impl ApiClient {
     async fn refusal(response: Response) -> String {
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
-        match serde_json::from_str::<ErrorBody>(&text) {
+        let said = match serde_json::from_str::<ErrorBody>(&text) {
             Ok(ErrorBody {
                 error,
                 field: Some(field),
-            }) => format!("the server answered {status}: {error} (at `{field}`)"),
-            Ok(ErrorBody { error, field: None }) => {
-                format!("the server answered {status}: {error}")
-            }
-            Err(_) => format!("the server answered {status}: {}", text.trim()),
-        }
+            }) => format!("{error} (at `{field}`)"),
+            Ok(ErrorBody { error, field: None }) => error,
+            // Not Baton's answer (a proxy's error page): a glimpse of it.
+            Err(_) => super::terminal::excerpt(&text, NOT_OURS_EXCERPT),
+        };
+        format!(
+            "the server answered {status}: {}",
+            super::terminal::safe(&said)
+        )
     }
 }
 

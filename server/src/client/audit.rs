@@ -51,7 +51,7 @@ pub async fn audit(args: AuditArgs, listen: std::net::SocketAddr) -> anyhow::Res
     let list = client.audit(&filter, args.before, args.limit).await?;
     match args.json {
         true => println!("{}", serde_json::to_string_pretty(&list)?),
-        false => print!("{}", render::audit_list(&list)),
+        false => super::show(&render::audit_list(&list)),
     }
     Ok(())
 }

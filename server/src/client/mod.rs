@@ -15,6 +15,7 @@ mod runs;
 mod schedules;
 mod status;
 mod submit;
+mod terminal;
 mod workflow;
 
 use clap::Args;
@@ -28,6 +29,12 @@ pub use self::submit::{SubmitArgs, submit};
 pub use self::workflow::{
     ApproveArgs, PausedArgs, PlanArg, TargetArgs, approve, pause, paused, target,
 };
+
+/// Prints text made of the server's answers on standard output, with
+/// anything that would steer the terminal shown as text.
+fn show(text: &str) {
+    print!("{}", terminal::safe(text));
+}
 
 /// Which server the client commands talk to.
 #[derive(Args, Debug, Clone)]

@@ -77,8 +77,9 @@ impl Progress {
 
     /// Prints a line above the bar (or as is, without one).
     pub fn println(&self, line: &str) {
+        let line = super::terminal::safe(line);
         match &self.bar {
-            Some(bar) => bar.println(line),
+            Some(bar) => bar.println(line.as_ref()),
             None => eprintln!("{line}"),
         }
     }

@@ -102,7 +102,7 @@ pub async fn runs(args: RunsArgs, listen: std::net::SocketAddr) -> anyhow::Resul
     let list = client.runs(&filter, args.before, args.limit).await?;
     match args.json {
         true => println!("{}", serde_json::to_string_pretty(&list)?),
-        false => print!("{}", render::run_list(&list)),
+        false => super::show(&render::run_list(&list)),
     }
     Ok(())
 }

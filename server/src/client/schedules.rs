@@ -61,7 +61,7 @@ pub async fn schedule(args: ScheduleArgs, listen: std::net::SocketAddr) -> anyho
             let all: Vec<ScheduleView> = client.get("schedules").await?;
             match json {
                 true => println!("{}", serde_json::to_string_pretty(&all)?),
-                false => print!("{}", table(&all)),
+                false => super::show(&table(&all)),
             }
             return Ok(());
         }
@@ -70,7 +70,7 @@ pub async fn schedule(args: ScheduleArgs, listen: std::net::SocketAddr) -> anyho
             let view: ScheduleView = client.get(&format!("schedules/{id}")).await?;
             match json {
                 true => println!("{}", serde_json::to_string_pretty(&view)?),
-                false => print!("{}", detail(&view)),
+                false => super::show(&detail(&view)),
             }
             return Ok(());
         }
@@ -100,7 +100,7 @@ pub async fn schedule(args: ScheduleArgs, listen: std::net::SocketAddr) -> anyho
             let plan: PlanView = client
                 .post(&format!("schedules/{id}/trigger"), None)
                 .await?;
-            print!("{}", render::plan(&plan, client.base()));
+            super::show(&render::plan(&plan, client.base()));
             return Ok(());
         }
         ScheduleCommand::Delete { schedule } => {
@@ -110,7 +110,7 @@ pub async fn schedule(args: ScheduleArgs, listen: std::net::SocketAddr) -> anyho
             return Ok(());
         }
     };
-    print!("{}", detail(&changed));
+    super::show(&detail(&changed));
     Ok(())
 }
 

@@ -51,7 +51,7 @@ pub async fn status(args: StatusArgs, listen: std::net::SocketAddr) -> anyhow::R
             let view = client.plan(id).await?;
             match args.json {
                 true => println!("{}", serde_json::to_string_pretty(&view)?),
-                false => print!("{}", render::plan(&view, client.base())),
+                false => super::show(&render::plan(&view, client.base())),
             }
         }
         None if args.act.is_some() => return act(&args, &client).await,
@@ -61,7 +61,7 @@ pub async fn status(args: StatusArgs, listen: std::net::SocketAddr) -> anyhow::R
                 .await?;
             match args.json {
                 true => println!("{}", serde_json::to_string_pretty(&list)?),
-                false => print!("{}", render::plan_list(&list)),
+                false => super::show(&render::plan_list(&list)),
             }
         }
     }

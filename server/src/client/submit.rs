@@ -102,7 +102,7 @@ fn print_plan(view: &PlanView, client: &ApiClient, json: bool) -> anyhow::Result
     if json {
         println!("{}", serde_json::to_string_pretty(view)?);
     } else {
-        print!("{}", render::plan(view, client.base()));
+        super::show(&render::plan(view, client.base()));
     }
     Ok(())
 }

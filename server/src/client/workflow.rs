@@ -77,7 +77,7 @@ pub async fn approve(args: ApproveArgs, listen: std::net::SocketAddr) -> anyhow:
             client.post(&format!("tasks/{id}/approve"), None).await?
         }
     };
-    print!("{}", render::plan(&view, client.base()));
+    super::show(&render::plan(&view, client.base()));
     Ok(())
 }
 
@@ -91,7 +91,7 @@ pub async fn pause(
     let view: PlanView = client
         .post(&format!("plans/{}/{verb}", args.plan), None)
         .await?;
-    print!("{}", render::plan(&view, client.base()));
+    super::show(&render::plan(&view, client.base()));
     Ok(())
 }
 
@@ -105,7 +105,7 @@ pub async fn paused(
     let view: app::model::PausedView = client.get("paused").await?;
     match json {
         true => println!("{}", serde_json::to_string_pretty(&view)?),
-        false => print!("{}", render::paused(&view)),
+        false => super::show(&render::paused(&view)),
     }
     Ok(())
 }
@@ -126,7 +126,7 @@ pub async fn target(args: TargetArgs, listen: std::net::SocketAddr) -> anyhow::R
             let targets = client.targets().await?;
             match json {
                 true => println!("{}", serde_json::to_string_pretty(&targets)?),
-                false => print!("{}", render::targets(&targets)),
+                false => super::show(&render::targets(&targets)),
             }
             return Ok(());
         }
@@ -155,6 +155,6 @@ pub async fn target(args: TargetArgs, listen: std::net::SocketAddr) -> anyhow::R
                 .await?
         }
     };
-    print!("{}", render::targets(&[changed]));
+    super::show(&render::targets(&[changed]));
     Ok(())
 }

@@ -120,3 +120,108 @@ async fn body_start(mut response: reqwest::Response) -> String {
     // A character cut at the limit becomes one replacement character.
     String::from_utf8_lossy(&kept).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use axum::http::{HeaderMap, header};
+    use axum::response::IntoResponse;
+    use axum::routing::get;
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::executor::LogSink;
+
+    /// Serves `app` on a port of its own; its base URL.
+    async fn serve(app: axum::Router) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        base
+    }
+
+    async fn run(spec: serde_json::Value) -> (Outcome, Vec<String>) {
+        let (log, mut lines) = LogSink::new(1 << 20);
+        let ctx = RunContext {
+            run_id: 1,
+            attempt: 1,
+            cancel: CancellationToken::new(),
+            heartbeat_timeout: std::time::Duration::from_secs(30),
+            log,
+        };
+        let outcome = HttpExecutor::default().execute(&spec, &ctx).await;
+        drop(ctx);
+        let mut logged = Vec::new();
+        while let Some(line) = lines.recv().await {
+            logged.push(line.line);
+        }
+        (outcome, logged)
+    }
+
+    /// The task's headers go only where the plan sends them: a redirect
+    /// within the URL's origin is followed, one to another host is not
+    /// (the task sees the 3xx), and the log never shows the URL's password.
+    #[tokio::test]
+    async fn redirects_stay_within_the_origin_and_the_log_hides_the_password() {
+        let elsewhere_saw: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = elsewhere_saw.clone();
+        let elsewhere = serve(axum::Router::new().route(
+            "/steal",
+            get(move |headers: HeaderMap| async move {
+                let key = headers
+                    .get("x-api-key")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                seen.lock().unwrap().push(key.unwrap_or_default());
+                "stolen"
+            }),
+        ))
+        .await;
+        let away = format!("{elsewhere}/steal");
+        let origin = serve(
+            axum::Router::new()
+                .route("/ok", get(|| async { "fine" }))
+                .route(
+                    "/same",
+                    get(|| async {
+                        (axum::http::StatusCode::FOUND, [(header::LOCATION, "/ok")]).into_response()
+                    }),
+                )
+                .route(
+                    "/away",
+                    get(move || {
+                        let away = away.clone();
+                        async move {
+                            (axum::http::StatusCode::FOUND, [(header::LOCATION, away)])
+                                .into_response()
+                        }
+                    }),
+                ),
+        )
+        .await;
+        let host = origin.trim_start_matches("http://");
+
+        let (outcome, log) = run(
+            json!({"kind": "http", "url": format!("http://deploy:s3cret@{host}/same"),
+            "headers": {"X-Api-Key": "k-123"}}),
+        )
+        .await;
+        assert!(outcome.success, "{outcome:?}");
+        assert_eq!(outcome.result_code, Some(200));
+        assert_eq!(log[0], format!("GET http://deploy:***@{host}/same"));
+        assert!(log.iter().all(|l| !l.contains("s3cret")), "{log:?}");
+        assert!(log.contains(&"fine".to_owned()), "{log:?}");
+
+        let (outcome, _) = run(json!({"kind": "http", "url": format!("{origin}/away"),
+            "headers": {"X-Api-Key": "k-123"}}))
+        .await;
+        assert!(!outcome.success);
+        assert_eq!(outcome.result_code, Some(302));
+        assert_eq!(outcome.error.as_deref(), Some("unexpected HTTP status 302"));
+        assert!(
+            elsewhere_saw.lock().unwrap().is_empty(),
+            "the other host got the request"
+        );
+    }
+}
