@@ -1,14 +1,19 @@
-//! Sends due outbox rows. Any replica may: each takes a few rows at a time,
-//! locked to it for [`LOCK_FOR`] (SKIP LOCKED on PostgreSQL), so a sender
-//! that dies mid-delivery only delays that row until the lock lapses.
+//! Sends due outbox rows. Any replica may: each keeps up to [`SENDERS`]
+//! sends going, taking more due rows as sends end, each locked to it for
+//! [`LOCK_FOR`] (SKIP LOCKED on PostgreSQL), so a sender that dies
+//! mid-delivery only delays that row until the lock lapses. Sends do not
+//! wait for each other: a receiver that takes its whole timeout to answer
+//! holds only its own sends (at most four per URL, see the store's
+//! `IN_FLIGHT_PER_URL`), while the other receivers' notifications go out.
 //! Receivers see the same `X-Baton-Delivery` on every attempt and should
 //! de-duplicate on it: a sender that dies after the POST but before
 //! recording it sends again (at-least-once delivery of an exactly-once
 //! claim).
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::signature::{SIGNATURE_HEADER, sign};
@@ -20,9 +25,11 @@ use crate::store::{DeliveryOutcome, DueDelivery, Store, Ts, retry_backoff};
 const LOCK_FOR: Duration = Duration::from_secs(30);
 /// One POST may take this long.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
-/// Deliveries taken per round.
-const BATCH: i64 = 16;
-/// The longest one round of sends takes (they go out together).
+/// Sends one replica keeps going at once.
+const SENDERS: usize = 16;
+/// The longest one round of the loop takes between two looks for due
+/// deliveries (for `/readyz`): a send is never waited for, so a round is
+/// one statement; this leaves room for a slow database.
 pub const DELIVERY_ROUND_BOUND: Duration = SEND_TIMEOUT;
 
 /// Webhook settings every replica shares.
@@ -85,36 +92,47 @@ impl Deliverer {
         })
     }
 
-    /// Sends what is due now; returns how many deliveries were attempted.
-    pub async fn run_once(&self) -> anyhow::Result<usize> {
+    /// Takes up to `room` due deliveries and starts sending each in
+    /// `sending`; returns how many it took.
+    async fn take_due(
+        self: &Arc<Self>,
+        room: usize,
+        sending: &mut JoinSet<()>,
+    ) -> anyhow::Result<usize> {
         // Before the statement: the locks run from the `now` sent with it.
-        let sent = std::time::Instant::now();
+        let asked = Instant::now();
         let due = self
             .store
-            .delivery_take_due(&self.replica_id, BATCH, LOCK_FOR, Ts::now())
+            .delivery_take_due(&self.replica_id, room as i64, LOCK_FOR, Ts::now())
             .await?;
         // An answer so late that the locks could lapse before the sends end
         // (a stalled connection): another replica may take these any time,
         // so sending them too would only make duplicates. Left alone, they
         // are taken again once their locks lapse.
-        if !due.is_empty() && sent.elapsed() + SEND_TIMEOUT >= LOCK_FOR {
-            tracing::warn!(deliveries = due.len(), took = %humantime::format_duration(sent.elapsed()),
+        if !due.is_empty() && asked.elapsed() + SEND_TIMEOUT >= LOCK_FOR {
+            tracing::warn!(deliveries = due.len(), took = %humantime::format_duration(asked.elapsed()),
                 "deliveries were handed out too late to send before their locks lapse; leaving them");
             return Ok(0);
         }
-        let sends = due.iter().map(|d| async move {
-            let outcome = self.send(d).await;
-            if let Err(e) = self
-                .store
-                .delivery_record(&self.replica_id, d, &outcome, Ts::now())
-                .await
-            {
-                tracing::warn!(delivery = %d.delivery_key, error = %e,
-                    "could not record a delivery attempt; it will be retried when its lock lapses");
-            }
-        });
-        futures_util::future::join_all(sends).await;
-        Ok(due.len())
+        let taken = due.len();
+        for d in due {
+            let me = self.clone();
+            sending.spawn(async move { me.deliver(d).await });
+        }
+        Ok(taken)
+    }
+
+    /// One attempt at `d`, and its outcome kept.
+    async fn deliver(&self, d: DueDelivery) {
+        let outcome = self.send(&d).await;
+        if let Err(e) = self
+            .store
+            .delivery_record(&self.replica_id, &d, &outcome, Ts::now())
+            .await
+        {
+            tracing::warn!(delivery = %d.delivery_key, error = %e,
+                "could not record a delivery attempt; it will be retried when its lock lapses");
+        }
     }
 
     async fn send(&self, d: &DueDelivery) -> DeliveryOutcome {
@@ -164,26 +182,43 @@ impl Deliverer {
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
-        let signals = self.store.signals().clone();
+        let me = Arc::new(self);
+        let signals = me.store.signals().clone();
+        let mut sending = JoinSet::new();
         loop {
-            match self.run_once().await {
-                // A full batch: there may be more due right away.
-                Ok(n) if n as i64 == BATCH => {
-                    self.probe.round_done();
-                    continue;
-                }
-                Ok(_) => self.probe.round_done(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "taking due deliveries failed; will retry");
-                    self.probe.round_failed(&e);
+            let room = SENDERS - sending.len();
+            if room == 0 {
+                // Alive, every sender busy: the next look comes as one ends.
+                me.probe.round_done();
+            } else {
+                match me.take_due(room, &mut sending).await {
+                    Ok(_) => me.probe.round_done(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "taking due deliveries failed; will retry");
+                        me.probe.round_failed(&e);
+                    }
                 }
             }
             tokio::select! {
+                // A sender is free: look again at once (a retry may be due,
+                // or rows a full take or a URL's limit left).
+                Some(ended) = sending.join_next(), if !sending.is_empty() => log_panic(ended),
                 _ = signals.deliveries.notified() => {}
-                _ = tokio::time::sleep(self.poll_interval) => {}
-                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(me.poll_interval) => {}
+                _ = shutdown.cancelled() => break,
             }
         }
+        // Sends under way end within their timeout; their outcomes are
+        // kept, so another replica does not send them again for nothing.
+        while let Some(ended) = sending.join_next().await {
+            log_panic(ended);
+        }
+    }
+}
+
+fn log_panic(ended: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = ended {
+        tracing::error!(error = %e, "a webhook send panicked; the delivery is retried when its lock lapses");
     }
 }
 

@@ -145,14 +145,34 @@ pub const DELIVERY_ATTEMPTS: &str =
     WHERE (CAST($1 AS BIGINT) IS NULL OR d.plan_id = $1) AND d.id >= $2 ORDER BY a.id";
 
 /// Takes up to `$2` deliveries due at `$3` for `$1` until `$4`; another
-/// replica may take one over once that passes (its sender died). PostgreSQL
-/// appends SKIP LOCKED to the inner select.
+/// replica may take one over once that passes (its sender died).
+///
+/// At most `$6` deliveries to one URL are in flight at once (taken and
+/// not yet recorded, across replicas; two takes at the same instant may
+/// each fill the same URL's room): a receiver that answers in 10 s or
+/// never ties up that many senders, not all of them, and the others'
+/// notifications go out meanwhile. URLs already at their limit are passed
+/// over in the first `$5` due rows looked at, so their backlog cannot
+/// hide other receivers' rows. PostgreSQL locks the rows looked at with
+/// SKIP LOCKED (the window function must stay outside that select).
 pub const DELIVERY_TAKE: &str = "UPDATE delivery SET locked_by = $1, locked_until = $4
-    WHERE id IN (SELECT id FROM delivery
-        WHERE state = 'PENDING' AND next_attempt_at <= $3
-          AND (locked_until IS NULL OR locked_until < $3)
-        ORDER BY next_attempt_at, id LIMIT $2 {lock})
+    WHERE id IN (SELECT id FROM (
+            SELECT id, next_attempt_at,
+                ROW_NUMBER() OVER (PARTITION BY url ORDER BY next_attempt_at, id)
+                    + (SELECT COUNT(*) FROM delivery busy
+                        WHERE busy.url = looked.url AND busy.locked_until >= $3) AS place
+            FROM (SELECT d.id, d.url, d.next_attempt_at FROM delivery d
+                WHERE d.state = 'PENDING' AND d.next_attempt_at <= $3
+                  AND (d.locked_until IS NULL OR d.locked_until < $3)
+                  AND (SELECT COUNT(*) FROM delivery busy
+                        WHERE busy.url = d.url AND busy.locked_until >= $3) < $6
+                ORDER BY d.next_attempt_at, d.id LIMIT $5 {lock}) looked) ranked
+        WHERE place <= $6
+        ORDER BY next_attempt_at, id LIMIT $2)
     RETURNING id, delivery_key, plan_id, event, url, secret, payload, attempts";
+
+/// The most deliveries to one URL in flight at once ([`DELIVERY_TAKE`]).
+pub const IN_FLIGHT_PER_URL: i64 = 4;
 
 pub const ATTEMPT_INSERT: &str = "INSERT INTO delivery_attempt
         (delivery_id, attempt, replica_id, at, status_code, error)

@@ -27,6 +27,9 @@ per_backend!(cases:
     concurrent_finishers_claim_completion_exactly_once,
     without_a_destination_the_claim_is_kept_and_nothing_is_queued,
     only_queued_deliveries_wake_the_deliverer,
+    one_url_has_at_most_four_deliveries_in_flight,
+    a_receiver_that_never_answers_holds_up_no_other,
+    a_redirect_is_a_failed_attempt_and_the_password_stays_hidden,
 );
 
 fn targets() -> NotifyTargets {
@@ -56,6 +59,27 @@ fn three_tasks() -> serde_json::Value {
         {"name": "b", "target": "b", "sleep": "0s"},
         {"name": "c", "target": "c", "sleep": "0s"},
     ]})
+}
+
+/// Plans that each end FAILED, each notifying only `url` (its own
+/// webhook): one pending delivery to `url` per plan, oldest first.
+async fn failed_plans_notifying(s: &dyn Store, url: &str, count: usize) {
+    for i in 0..count {
+        s.plan_insert(
+            &plan(
+                json!({"name": format!("notify-{i}"), "webhooks": [{"url": url}],
+                "tasks": [{"name": "a", "target": format!("t-{url}-{i}"), "sleep": "0s"}]}),
+            ),
+            "t".into(),
+            Ts::now(),
+        )
+        .await
+        .unwrap();
+        let run = promote_and_claim(s).await[0];
+        s.run_finish_many("r-test", &[failed(run)], Ts::now())
+            .await
+            .unwrap();
+    }
 }
 
 mod cases {
@@ -401,6 +425,214 @@ mod cases {
             .unwrap();
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].delivery_key, lost[0].delivery_key);
+        db.assert_open_task_counts().await;
+    }
+
+    /// A slow receiver ties up a few senders, not all: at most four of
+    /// its deliveries are taken and unrecorded at once, the rest wait
+    /// without hiding other receivers' rows behind them.
+    pub async fn one_url_has_at_most_four_deliveries_in_flight(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let (slow, fast) = ("http://slow.example/hook", "http://fast.example/hook");
+        // The slow URL's rows are older, so they come first in due order.
+        failed_plans_notifying(s.as_ref(), slow, 7).await;
+        failed_plans_notifying(s.as_ref(), fast, 1).await;
+        let t0 = Ts::now();
+        let lock = Duration::from_secs(30);
+        let urls = |taken: &[baton::store::DueDelivery]| {
+            let mut urls: Vec<_> = taken.iter().map(|d| d.url.clone()).collect();
+            urls.sort();
+            urls
+        };
+        let first = s.delivery_take_due("r-1", 10, lock, t0).await.unwrap();
+        assert_eq!(urls(&first), [fast, slow, slow, slow, slow]);
+        // Across replicas too: the slow URL is full, the fast one taken.
+        assert!(
+            s.delivery_take_due("r-2", 10, lock, t0)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // One slow send ends: room for one more, the oldest waiting.
+        let ended = first.iter().find(|d| d.url == slow).unwrap();
+        let ok = DeliveryOutcome {
+            status_code: Some(200),
+            error: None,
+            retry_at: None,
+        };
+        s.delivery_record("r-1", ended, &ok, t0).await.unwrap();
+        let next = s.delivery_take_due("r-2", 10, lock, t0).await.unwrap();
+        assert_eq!(urls(&next), [slow]);
+        let newest_taken = first.iter().filter(|d| d.url == slow).map(|d| d.id).max();
+        assert!(Some(next[0].id) > newest_taken, "oldest waiting row first");
+        // Dead senders' lapsed locks do not count as in flight: six slow
+        // rows wait (one was delivered), four go; the fast one goes again.
+        let later = t0.plus(lock).plus(Duration::from_millis(1));
+        let retaken = s.delivery_take_due("r-3", 10, lock, later).await.unwrap();
+        assert_eq!(urls(&retaken), [fast, slow, slow, slow, slow]);
+        db.assert_open_task_counts().await;
+    }
+
+    /// The deliverer keeps sending while a receiver takes its whole
+    /// timeout: with more of its deliveries due than a replica has
+    /// senders, and more of another's than fit beside them in one take,
+    /// every other notification still arrives before any attempt at the
+    /// silent receiver has ended.
+    pub async fn a_receiver_that_never_answers_holds_up_no_other(kind: Kind) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        // Accepts connections and never answers; counts them.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let silent_url = format!("http://{}/hook", silent.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (hang_up, hung_up) = tokio::sync::watch::channel(false);
+        let holding = {
+            let accepted = accepted.clone();
+            tokio::spawn(async move {
+                let mut held = Vec::new();
+                let mut hung_up = hung_up;
+                loop {
+                    tokio::select! {
+                        Ok((socket, _)) = silent.accept() => {
+                            accepted.fetch_add(1, Ordering::SeqCst);
+                            held.push(socket);
+                        }
+                        _ = hung_up.changed() => return,
+                    }
+                }
+            })
+        };
+        let (receiver, base) = crate::common::receiver::Receiver::start().await;
+        let good_url = format!("{base}/hook");
+        // More silent deliveries than senders, and older than the others;
+        // more good ones than fit beside the silent ones' four at once, so
+        // some are taken only as earlier sends end.
+        failed_plans_notifying(s.as_ref(), &silent_url, 20).await;
+        failed_plans_notifying(s.as_ref(), &good_url, 20).await;
+
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let deliverer = baton::notifications::Deliverer::new(
+            s.clone(),
+            "r-deliver".into(),
+            baton::notifications::DeliveryConfig {
+                secret: None,
+                max_attempts: 3,
+            },
+            Duration::from_millis(200),
+        );
+        let running = tokio::spawn(deliverer.run(shutdown.clone()));
+        let waited = tokio::time::Instant::now();
+        while receiver.seen("hook").len() < 20 {
+            assert!(
+                waited.elapsed() < Duration::from_secs(60),
+                "the good receiver saw {} of 20",
+                receiver.seen("hook").len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let silent_attempts: usize = s
+            .delivery_list(None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|d| d.url == silent_url)
+            .map(|d| d.attempts.len())
+            .sum();
+        assert_eq!(
+            silent_attempts, 0,
+            "an attempt at the silent receiver ended before the others were all sent"
+        );
+        assert!(
+            accepted.load(Ordering::SeqCst) <= 4,
+            "{} sends to one URL at once",
+            accepted.load(Ordering::SeqCst)
+        );
+        // Stop, then hang up on the held sends so they fail now: the
+        // stopping deliverer takes nothing more, waits for its sends and
+        // keeps their outcomes.
+        shutdown.cancel();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        hang_up.send(true).unwrap();
+        holding.await.unwrap();
+        running.await.unwrap();
+        let silent_attempts: usize = s
+            .delivery_list(None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|d| d.url == silent_url)
+            .map(|d| d.attempts.len())
+            .sum();
+        assert_eq!(
+            silent_attempts, 4,
+            "the four sends under way at the stop, each kept"
+        );
+        db.assert_open_task_counts().await;
+    }
+
+    /// A signed notification goes to the URL configured, not wherever that
+    /// redirects: a 3xx is a failed attempt and the other place hears
+    /// nothing. The URL's password shows nowhere an operator reads.
+    pub async fn a_redirect_is_a_failed_attempt_and_the_password_stays_hidden(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let (receiver, base) = crate::common::receiver::Receiver::start().await;
+        let elsewhere = format!("{base}/hook");
+        let moved = axum::Router::new().route(
+            "/moved",
+            axum::routing::post(move || {
+                let to = elsewhere.clone();
+                async move {
+                    (
+                        axum::http::StatusCode::TEMPORARY_REDIRECT,
+                        [(axum::http::header::LOCATION, to)],
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let host = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, moved).await.unwrap() });
+        let url = format!("http://hooks:pa55word@{host}/moved");
+        failed_plans_notifying(s.as_ref(), &url, 1).await;
+
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let deliverer = baton::notifications::Deliverer::new(
+            s.clone(),
+            "r-deliver".into(),
+            baton::notifications::DeliveryConfig {
+                secret: None,
+                max_attempts: 1,
+            },
+            Duration::from_millis(100),
+        );
+        let running = tokio::spawn(deliverer.run(shutdown.clone()));
+        let waited = tokio::time::Instant::now();
+        let delivery = loop {
+            let list = s.delivery_list(None, 10).await.unwrap();
+            if list[0].state != "PENDING" {
+                break list[0].clone();
+            }
+            assert!(waited.elapsed() < Duration::from_secs(60), "{list:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        shutdown.cancel();
+        running.await.unwrap();
+        assert_eq!(delivery.state, "FAILED");
+        assert_eq!(delivery.last_status_code, Some(307));
+        assert_eq!(
+            delivery.last_error.as_deref(),
+            Some("receiver answered 307 Temporary Redirect")
+        );
+        assert!(
+            receiver.seen("hook").is_empty(),
+            "the redirect was followed"
+        );
+        assert_eq!(delivery.url, format!("http://hooks:***@{host}/moved"));
+        let shown = serde_json::to_string(&delivery).unwrap();
+        assert!(!shown.contains("pa55word"), "{shown}");
         db.assert_open_task_counts().await;
     }
 
