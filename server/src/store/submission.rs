@@ -31,8 +31,9 @@ pub fn decide(existing: Option<(String, Option<i64>)>, body_sha256: &str) -> Opt
     let (stored, plan_id) = existing?;
     Some(match plan_id {
         Some(id) if stored == body_sha256 => Submitted::Replayed(id),
-        // The same document, but its plan is gone (cannot happen while
-        // plans are never deleted): make it again.
+        // The same document, but its plan is gone: cannot happen, as
+        // retention keeps a plan while its key stands and the key goes
+        // with it; were it to, making it again is what the client asked.
         None if stored == body_sha256 => return None,
         _ => Submitted::KeyReused,
     })

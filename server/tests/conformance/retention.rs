@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton::store::submission::{IdempotencyKey, Submitted};
 use baton::store::{DeliveryOutcome, LogLine, NotifyTargets, Store, StoreError, Ts};
 use serde_json::json;
 
@@ -21,6 +22,7 @@ per_backend!(cases:
     the_search_pages_through_every_old_plan,
     prunes_racing_retries_never_leave_half_a_plan,
     ids_keep_growing_after_a_prune,
+    a_keyed_plan_stays_while_its_key_stands,
 );
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -540,6 +542,87 @@ mod cases {
         let after_run = claim_all(s.as_ref(), t0).await;
         assert!(after > next && next > newest, "{after} {next} {newest}");
         assert!(after_run[0] > next_run[0] && next_run[0] > highest_run);
+        assert_no_orphans(&db).await;
+    }
+
+    /// Retention shorter than a day must not break the idempotency
+    /// promise: a client may repeat a keyed submit for 24 hours and get
+    /// the plan it made, so that plan is kept while its key stands; once
+    /// the key has lapsed it goes like any other.
+    pub async fn a_keyed_plan_stays_while_its_key_stands(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let hour = MINUTE * 60;
+        let (lapsed_at, recent) = (Ts::now().minus(hour * 25), Ts::now().minus(hour));
+        let one = |name: &str| {
+            plan(json!({"name": name, "tasks": [{"name": "a", "target": name, "sleep": "0s"}]}))
+        };
+        let keyed = |key: &'static str| IdempotencyKey {
+            key,
+            body_sha256: "0".repeat(64),
+        };
+        let lapsed = match s
+            .plan_insert_keyed(
+                &one("lapsed-key"),
+                "t".into(),
+                lapsed_at,
+                &keyed("k-lapsed"),
+            )
+            .await
+            .unwrap()
+        {
+            Submitted::Created(id) => id,
+            other => panic!("{other:?}"),
+        };
+        let standing = match s
+            .plan_insert_keyed(
+                &one("standing-key"),
+                "t".into(),
+                recent,
+                &keyed("k-standing"),
+            )
+            .await
+            .unwrap()
+        {
+            Submitted::Created(id) => id,
+            other => panic!("{other:?}"),
+        };
+        let plain = s
+            .plan_insert(&one("plain"), "t".into(), recent)
+            .await
+            .unwrap();
+        let runs = claim_all(s.as_ref(), recent).await;
+        let finishes: Vec<_> = runs.iter().map(|&r| done(r)).collect();
+        s.run_finish_many("r-test", &finishes, recent)
+            .await
+            .unwrap();
+        // Holds the highest ids, so the three above may go by id.
+        newest_plan(s.as_ref()).await;
+
+        // Retention of a minute: everything above is past it.
+        let cutoff = Ts::now().minus(MINUTE);
+        let scan = s.plan_prune_scan(cutoff, None, 100).await.unwrap();
+        let mut found: Vec<i64> = scan.prunable.iter().map(|p| p.plan_id).collect();
+        found.sort();
+        assert_eq!(found, [lapsed, plain], "the standing key's plan is kept");
+        // The prune's own re-check keeps it too, if asked by id.
+        let report = s
+            .plan_prune(&[lapsed, standing, plain], cutoff)
+            .await
+            .unwrap();
+        assert_eq!(report.plans, 2);
+        assert!(s.plan_get(standing).await.is_ok());
+        // The client's retry gets its plan, not a second one.
+        let again = s
+            .plan_insert_keyed(
+                &one("standing-key"),
+                "t".into(),
+                Ts::now(),
+                &keyed("k-standing"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(again, Submitted::Replayed(standing));
         assert_no_orphans(&db).await;
     }
 }

@@ -17,6 +17,7 @@
 //! SQLite each batch holds the single writer for a few milliseconds.
 
 use super::{BATCH, Dialect, RowLock, Sql, id_args, placeholders};
+use crate::store::submission::IDEMPOTENCY_WINDOW;
 use crate::store::{Result, StoreError, Ts};
 
 /// About how many runs (with their events and logs) one deletion takes.
@@ -78,28 +79,47 @@ impl PruneReport {
 /// target that remembers the highest token it accepted would refuse, and
 /// the audit log named two plans "plan 1". Keeping the few plans that hold
 /// a highest id keeps every id growing, on both backends alike.
-const PLAN_MAY_GO: &str = "created_at < $1 AND NOT queued AND (paused_at IS NULL OR paused_at < $1)
+///
+/// A plan submitted with an idempotency key is kept while the key stands
+/// (created at or after `$keys`, [`IDEMPOTENCY_WINDOW`] ago): deleting the
+/// plan deletes its key, and a client retrying within the window, as
+/// promised it may, would have made a second plan and run it all again.
+fn plan_may_go(keys: usize) -> String {
+    format!(
+        "created_at < $1 AND NOT queued AND (paused_at IS NULL OR paused_at < $1)
     AND NOT EXISTS (SELECT 1 FROM delivery d WHERE d.plan_id = plan.id AND d.state = 'PENDING')
+    AND NOT EXISTS (SELECT 1 FROM plan_submission k
+        WHERE k.plan_id = plan.id AND k.created_at >= ${keys})
     AND plan.id <> COALESCE((SELECT MAX(p.id) FROM plan p), 0)
     AND plan.id <> COALESCE((SELECT t.plan_id FROM task t
         WHERE t.id = (SELECT MAX(tt.id) FROM task tt)), 0)
     AND plan.id <> COALESCE((SELECT r.plan_id FROM task_run r
-        WHERE r.id = (SELECT MAX(rr.id) FROM task_run rr)), 0)";
+        WHERE r.id = (SELECT MAX(rr.id) FROM task_run rr)), 0)"
+    )
+}
+
+/// Since when an idempotency key still stands: on this replica's clock,
+/// as keys are stamped by the one that took the submit.
+fn keys_standing_since() -> Ts {
+    Ts::now().minus(IDEMPOTENCY_WINDOW)
+}
 
 /// Old plans, oldest first, from the first (`$2` is the limit) or after a
 /// cursor (`$2`, `$3`; `$4` the limit). Served by `plan_created
 /// (created_at, id)`.
 fn old_plans_sql(after_cursor: bool) -> Sql {
-    let (after, limit) = if after_cursor {
+    let (after, limit, keys) = if after_cursor {
         (
             "AND (created_at > $2 OR (created_at = $2 AND id > $3))",
             "$4",
+            5,
         )
     } else {
-        ("", "$2")
+        ("", "$2", 3)
     };
+    let may_go = plan_may_go(keys);
     Sql::built(format!(
-        "SELECT id, created_at FROM plan WHERE {PLAN_MAY_GO} {after}
+        "SELECT id, created_at FROM plan WHERE {may_go} {after}
          ORDER BY created_at, id LIMIT {limit}"
     ))
 }
@@ -127,7 +147,10 @@ pub async fn plan_prune_scan<D: Dialect>(
 ) -> Result<PruneScan> {
     let limit = limit.clamp(1, BATCH as i64);
     let (sql, args) = match from {
-        None => (old_plans_sql(false), vec![cutoff.into(), limit.into()]),
+        None => (
+            old_plans_sql(false),
+            vec![cutoff.into(), limit.into(), keys_standing_since().into()],
+        ),
         Some(c) => (
             old_plans_sql(true),
             vec![
@@ -135,6 +158,7 @@ pub async fn plan_prune_scan<D: Dialect>(
                 c.created_at.into(),
                 c.id.into(),
                 limit.into(),
+                keys_standing_since().into(),
             ],
         ),
     };
@@ -195,11 +219,13 @@ pub async fn plan_prune<D: Dialect>(d: &D, ids: &[i64], cutoff: Ts) -> Result<Pr
     );
     D::fetch_all::<(i64,)>(&mut tx, Sql::built(lock), &id_args(ids)).await?;
     let recheck = format!(
-        "SELECT id FROM plan WHERE {PLAN_MAY_GO} AND id IN ({})",
+        "SELECT id FROM plan WHERE {} AND id IN ({})",
+        plan_may_go(ids.len() + 2),
         placeholders(2, ids.len())
     );
     let mut args = vec![cutoff.into()];
     args.extend(id_args(ids));
+    args.push(keys_standing_since().into());
     let plans: Vec<(i64,)> = D::fetch_all(&mut tx, Sql::built(recheck), &args).await?;
     let plans: Vec<i64> = plans.into_iter().map(|(id,)| id).collect();
     let states: Vec<(i64, i64, i64, i64)> = if plans.is_empty() {
