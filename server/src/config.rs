@@ -17,6 +17,16 @@ use crate::store::NotifyTargets;
 /// The shortest dashboard sign-in `BATON_SESSION_TTL` may ask for.
 const MIN_SESSION_TTL: Duration = Duration::from_secs(60);
 
+/// The shortest loop periods a replica serves with: below them a loop
+/// spins, burning a core and sending the database a statement per turn
+/// (`1ms` is an easy slip for `1s`), for no pickup it would not get anyway
+/// from the wake-ups.
+const MIN_PERIODS: [(&str, Duration); 3] = [
+    ("BATON_POLL_INTERVAL", Duration::from_millis(10)),
+    ("BATON_HEARTBEAT_INTERVAL", Duration::from_millis(100)),
+    ("BATON_SWEEP_INTERVAL", Duration::from_millis(100)),
+];
+
 /// The shortest `BATON_STALE_AFTER` a replica serves with. Below it, a
 /// slow commit or a scheduler hiccup reads as a dead replica: runs are
 /// swept and retried while they still execute, and a command's
@@ -250,6 +260,20 @@ impl Settings {
              at once)",
             humantime::format_duration(self.session_ttl)
         );
+        let periods = [
+            self.poll_interval,
+            self.heartbeat_interval,
+            self.sweep_interval,
+        ];
+        for ((name, min), value) in MIN_PERIODS.iter().zip(periods) {
+            anyhow::ensure!(
+                value >= *min,
+                "{name} must be at least {}, not {}: shorter, the loop spins and sends the \
+                 database a statement every turn",
+                humantime::format_duration(*min),
+                humantime::format_duration(value)
+            );
+        }
         anyhow::ensure!(
             self.stale_after >= MIN_STALE_AFTER,
             "BATON_STALE_AFTER must be at least 1s, not {}: a pause that short (a slow \

@@ -719,6 +719,21 @@ fn bad_settings_stop_serve_before_the_database_and_submit_reads_a_bounded_file()
         said.contains("BATON_STALE_AFTER must be at least 1s, not 200ms"),
         "{said}"
     );
+    let said = serve("BATON_POLL_INTERVAL", "1ms");
+    assert!(
+        said.contains("BATON_POLL_INTERVAL must be at least 10ms, not 1ms"),
+        "{said}"
+    );
+    let said = serve("BATON_SWEEP_INTERVAL", "1us");
+    assert!(
+        said.contains("BATON_SWEEP_INTERVAL must be at least 100ms, not 1us"),
+        "{said}"
+    );
+    let said = serve("BATON_WORKERS", "18446744073709551615");
+    assert!(
+        said.contains("BATON_WORKERS must be from 1 to 10000"),
+        "{said}"
+    );
     let said = serve("BATON_LEADER_LEASE", "1m");
     assert!(
         said.contains("BATON_LEADER_LEASE (1m) must be at most BATON_STALE_AFTER (10s)"),

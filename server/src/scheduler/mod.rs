@@ -112,7 +112,13 @@ impl SchedulerConfig {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(self.workers >= 1, "BATON_WORKERS must be at least 1");
+        // The upper bound keeps a slot count a sane SQL LIMIT: a huge one
+        // wrapped to a negative i64, which SQLite reads as no limit.
+        anyhow::ensure!(
+            (1..=MAX_WORKERS).contains(&self.workers),
+            "BATON_WORKERS must be from 1 to {MAX_WORKERS}, not {}",
+            self.workers
+        );
         // Checked first: the checks below and the loops multiply these,
         // and `18446744073709551615s` overflowed into a panic.
         for (name, value) in [
@@ -152,6 +158,9 @@ impl SchedulerConfig {
         Ok(())
     }
 }
+
+/// The most executions one replica runs at once.
+pub const MAX_WORKERS: usize = 10_000;
 
 /// The longest any liveness or loop timing may be.
 const MAX_TIMING: Duration = Duration::from_secs(24 * 3600);
