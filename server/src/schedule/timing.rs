@@ -21,11 +21,72 @@ use crate::store::Ts;
 /// past this it says "at least".
 pub const MISSED_COUNT_LIMIT: u64 = 100_000;
 
+/// The most fixed times of day (second × minute × hour combinations) an
+/// expression is split into, each keeping the fixed-time rule on
+/// daylight-saving days; past it the expression counts as an interval.
+const MAX_FIXED_TIMES: usize = 64;
+
 /// A parsed cron expression and its time zone.
 #[derive(Debug, Clone)]
 pub struct Timing {
     cron: Cron,
+    /// The expression split into one pattern per fixed time of day, when
+    /// its second, minute and hour fields name times (`0 2,14 * * *`,
+    /// `0 9-17 * * 1-5`); empty when it is an interval (`*`, a step) or
+    /// names one time only.
+    ///
+    /// croner applies the fixed-time rule (a skipped time fires once after
+    /// the gap, a repeated one once, the first time) only to a single
+    /// time: `0 2,14 * * *` fired twice on the fall-back day and lost 02:00
+    /// on the spring-forward one. As in Vixie cron, only a `*` or a step
+    /// makes an interval; each time of a list is fixed on its own.
+    fixed_times: Vec<Cron>,
     zone: Tz,
+}
+
+/// `cron` split into one pattern per fixed time of day (see
+/// [`Timing::fixed_times`]).
+fn split_fixed_times(cron: &Cron) -> Vec<Cron> {
+    // croner's `ALL_BIT`: its component module is private, its fields not.
+    const SET: u8 = 1;
+    let p = &cron.pattern;
+    let fixed = [&p.seconds, &p.minutes, &p.hours]
+        .iter()
+        .all(|c| c.step == 1 && !c.from_wildcard);
+    if !fixed {
+        return Vec::new();
+    }
+    let (seconds, minutes, hours) = (
+        p.seconds.get_set_values(SET),
+        p.minutes.get_set_values(SET),
+        p.hours.get_set_values(SET),
+    );
+    let combinations = seconds.len() * minutes.len() * hours.len();
+    if combinations <= 1 || combinations > MAX_FIXED_TIMES {
+        return Vec::new();
+    }
+    // Leaves `keep` the only value of a component that held `all`.
+    macro_rules! only {
+        ($component:expr, $all:expr, $keep:expr) => {{
+            for &v in $all {
+                let _ = $component.unset_bit(v, SET);
+            }
+            let _ = $component.set_bit($keep, SET);
+        }};
+    }
+    let mut out = Vec::with_capacity(combinations);
+    for &h in &hours {
+        for &m in &minutes {
+            for &sec in &seconds {
+                let mut one = cron.clone();
+                only!(one.pattern.hours, &hours, h);
+                only!(one.pattern.minutes, &minutes, m);
+                only!(one.pattern.seconds, &seconds, sec);
+                out.push(one);
+            }
+        }
+    }
+    out
 }
 
 impl Timing {
@@ -59,7 +120,11 @@ impl Timing {
                 message: format!("`{expr}` is not a cron expression: {e}"),
                 field: Some("cron".into()),
             })?;
-        let timing = Timing { cron, zone };
+        let timing = Timing {
+            fixed_times: split_fixed_times(&cron),
+            cron,
+            zone,
+        };
         // A pattern such as `0 0 30 2 *` parses but never fires.
         if timing.next_after(Ts::now()).is_none() {
             return Err(InvalidPlan {
@@ -74,20 +139,37 @@ impl Timing {
         self.zone
     }
 
+    /// The patterns whose ticks together are the schedule's.
+    fn patterns(&self) -> &[Cron] {
+        match self.fixed_times.is_empty() {
+            true => std::slice::from_ref(&self.cron),
+            false => &self.fixed_times,
+        }
+    }
+
     /// The first tick strictly after `t`.
     pub fn next_after(&self, t: Ts) -> Option<Ts> {
-        self.cron
-            .find_next_occurrence(&self.local(t), false)
-            .ok()
+        let local = self.local(t);
+        self.patterns()
+            .iter()
+            .filter_map(|c| c.find_next_occurrence(&local, false).ok())
             .map(|at| Ts::from(at.with_timezone(&Utc)))
+            .min()
     }
 
     /// The last tick at or before `t`.
     pub fn last_at_or_before(&self, t: Ts) -> Option<Ts> {
-        self.cron
-            .find_previous_occurrence(&self.local(t), true)
-            .ok()
+        self.previous(t, true)
+    }
+
+    /// The last tick before `t` (or at it, when `inclusive`).
+    fn previous(&self, t: Ts, inclusive: bool) -> Option<Ts> {
+        let local = self.local(t);
+        self.patterns()
+            .iter()
+            .filter_map(|c| c.find_previous_occurrence(&local, inclusive).ok())
             .map(|at| Ts::from(at.with_timezone(&Utc)))
+            .max()
     }
 
     /// The next `n` ticks after `t`.
@@ -172,12 +254,7 @@ impl Timing {
         let mut out = Vec::with_capacity(n);
         let mut at = before;
         while out.len() < n {
-            let previous = self
-                .cron
-                .find_previous_occurrence(&self.local(at), false)
-                .ok()
-                .map(|t| Ts::from(t.with_timezone(&Utc)));
-            match previous {
+            match self.previous(at, false) {
                 Some(t) if t >= floor => {
                     out.push(t);
                     at = t;
@@ -242,6 +319,73 @@ mod tests {
         assert_eq!(
             ticks,
             [at("2026-10-25T00:30:00Z"), at("2026-10-26T01:30:00Z")]
+        );
+    }
+
+    /// A list or range of times keeps the fixed-time rule for each of
+    /// them, as one time does (it had fired 02:00 twice in the fall and
+    /// not at all in the spring); a `*` or a step stays an interval.
+    #[test]
+    fn listed_times_fire_once_each_on_both_dst_days() {
+        let fall = |expr: &str| {
+            Timing::parse(expr, "Europe/Berlin")
+                .unwrap()
+                .upcoming(at("2027-10-30T21:00:00Z"), 3)
+        };
+        // 2027-10-31: 03:00 CEST falls back to 02:00 CET.
+        assert_eq!(
+            fall("0 2,14 * * *"),
+            [
+                "2027-10-31T00:00:00Z",
+                "2027-10-31T13:00:00Z",
+                "2027-11-01T01:00:00Z"
+            ]
+            .map(at)
+        );
+        assert_eq!(
+            fall("0,30 2 * * *"),
+            [
+                "2027-10-31T00:00:00Z",
+                "2027-10-31T00:30:00Z",
+                "2027-11-01T01:00:00Z"
+            ]
+            .map(at)
+        );
+        assert_eq!(
+            fall("0 2-3 * * *"),
+            [
+                "2027-10-31T00:00:00Z",
+                "2027-10-31T02:00:00Z",
+                "2027-11-01T01:00:00Z"
+            ]
+            .map(at)
+        );
+        // 2027-03-28: 02:00 CET jumps to 03:00 CEST; 02:00 and 02:30 fire
+        // once each, at 03:00 CEST (01:00Z).
+        let spring = |expr: &str| {
+            Timing::parse(expr, "Europe/Berlin")
+                .unwrap()
+                .upcoming(at("2027-03-27T21:00:00Z"), 2)
+        };
+        assert_eq!(
+            spring("0 2,14 * * *"),
+            ["2027-03-28T01:00:00Z", "2027-03-28T12:00:00Z"].map(at)
+        );
+        assert_eq!(spring("0,30 2 * * *")[0], at("2027-03-28T01:00:00Z"));
+        // An interval fires in both passes of the repeated hour.
+        assert_eq!(
+            fall("0 */1 * * *")[..3],
+            [
+                "2027-10-30T22:00:00Z",
+                "2027-10-30T23:00:00Z",
+                "2027-10-31T00:00:00Z"
+            ]
+            .map(at)
+        );
+        let t = Timing::parse("0 2,14 * * *", "Europe/Berlin").unwrap();
+        assert_eq!(
+            t.last_at_or_before(at("2027-10-31T12:00:00Z")),
+            Some(at("2027-10-31T00:00:00Z"))
         );
     }
 
