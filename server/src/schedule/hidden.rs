@@ -1,11 +1,19 @@
 //! The values of a schedule's template that are secrets: webhook signing
-//! secrets, HTTP task headers (API keys) and command environments
-//! (passwords). Every signed-in user, viewers included, reads schedules,
-//! and a plan's own views never show these; so a schedule's views show
-//! each one as [`HIDDEN`], and an update that sends [`HIDDEN`] back (the
-//! dashboard's edit form does, the views' text edited) keeps the value the
-//! schedule holds at the same place. A viewer saw a webhook secret and a
-//! `Bearer` header in a hostile trial.
+//! secrets, HTTP task headers (API keys), command environments
+//! (passwords) and the password in a webhook's or an HTTP task's URL.
+//! Every signed-in user, viewers included, reads schedules, and a plan's
+//! own views never show these; so a schedule's views show each one as
+//! [`HIDDEN`], and an update that sends [`HIDDEN`] back (the dashboard's
+//! edit form does, the views' text edited) keeps the value the schedule
+//! holds at the same place. A viewer saw a webhook secret, a `Bearer`
+//! header and URL passwords in hostile trials.
+//!
+//! A place is bound to where the secret goes: a webhook's secret to its
+//! URL (and which of the webhooks with that URL it is), a header to the
+//! task and its URL, a variable to the task and its whole command. An
+//! operator who points a task at another host, or changes what it runs,
+//! must write its secrets out again: keeping them would have sent a
+//! secret they cannot read to a place of their choosing.
 
 use std::collections::HashMap;
 
@@ -17,6 +25,11 @@ pub const HIDDEN: &str = "(hidden)";
 /// `template` with every secret replaced by [`HIDDEN`].
 pub fn hide(template: &Value) -> Value {
     let mut shown = template.clone();
+    for (_, url) in urls(&mut shown) {
+        if let Some(hidden) = url.as_str().and_then(password_hidden) {
+            *url = Value::String(hidden);
+        }
+    }
     for (_, value) in secrets(&mut shown) {
         *value = Value::String(HIDDEN.to_owned());
     }
@@ -24,10 +37,23 @@ pub fn hide(template: &Value) -> Value {
 }
 
 /// Puts back, wherever `new` says [`HIDDEN`], the value `old` holds at the
-/// same place: the same webhook URL, the same task's header or variable.
-/// `Err` names a [`HIDDEN`] with nothing to keep.
+/// same place. `Err` names a [`HIDDEN`] with nothing to keep.
 pub fn keep_hidden(new: &mut Value, old: &Value) -> Result<(), String> {
     let mut old = old.clone();
+    // URLs first: the other secrets' places name them.
+    let old_urls: HashMap<String, Value> = urls(&mut old)
+        .into_iter()
+        .map(|(place, url)| (place, url.clone()))
+        .collect();
+    for (place, url) in urls(new) {
+        if !url.as_str().is_some_and(says_hidden_password) {
+            continue;
+        }
+        match old_urls.get(&place) {
+            Some(kept) if !kept.as_str().is_some_and(says_hidden_password) => *url = kept.clone(),
+            _ => return Err(nothing_to_keep(&format!("the password in {place}"))),
+        }
+    }
     let kept: HashMap<String, Value> = secrets(&mut old)
         .into_iter()
         .map(|(place, value)| (place, value.clone()))
@@ -38,63 +64,148 @@ pub fn keep_hidden(new: &mut Value, old: &Value) -> Result<(), String> {
         }
         match kept.get(&place) {
             Some(old) if old.as_str() != Some(HIDDEN) => *value = old.clone(),
-            _ => {
-                return Err(format!(
-                    "{place} says {HIDDEN}, but the schedule holds no value there to keep; \
-                     write the value itself"
-                ));
-            }
+            _ => return Err(nothing_to_keep(&place)),
         }
     }
     Ok(())
 }
 
-/// Each secret of `template`, named by where it is: webhooks by URL, a
-/// task's by the task's name (its place in the list may change).
-fn secrets(template: &mut Value) -> Vec<(String, &mut Value)> {
-    let mut found = Vec::new();
+fn nothing_to_keep(place: &str) -> String {
+    format!(
+        "{place} says {HIDDEN}, but the schedule holds no value there to keep (a secret \
+         stays only where it was: same URL, same task, same command); write the value itself"
+    )
+}
+
+/// `url` with its password shown as [`HIDDEN`]; `None` when it has none.
+fn password_hidden(url: &str) -> Option<String> {
+    let mut parsed = reqwest::Url::parse(url).ok()?;
+    parsed.password()?;
+    parsed.set_password(Some(HIDDEN)).ok()?;
+    Some(parsed.to_string())
+}
+
+/// Whether `url`'s password is [`HIDDEN`], as a view showed it.
+fn says_hidden_password(url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|u| u.password() == Some(HIDDEN))
+}
+
+/// How a URL reads in a place's name: its password, if any, as [`HIDDEN`],
+/// so a URL as stored and as a view showed it name the same place.
+fn url_place(url: &str) -> String {
+    password_hidden(url).unwrap_or_else(|| url.to_owned())
+}
+
+/// The webhooks and tasks of a plan template, to walk.
+fn parts(template: &mut Value) -> (Vec<&mut Value>, Vec<&mut Value>) {
     let Some(plan) = template.as_object_mut() else {
-        return found;
+        return (Vec::new(), Vec::new());
     };
-    let mut webhooks = None;
-    let mut tasks = None;
+    let (mut webhooks, mut tasks) = (Vec::new(), Vec::new());
     for (key, value) in plan.iter_mut() {
+        let list = match value.as_array_mut() {
+            Some(list) => list.iter_mut().collect(),
+            None => continue,
+        };
         match key.as_str() {
-            "webhooks" => webhooks = value.as_array_mut(),
-            "tasks" => tasks = value.as_array_mut(),
+            "webhooks" => webhooks = list,
+            "tasks" => tasks = list,
             _ => {}
         }
     }
-    for hook in webhooks.into_iter().flatten() {
-        let url = hook
-            .get("url")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        if let Some(secret) = hook.get_mut("secret") {
-            found.push((format!("the secret of webhook {url}"), secret));
+    (webhooks, tasks)
+}
+
+/// `webhook URL` for the first webhook with a URL, `webhook URL (2nd)` for
+/// the second with the same one, and so on.
+fn webhook_places(webhooks: &[&mut Value]) -> Vec<String> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    webhooks
+        .iter()
+        .map(|hook| {
+            let url = url_place(hook.get("url").and_then(Value::as_str).unwrap_or(""));
+            let nth = seen.entry(url.clone()).or_default();
+            *nth += 1;
+            match *nth {
+                1 => format!("webhook {url}"),
+                n => format!("webhook {url} (number {n} with that URL)"),
+            }
+        })
+        .collect()
+}
+
+fn task_name(task: &Value) -> String {
+    task.get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Each URL that may hold a password, named by where it is.
+fn urls(template: &mut Value) -> Vec<(String, &mut Value)> {
+    let (webhooks, tasks) = parts(template);
+    let places = webhook_places(&webhooks);
+    let mut found = Vec::new();
+    for (hook, place) in webhooks.into_iter().zip(places) {
+        if let Some(url) = hook.get_mut("url") {
+            found.push((place, url));
         }
     }
-    for task in tasks.into_iter().flatten() {
-        let name = task
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
+    for task in tasks {
+        let name = task_name(task);
+        if let Some(url) = task.get_mut("http").and_then(|h| h.get_mut("url")) {
+            let place = format!(
+                "task {name}'s URL {}",
+                url_place(url.as_str().unwrap_or(""))
+            );
+            found.push((place, url));
+        }
+    }
+    found
+}
+
+/// Each secret of `template` but URL passwords, named by where it is and
+/// where it goes: a task is found by its name (its place in the list may
+/// change), and its secrets belong to its URL or its command.
+fn secrets(template: &mut Value) -> Vec<(String, &mut Value)> {
+    let (webhooks, tasks) = parts(template);
+    let places = webhook_places(&webhooks);
+    let mut found = Vec::new();
+    for (hook, place) in webhooks.into_iter().zip(places) {
+        if let Some(secret) = hook.get_mut("secret") {
+            found.push((format!("the secret of {place}"), secret));
+        }
+    }
+    for task in tasks {
+        let name = task_name(task);
         let Some(task) = task.as_object_mut() else {
             continue;
         };
         for (executor, spec) in task.iter_mut() {
-            let (field, what) = match executor.as_str() {
-                "http" => ("headers", "header"),
-                "command" => ("env", "variable"),
+            let (field, what, bound) = match executor.as_str() {
+                "http" => (
+                    "headers",
+                    "header",
+                    format!(
+                        "for {}",
+                        url_place(spec.get("url").and_then(Value::as_str).unwrap_or(""))
+                    ),
+                ),
+                "command" => (
+                    "env",
+                    "variable",
+                    format!(
+                        "for the command {}",
+                        spec.get("argv").map(Value::to_string).unwrap_or_default()
+                    ),
+                ),
                 _ => continue,
             };
             let Some(values) = spec.get_mut(field).and_then(Value::as_object_mut) else {
                 continue;
             };
             for (key, value) in values.iter_mut() {
-                found.push((format!("task {name}'s {what} {key}"), value));
+                found.push((format!("task {name}'s {what} {key} {bound}"), value));
             }
         }
     }
@@ -106,6 +217,38 @@ mod tests {
     use serde_json::json;
 
     use super::{HIDDEN, hide, keep_hidden};
+
+    /// URL passwords are hidden too, and two webhooks with one URL each
+    /// keep their own secret.
+    #[test]
+    fn url_passwords_hide_and_webhooks_sharing_a_url_keep_their_own_secret() {
+        let stored = json!({"name": "n",
+            "webhooks": [
+                {"url": "http://hook:WHPW@hooks.example/dup", "secret": "S-ONE"},
+                {"url": "http://hook:WHPW@hooks.example/dup", "secret": "S-TWO"}],
+            "tasks": [{"name": "call", "target": "api",
+                "http": {"url": "http://bob:TASKPW@api.example/x"}}]});
+        let shown = hide(&stored);
+        let text = shown.to_string();
+        for secret in ["WHPW", "TASKPW", "S-ONE", "S-TWO"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert_eq!(
+            shown["webhooks"][0]["url"],
+            "http://hook:(hidden)@hooks.example/dup"
+        );
+        let mut edited = shown.clone();
+        keep_hidden(&mut edited, &stored).unwrap();
+        assert_eq!(edited, stored);
+        // A hidden password for a URL the schedule never held is refused.
+        let mut elsewhere = shown;
+        elsewhere["tasks"][0]["http"]["url"] = json!("http://bob:(hidden)@evil.example/x");
+        let e = keep_hidden(&mut elsewhere, &stored).unwrap_err();
+        assert!(
+            e.contains("the password in task call's URL http://bob:(hidden)@evil.example/x"),
+            "{e}"
+        );
+    }
 
     fn template() -> serde_json::Value {
         json!({"name": "nightly ${date}",
@@ -148,6 +291,19 @@ mod tests {
         new["tasks"][1]["command"]["env"]["PGPASSWORD"] = json!(HIDDEN);
         let e = keep_hidden(&mut new, &template()).unwrap_err();
         assert!(e.contains("task renamed's variable PGPASSWORD"), "{e}");
+        // Another host for a header, another command for a variable: the
+        // secret stays behind, and must be written out again.
+        let mut moved = hide(&template());
+        moved["tasks"][0]["http"]["url"] = json!("https://attacker.example/x");
+        let e = keep_hidden(&mut moved, &template()).unwrap_err();
+        assert!(
+            e.contains("task call's header") && e.contains("for https://attacker.example/x"),
+            "{e}"
+        );
+        let mut rerun = hide(&template());
+        rerun["tasks"][1]["command"]["argv"] = json!(["sh", "-c", "echo $PGPASSWORD"]);
+        let e = keep_hidden(&mut rerun, &template()).unwrap_err();
+        assert!(e.contains("variable PGPASSWORD for the command"), "{e}");
         let mut fresh = template();
         fresh["webhooks"][0]["secret"] = json!(HIDDEN);
         assert!(keep_hidden(&mut fresh, &serde_json::Value::Null).is_err());
