@@ -31,6 +31,7 @@ per_backend!(cases:
     claiming_rounds_and_claimers_never_share_a_run,
     concurrent_promoters_respect_the_gates,
     racing_retries_create_one_attempt_each,
+    a_racing_action_sees_the_run_the_winner_made,
     eight_replicas_keep_every_invariant,
     racing_promoters_start_no_dependent_early_and_keep_capacity,
     racing_promoters_promote_nothing_paused_or_halted,
@@ -304,6 +305,124 @@ mod cases {
     /// replicas at once) or race an automatic retry still make exactly one
     /// new attempt per task each time: no two runs share a task and attempt
     /// number, and the numbers have no gaps.
+    /// Actions that wait for a task's lock behind another must see the run
+    /// it made. On PostgreSQL a read that locked as it joined the latest
+    /// run kept the run it had joined: four racing Runs of a plan ran its
+    /// task four times, and a Skip racing a Retry marked a running task
+    /// SKIPPED (hostile trial).
+    pub async fn a_racing_action_sees_the_run_the_winner_made(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let setup = db.store().await;
+        let mut stores = Vec::new();
+        for _ in 0..8 {
+            stores.push(db.store().await);
+        }
+        // Retry against Skip of one FAILED task: one of them, never both.
+        for round in 0..6 {
+            let id = setup
+                .plan_insert(
+                    &plan(json!({"name": format!("skip-{round}"),
+                        "tasks": [{"name": "a", "target": format!("skip-{round}"), "sleep": "0s"}]})),
+                    "t".into(),
+                    Ts::now(),
+                )
+                .await
+                .unwrap();
+            let run = promote_and_claim(setup.as_ref()).await[0];
+            setup
+                .run_finish_many("r-test", &[failed(run)], Ts::now())
+                .await
+                .unwrap();
+            let task = setup.plan_get(id).await.unwrap().tasks[0].id;
+            let racers: Vec<_> = stores
+                .iter()
+                .enumerate()
+                .map(|(i, store)| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        match i % 2 {
+                            0 => store
+                                .task_retry(task, "racer".into(), Ts::now())
+                                .await
+                                .map(|_| ()),
+                            _ => store
+                                .task_skip(task, "racer".into(), Ts::now())
+                                .await
+                                .map(|_| ()),
+                        }
+                    })
+                })
+                .collect();
+            let mut went = 0;
+            for racer in racers {
+                match racer.await.unwrap() {
+                    Ok(()) => went += 1,
+                    Err(StoreError::Conflict(_)) => {}
+                    Err(e) => panic!("retry or skip: {e}"),
+                }
+            }
+            assert_eq!(
+                went, 1,
+                "round {round}: a retry and a skip both went through"
+            );
+            let view = setup.plan_get(id).await.unwrap();
+            let t = &view.tasks[0];
+            assert!(
+                matches!(
+                    (t.status, t.attempt),
+                    (TaskStatus::Skipped, Some(1)) | (TaskStatus::Pending, Some(2))
+                ),
+                "round {round}: {:?} attempt {:?}",
+                t.status,
+                t.attempt
+            );
+            // Leave nothing open for the next round's claim.
+            if t.status == TaskStatus::Pending {
+                let run = promote_and_claim(setup.as_ref()).await[0];
+                setup
+                    .run_finish_many("r-test", &[failed(run)], Ts::now())
+                    .await
+                    .unwrap();
+            }
+        }
+
+        // Racing Runs of a plan not started: one starts it.
+        for round in 0..4 {
+            let id = setup
+                .plan_insert(
+                    &plan(json!({"name": format!("run-{round}"), "start": false,
+                        "tasks": noop_tasks(3)})),
+                    "t".into(),
+                    Ts::now(),
+                )
+                .await
+                .unwrap();
+            let racers: Vec<_> = stores
+                .iter()
+                .map(|store| {
+                    let store = store.clone();
+                    tokio::spawn(
+                        async move { store.plan_start(id, "racer".into(), Ts::now()).await },
+                    )
+                })
+                .collect();
+            let mut started = 0;
+            for racer in racers {
+                match racer.await.unwrap() {
+                    Ok(()) => started += 1,
+                    Err(StoreError::Conflict(_)) => {}
+                    Err(e) => panic!("plan start: {e}"),
+                }
+            }
+            assert_eq!(started, 1, "round {round}: racing Runs that went through");
+            for task in setup.plan_get(id).await.unwrap().tasks {
+                assert_eq!(task.attempt, Some(1), "round {round}: {}", task.name);
+            }
+        }
+
+        db.assert_open_task_counts().await;
+    }
+
     pub async fn racing_retries_create_one_attempt_each(kind: Kind) {
         let db = TestDb::new(kind).await;
         let setup = db.store().await;

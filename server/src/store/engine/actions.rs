@@ -183,8 +183,14 @@ async fn new_attempts_in<D: Dialect>(
         )
         .await?;
     }
-    let sql = format!("{} {}", which.select_sql(), D::row_lock(RowLock::Tasks));
-    let tasks: Vec<(i64,)> = D::fetch_all(tx, Sql::built(sql), &[id.into()]).await?;
+    // Locked first, read after (see `task_lock`): every task of the plan
+    // that is not skipped, as any of them may be one to start or retry.
+    let lock = format!(
+        "SELECT t.id FROM task t WHERE t.plan_id = $1 AND t.skipped_at IS NULL ORDER BY t.id {}",
+        D::row_lock(RowLock::Tasks)
+    );
+    D::fetch_all::<(i64,)>(tx, Sql::built(lock), &[id.into()]).await?;
+    let tasks: Vec<(i64,)> = D::fetch_all(tx, Sql::built(which.select_sql()), &[id.into()]).await?;
     if tasks.is_empty() {
         return Ok(0);
     }
@@ -265,9 +271,30 @@ struct TaskState {
 
 /// The task's state, with its row locked so two actions on one task
 /// serialise.
+/// Locks task `id`, then reads its state in a statement of its own.
+///
+/// One statement that locks the task as it joins its latest run is wrong
+/// on PostgreSQL: once the lock is granted it re-checks the task's new
+/// row but keeps the run it joined before (EvalPlanQual), so an action
+/// that waited behind a Retry saw the task as it was before the Retry's
+/// run. A racing Skip marked a running task SKIPPED (its dependents
+/// started beside it), and four racing Runs of a plan ran its task four
+/// times (hostile trial). The read after the lock sees what was committed
+/// before it was granted.
+pub(super) async fn lock_then_read_task<D: Dialect>(tx: &mut D::Tx, id: i64) -> Result<()> {
+    let lock = format!(
+        "SELECT t.id FROM task t WHERE t.id = $1 {}",
+        D::row_lock(RowLock::Tasks)
+    );
+    optional::<D, (i64,)>(tx, Sql::built(lock), &[id.into()])
+        .await?
+        .map(|_| ())
+        .ok_or(StoreError::NotFound { what: "task", id })
+}
+
 async fn task_lock<D: Dialect>(tx: &mut D::Tx, id: i64) -> Result<TaskState> {
-    let sql = format!("{} {}", rows::TASK_STATE, D::row_lock(RowLock::Tasks));
-    optional::<D, TaskState>(tx, Sql::built(sql), &[id.into()])
+    lock_then_read_task::<D>(tx, id).await?;
+    optional::<D, TaskState>(tx, Sql::from(rows::TASK_STATE), &[id.into()])
         .await?
         .ok_or(StoreError::NotFound { what: "task", id })
 }

@@ -41,10 +41,9 @@ pub async fn task_approve<D: Dialect>(
 ) -> Result<(i64, usize)> {
     let actor = asked.by.name;
     let mut tx = d.begin().await?;
-    let sql = format!(
-        "{APPROVABLE} WHERE t.id = $1 {}",
-        D::row_lock(RowLock::Tasks)
-    );
+    // Locked, then read: the read must see the task's current run.
+    super::actions::lock_then_read_task::<D>(&mut tx, id).await?;
+    let sql = format!("{APPROVABLE} WHERE t.id = $1");
     let task: Approvable = optional::<D, _>(&mut tx, Sql::built(sql), &[id.into()])
         .await?
         .ok_or(StoreError::NotFound { what: "task", id })?;
@@ -60,11 +59,16 @@ pub async fn task_approve<D: Dialect>(
         .and_then(|st| st.approval.as_ref())
         .filter(|rule| task.rule().as_ref() == Some(*rule));
     if let Some(stage_rule) = stage_rule {
-        let sql = format!(
-            "{APPROVABLE} WHERE t.plan_id = $1 AND t.stage = $2 AND t.id <> $3
-                AND t.approval IS NOT NULL AND t.approved_by IS NULL ORDER BY t.id {}",
+        let which = "t.plan_id = $1 AND t.stage = $2 AND t.id <> $3
+                AND t.approval IS NOT NULL AND t.approved_by IS NULL";
+        let lock = format!(
+            "SELECT t.id FROM task t WHERE {which} ORDER BY t.id {}",
             D::row_lock(RowLock::Tasks)
         );
+        let args: [super::Arg<'_>; 3] =
+            [task.plan_id.into(), task.stage.as_deref().into(), id.into()];
+        D::fetch_all::<(i64,)>(&mut tx, Sql::built(lock), &args).await?;
+        let sql = format!("{APPROVABLE} WHERE {which} ORDER BY t.id");
         let others: Vec<Approvable> = D::fetch_all(
             &mut tx,
             Sql::built(sql),
@@ -95,10 +99,16 @@ pub async fn task_approve<D: Dialect>(
 pub async fn plan_approve<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<usize> {
     let actor = asked.by.name;
     let mut tx = d.begin().await?;
+    // Locked, then read (see `actions::lock_then_read_task`).
+    let lock = format!(
+        "SELECT t.id FROM task t WHERE t.plan_id = $1 AND t.approval IS NOT NULL
+            AND t.approved_by IS NULL ORDER BY t.id {}",
+        D::row_lock(RowLock::Tasks)
+    );
+    D::fetch_all::<(i64,)>(&mut tx, Sql::built(lock), &[id.into()]).await?;
     let sql = format!(
         "{APPROVABLE} WHERE t.plan_id = $1 AND t.approval IS NOT NULL AND t.approved_by IS NULL
-            AND r.status = 'PENDING' AND r.approval_pending ORDER BY t.id {}",
-        D::row_lock(RowLock::Tasks)
+            AND r.status = 'PENDING' AND r.approval_pending ORDER BY t.id"
     );
     let waiting: Vec<Approvable> = D::fetch_all(&mut tx, Sql::built(sql), &[id.into()]).await?;
     if waiting.is_empty() {
