@@ -69,11 +69,14 @@ pub fn shell(options: LeptosOptions, stylesheet: &'static str) -> impl IntoView 
     }
 }
 
-/// leptos_meta writes the title into the server's HTML as it is, so a plan
-/// named `x</title><script>…` would close the element and run its script
-/// (a hostile trial did exactly that). On the server the text is escaped;
-/// in the browser it is set as `document.title`, which is text already.
-fn title_text(text: String) -> String {
+/// Text for an element whose children the server writes into its HTML as
+/// they are: leptos_meta's `<Title>`, and tachys' `<textarea>` (it does not
+/// escape a textarea's children). A plan named `x</title><script>…`, or a
+/// schedule file holding `</textarea><meta http-equiv=refresh …>`, would
+/// close the element and inject markup (hostile trials did both). On the
+/// server the text is escaped; in the browser it is set as text (the
+/// title, or the textarea's `value`), which needs no escaping.
+pub fn unescaped_child_text(text: String) -> String {
     if cfg!(feature = "ssr") {
         escape_html(&text)
     } else {
@@ -117,8 +120,8 @@ pub fn App() -> impl IntoView {
     // can still answer with a real 404 status.
     view! {
         // The one formatter every page's title goes through (the last one
-        // given wins, so pages give none): see `title_text`.
-        <Title text="Baton" formatter=title_text />
+        // given wins, so pages give none): see `unescaped_child_text`.
+        <Title text="Baton" formatter=unescaped_child_text />
         <Router>
             <div node_ref=root id="baton" class="min-h-screen">
                 <a

@@ -1206,3 +1206,45 @@ async fn the_plan_page_shows_stages_dependencies_and_a_small_plans_graph() {
     assert!(targets.contains(r#"data-target="db/ssr" data-paused="true""#));
     assert!(targets.contains("by anonymous"));
 }
+
+/// The schedule page's edit form holds the schedule file as text: markup
+/// in it (a parameter closing the textarea, a hostile name) is shown, not
+/// run, and secrets in URLs are hidden there as in every other view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_schedule_form_shows_the_file_as_text() {
+    let s = Server::start(Kind::Sqlite).await;
+    let injected = "</textarea><h1 id=INJECTED>owned</h1><textarea>";
+    let (status, body) = s
+        .post(
+            "/api/v1/schedules",
+            json!({"name": "inj", "cron": "0 0 1 1 *",
+                "params": {"p": injected},
+                "plan": {"name": "x ${p}",
+                    "webhooks": [{"url": "http://hook:HOOKPW@127.0.0.1:9/x"}],
+                    "tasks": [{"name": "t", "target": "t", "sleep": "0s"}]}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_i64().unwrap();
+    let page = s
+        .http
+        .get(format!("{}/schedules/{id}", s.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("id=\"schedule-file\""), "no edit form");
+    assert!(
+        !page.contains("<h1 id=INJECTED>"),
+        "markup from the file ran"
+    );
+    assert!(
+        page.contains("&lt;/textarea&gt;&lt;h1 id=INJECTED&gt;"),
+        "the file is not shown"
+    );
+    assert!(!page.contains("HOOKPW"), "a URL password on the page");
+    let view: Value = s.get(&format!("/api/v1/schedules/{id}")).await;
+    assert!(!view.to_string().contains("HOOKPW"), "{view}");
+}
