@@ -23,6 +23,7 @@ per_backend!(cases:
     prunes_racing_retries_never_leave_half_a_plan,
     ids_keep_growing_after_a_prune,
     a_keyed_plan_stays_while_its_key_stands,
+    a_plan_that_halts_a_version_line_stays,
 );
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -623,6 +624,55 @@ mod cases {
             .await
             .unwrap();
         assert_eq!(again, Submitted::Replayed(standing));
+        assert_no_orphans(&db).await;
+    }
+
+    /// A failed versioned task halts every larger version of its target
+    /// until an operator retries or skips it; pruning its plan must not be
+    /// what lifts the halt. An unversioned failure halts nothing and goes.
+    pub async fn a_plan_that_halts_a_version_line_stays(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now().minus(MINUTE * 60);
+        let halting = s
+            .plan_insert(
+                &plan(
+                    json!({"name": "m41", "tasks": [{"name": "m", "target": "ret/x",
+                    "version": "0041", "sleep": "0s"}]}),
+                ),
+                "t".into(),
+                t0,
+            )
+            .await
+            .unwrap();
+        let plain = s
+            .plan_insert(
+                &plan(json!({"name": "plain", "tasks": [{"name": "m", "target": "ret/y", "sleep": "0s"}]})),
+                "t".into(),
+                t0,
+            )
+            .await
+            .unwrap();
+        let runs = claim_all(s.as_ref(), t0).await;
+        let finishes: Vec<_> = runs.iter().map(|&r| failed(r)).collect();
+        s.run_finish_many("r-test", &finishes, t0).await.unwrap();
+        newest_plan(s.as_ref()).await;
+
+        let cutoff = Ts::now().minus(MINUTE);
+        let scan = s.plan_prune_scan(cutoff, None, 100).await.unwrap();
+        let found: Vec<i64> = scan.prunable.iter().map(|p| p.plan_id).collect();
+        assert_eq!(found, [plain], "the halting plan is kept");
+        assert_eq!(
+            s.plan_prune(&[halting, plain], cutoff).await.unwrap().plans,
+            1
+        );
+        // Skipped, the halt is lifted by the operator; the plan may go
+        // once the skip is older than the cutoff.
+        let task = s.plan_get(halting).await.unwrap().tasks[0].id;
+        s.task_skip(task, "ops".into(), t0).await.unwrap();
+        let scan = s.plan_prune_scan(cutoff, None, 100).await.unwrap();
+        let found: Vec<i64> = scan.prunable.iter().map(|p| p.plan_id).collect();
+        assert_eq!(found, [halting]);
         assert_no_orphans(&db).await;
     }
 }

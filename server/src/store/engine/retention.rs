@@ -80,6 +80,13 @@ impl PruneReport {
 /// the audit log named two plans "plan 1". Keeping the few plans that hold
 /// a highest id keeps every id growing, on both backends alike.
 ///
+/// A plan that halts a version line is kept: a versioned task whose latest
+/// run ended FAILED or CANCELED, that nobody skipped, holds every larger
+/// version of its target until an operator retries or skips it (gate 2).
+/// Pruned, the halt was gone and the next version ran unasked (hostile
+/// trial). Read through `task_run_ended_badly (plan_id)`, its condition
+/// word for word.
+///
 /// A plan submitted with an idempotency key is kept while the key stands
 /// (created at or after `$keys`, [`IDEMPOTENCY_WINDOW`] ago): deleting the
 /// plan deletes its key, and a client retrying within the window, as
@@ -90,6 +97,9 @@ fn plan_may_go(keys: usize) -> String {
     AND NOT EXISTS (SELECT 1 FROM delivery d WHERE d.plan_id = plan.id AND d.state = 'PENDING')
     AND NOT EXISTS (SELECT 1 FROM plan_submission k
         WHERE k.plan_id = plan.id AND k.created_at >= ${keys})
+    AND NOT EXISTS (SELECT 1 FROM task_run h JOIN task ht ON ht.id = h.task_id
+        WHERE h.plan_id = plan.id AND h.status IN ('FAILED', 'CANCELED')
+          AND h.version IS NOT NULL AND ht.latest_run_id = h.id AND ht.skipped_at IS NULL)
     AND plan.id <> COALESCE((SELECT MAX(p.id) FROM plan p), 0)
     AND plan.id <> COALESCE((SELECT t.plan_id FROM task t
         WHERE t.id = (SELECT MAX(tt.id) FROM task tt)), 0)
