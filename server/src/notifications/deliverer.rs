@@ -3,8 +3,9 @@
 //! [`LOCK_FOR`] (SKIP LOCKED on PostgreSQL), so a sender that dies
 //! mid-delivery only delays that row until the lock lapses. Sends do not
 //! wait for each other: a receiver that takes its whole timeout to answer
-//! holds only its own sends (at most four per URL, see the store's
-//! `IN_FLIGHT_PER_URL`), while the other receivers' notifications go out.
+//! holds only its own sends (at most four per host, see the store's
+//! `IN_FLIGHT_PER_DESTINATION`), while the other receivers' notifications
+//! go out.
 //! Receivers see the same `X-Baton-Delivery` on every attempt and should
 //! de-duplicate on it: a sender that dies after the POST but before
 //! recording it sends again (at-least-once delivery of an exactly-once

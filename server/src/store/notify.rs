@@ -128,8 +128,18 @@ pub const PLAN_PROGRESS: &str =
 pub const PLAN_WEBHOOKS: &str = "SELECT webhooks FROM plan WHERE id = $1";
 
 pub const DELIVERY_INSERT: &str = "INSERT INTO delivery (delivery_key, plan_id, event, url, secret,
-        payload, created_at, state, attempts, next_attempt_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 0, $7)";
+        payload, created_at, state, attempts, next_attempt_at, destination)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 0, $7, $8)";
+
+/// Where `url` goes, for [`DELIVERY_TAKE`]'s limit: its scheme, host and
+/// port (`https://hooks.slack.com`), so one host's many URLs (a channel
+/// each) share one limit.
+pub fn destination(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(parsed) => parsed.origin().ascii_serialization(),
+        Err(_) => url.to_owned(),
+    }
+}
 
 /// Deliveries of one plan (or all), newest first.
 pub const DELIVERY_LIST: &str = "SELECT id, delivery_key, plan_id, event, url, state, created_at,
@@ -147,32 +157,36 @@ pub const DELIVERY_ATTEMPTS: &str =
 /// Takes up to `$2` deliveries due at `$3` for `$1` until `$4`; another
 /// replica may take one over once that passes (its sender died).
 ///
-/// At most `$6` deliveries to one URL are in flight at once (taken and
-/// not yet recorded, across replicas; two takes at the same instant may
-/// each fill the same URL's room): a receiver that answers in 10 s or
-/// never ties up that many senders, not all of them, and the others'
-/// notifications go out meanwhile. URLs already at their limit are passed
-/// over in the first `$5` due rows looked at, so their backlog cannot
-/// hide other receivers' rows. PostgreSQL locks the rows looked at with
+/// At most `$6` deliveries to one destination (scheme, host and port) are
+/// in flight at once (taken and not yet recorded, across replicas; two
+/// takes at the same instant may each fill the same destination's room): a
+/// receiver that answers in 10 s or never ties up that many senders, not
+/// all of them, however many URLs it has, and the others' notifications go
+/// out meanwhile. Destinations already at their limit are passed over in
+/// the first `$5` due rows looked at, so their backlog cannot hide other
+/// receivers' rows. Rows without a destination (queued by an older
+/// replica) are not limited. PostgreSQL locks the rows looked at with
 /// SKIP LOCKED (the window function must stay outside that select).
 pub const DELIVERY_TAKE: &str = "UPDATE delivery SET locked_by = $1, locked_until = $4
     WHERE id IN (SELECT id FROM (
             SELECT id, next_attempt_at,
-                ROW_NUMBER() OVER (PARTITION BY url ORDER BY next_attempt_at, id)
-                    + (SELECT COUNT(*) FROM delivery busy
-                        WHERE busy.url = looked.url AND busy.locked_until >= $3) AS place
-            FROM (SELECT d.id, d.url, d.next_attempt_at FROM delivery d
+                CASE WHEN destination IS NULL THEN 1 ELSE
+                    ROW_NUMBER() OVER (PARTITION BY destination ORDER BY next_attempt_at, id)
+                    + (SELECT COUNT(*) FROM delivery busy WHERE busy.destination = looked.destination
+                        AND busy.locked_until >= $3) END AS place
+            FROM (SELECT d.id, d.destination, d.next_attempt_at FROM delivery d
                 WHERE d.state = 'PENDING' AND d.next_attempt_at <= $3
                   AND (d.locked_until IS NULL OR d.locked_until < $3)
-                  AND (SELECT COUNT(*) FROM delivery busy
-                        WHERE busy.url = d.url AND busy.locked_until >= $3) < $6
+                  AND (SELECT COUNT(*) FROM delivery busy WHERE busy.destination = d.destination
+                        AND busy.locked_until >= $3) < $6
                 ORDER BY d.next_attempt_at, d.id LIMIT $5 {lock}) looked) ranked
         WHERE place <= $6
         ORDER BY next_attempt_at, id LIMIT $2)
     RETURNING id, delivery_key, plan_id, event, url, secret, payload, attempts";
 
-/// The most deliveries to one URL in flight at once ([`DELIVERY_TAKE`]).
-pub const IN_FLIGHT_PER_URL: i64 = 4;
+/// The most deliveries to one destination in flight at once
+/// ([`DELIVERY_TAKE`]).
+pub const IN_FLIGHT_PER_DESTINATION: i64 = 4;
 
 pub const ATTEMPT_INSERT: &str = "INSERT INTO delivery_attempt
         (delivery_id, attempt, replica_id, at, status_code, error)

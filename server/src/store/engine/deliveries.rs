@@ -16,7 +16,7 @@ pub async fn delivery_take_due<D: Dialect>(
 ) -> Result<Vec<DueDelivery>> {
     let lock = D::row_lock(RowLock::TakenDeliveries);
     let sql = notify::DELIVERY_TAKE.replace("{lock}", lock);
-    // Room to pass over rows of URLs that fill their share of this take.
+    // Room to pass over rows of destinations that fill their share of this take.
     let looked_at = limit.saturating_mul(4);
     d.write_returning(
         Sql::built(sql),
@@ -26,7 +26,7 @@ pub async fn delivery_take_due<D: Dialect>(
             now.into(),
             until.into(),
             looked_at.into(),
-            notify::IN_FLIGHT_PER_URL.into(),
+            notify::IN_FLIGHT_PER_DESTINATION.into(),
         ],
     )
     .await

@@ -202,6 +202,7 @@ async fn outbox_write<D: Dialect>(
     let queued = destinations.len();
     for (i, to) in destinations.into_iter().enumerate() {
         let key = notify::delivery_key(plan_id, event, now, i);
+        let destination = notify::destination(&to.url);
         D::execute(
             tx,
             notify::DELIVERY_INSERT.into(),
@@ -213,6 +214,7 @@ async fn outbox_write<D: Dialect>(
                 (&to.secret).into(),
                 body.as_str().into(),
                 now.into(),
+                destination.as_str().into(),
             ],
         )
         .await?;
