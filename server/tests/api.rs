@@ -1248,3 +1248,64 @@ async fn the_schedule_form_shows_the_file_as_text() {
     let view: Value = s.get(&format!("/api/v1/schedules/{id}")).await;
     assert!(!view.to_string().contains("HOOKPW"), "{view}");
 }
+
+/// A target's brakes: releasing one that leaves nothing behind answers
+/// 200 with the target as it now stands (it was a 404 for an action that
+/// worked); a name no task could carry, or a body without `capacity`, is
+/// a 422 naming the field and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn target_brakes_answer_what_they_did_and_refuse_what_no_task_could_name() {
+    let s = Server::start(Kind::Sqlite).await;
+    let (status, body) = s
+        .post("/api/v1/targets/pause", json!({"target": "cap/d"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = s
+        .post("/api/v1/targets/resume", json!({"target": "cap/d"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["target"], "cap/d");
+    assert!(body["paused_by"].is_null(), "{body}");
+    let (status, body) = s
+        .post(
+            "/api/v1/targets/capacity",
+            json!({"target": "cap/e", "capacity": 2}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["capacity"].as_i64()),
+        (200, Some(2)),
+        "{body}"
+    );
+    let (status, body) = s
+        .post(
+            "/api/v1/targets/capacity",
+            json!({"target": "cap/e", "capacity": null}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["capacity"].is_null(), "{body}");
+
+    for (request, path, field) in [
+        (
+            json!({"target": "cap/\u{200b}a", "capacity": 2}),
+            "capacity",
+            "target",
+        ),
+        (json!({"target": "cap/\u{202e}b"}), "pause", "target"),
+        (json!({"target": "cap/f"}), "capacity", "capacity"),
+        (
+            json!({"target": "cap/f", "capacity": 0}),
+            "capacity",
+            "capacity",
+        ),
+    ] {
+        let (status, body) = s
+            .post(&format!("/api/v1/targets/{path}"), request.clone())
+            .await;
+        assert_eq!(status, 422, "{request}: {body}");
+        assert_eq!(body["field"], field, "{request}: {body}");
+    }
+    let targets: Value = s.get("/api/v1/targets").await;
+    assert_eq!(targets, json!([]), "a refused brake changed something");
+}

@@ -33,21 +33,42 @@ pub struct TargetName {
 #[serde(deny_unknown_fields)]
 pub struct TargetCapacity {
     pub target: String,
-    /// Null removes the capacity.
-    pub capacity: Option<i64>,
+    /// Null removes the capacity; missing is refused, not read as null (a
+    /// body that forgot it had removed the target's capacity).
+    #[serde(default, deserialize_with = "present")]
+    pub capacity: Option<Option<i64>>,
 }
 
-/// The target as it now stands.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
+    Option::<i64>::deserialize(d).map(Some)
+}
+
+/// The target's name, as a plan's targets are checked: refused here with
+/// its field named, rather than by the store without one.
+fn target_name(target: &str) -> ApiResult<String> {
+    crate::plan::name_text(target.to_owned(), "target").map_err(ApiError::from)
+}
+
+/// The target as it now stands: with no runs and no settings left (a
+/// resume, a capacity removed), a view of nothing, not a 404 for an
+/// action that worked.
 async fn view_of(state: &ApiState, target: &str) -> ApiResult<Json<TargetView>> {
-    let target = target.trim();
-    state
+    let found = state
         .store
         .target_list()
         .await?
         .into_iter()
-        .find(|t| t.target == target)
-        .map(Json)
-        .ok_or_else(|| ApiError::NotFound(format!("target {target} has no runs or settings")))
+        .find(|t| t.target == target);
+    Ok(Json(found.unwrap_or_else(|| TargetView {
+        target: target.to_owned(),
+        capacity: None,
+        paused_by: None,
+        paused_at: None,
+        holding: 0,
+        first_holder: None,
+        held_exclusively: false,
+        waiting: 0,
+    })))
 }
 
 /// `POST /api/v1/targets/pause` `{"target": "db/orders"}`.
@@ -56,11 +77,12 @@ pub async fn pause(
     Operator(who): Operator,
     JsonBody(body): JsonBody<TargetName>,
 ) -> ApiResult<Json<TargetView>> {
+    let target = target_name(&body.target)?;
     state
         .store
-        .target_pause(&body.target, (&who).into(), Ts::now())
+        .target_pause(&target, (&who).into(), Ts::now())
         .await?;
-    view_of(&state, &body.target).await
+    view_of(&state, &target).await
 }
 
 /// `POST /api/v1/targets/resume` `{"target": "db/orders"}`.
@@ -69,11 +91,12 @@ pub async fn resume(
     Operator(who): Operator,
     JsonBody(body): JsonBody<TargetName>,
 ) -> ApiResult<Json<TargetView>> {
+    let target = target_name(&body.target)?;
     state
         .store
-        .target_resume(&body.target, (&who).into(), Ts::now())
+        .target_resume(&target, (&who).into(), Ts::now())
         .await?;
-    view_of(&state, &body.target).await
+    view_of(&state, &target).await
 }
 
 /// `POST /api/v1/targets/capacity` `{"target": "db/orders", "capacity": 2}`.
@@ -82,9 +105,20 @@ pub async fn capacity(
     Operator(who): Operator,
     JsonBody(body): JsonBody<TargetCapacity>,
 ) -> ApiResult<Json<TargetView>> {
+    let target = target_name(&body.target)?;
+    let Some(capacity) = body.capacity else {
+        return Err(ApiError::invalid(
+            "capacity",
+            "capacity is required: a number of runs, or null to remove the target's capacity",
+        ));
+    };
     state
         .store
-        .target_capacity_set(&body.target, body.capacity, (&who).into(), Ts::now())
-        .await?;
-    view_of(&state, &body.target).await
+        .target_capacity_set(&target, capacity, (&who).into(), Ts::now())
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::Invalid(message) => ApiError::invalid("capacity", message),
+            other => other.into(),
+        })?;
+    view_of(&state, &target).await
 }

@@ -183,20 +183,11 @@ async fn setting_put<D: Dialect>(
     Ok(())
 }
 
-fn target_text(target: &str) -> Result<&str> {
-    let t = target.trim();
-    if t.is_empty() || t.chars().count() > crate::plan::limits::MAX_NAME_CHARS {
-        return Err(StoreError::Invalid(format!(
-            "target must be 1 to {} characters",
-            crate::plan::limits::MAX_NAME_CHARS
-        )));
-    }
-    if t.chars().any(char::is_control) {
-        return Err(StoreError::Invalid(
-            "target must be one line of printable text".into(),
-        ));
-    }
-    Ok(t)
+/// A target an operator pauses or caps, held to the rule a plan's targets
+/// keep: one that no task could name (`db/or\u{200B}ders`) would look
+/// like a brake on `db/orders` and hold nothing.
+fn target_text(target: &str) -> Result<String> {
+    crate::plan::name_text(target.to_owned(), "target").map_err(|e| StoreError::Invalid(e.message))
 }
 
 /// Pauses `target` across every plan.
@@ -206,7 +197,7 @@ pub async fn target_pause<D: Dialect>(
     asked: &Asked<'_>,
     now: Ts,
 ) -> Result<()> {
-    let target = target_text(target)?;
+    let target = &target_text(target)?;
     let mut tx = between_rounds(d).await?;
     let outcome = target_pause_in::<D>(&mut tx, target, asked.by.name, now).await;
     let outcome = recorded::<D>(&mut tx, asked, outcome, "", now).await;
@@ -248,7 +239,7 @@ pub async fn target_resume<D: Dialect>(
     now: Ts,
 ) -> Result<()> {
     let actor = asked.by.name;
-    let target = target_text(target)?;
+    let target = &target_text(target)?;
     let mut tx = d.begin().await?;
     let Some(current) = setting_get::<D>(&mut tx, target)
         .await?
@@ -281,7 +272,7 @@ pub async fn target_capacity_set<D: Dialect>(
     asked: &Asked<'_>,
     now: Ts,
 ) -> Result<()> {
-    let target = target_text(target)?;
+    let target = &target_text(target)?;
     if let Some(c) = capacity
         && !(1..=crate::plan::limits::MAX_PARALLEL_LIMIT).contains(&c)
     {
