@@ -61,6 +61,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         .transpose()?;
     store.migrate().await.context("applying migrations")?;
     store.notify_targets_set(notify_targets);
+    store.command_policy_set(settings.command_policy());
     let shutdown = CancellationToken::new();
     let info = ReplicaInfo {
         replica_id: new_replica_id(),

@@ -220,6 +220,11 @@ pub trait Store: Send + Sync + 'static {
     /// set at start-up, before any run finishes.
     fn notify_targets_set(&self, targets: NotifyTargets);
 
+    /// Which commands this server runs (`BATON_ALLOWED_COMMANDS`,
+    /// `BATON_DISABLE_COMMANDS`), for the plans schedules make; set at
+    /// start-up. Unset: any.
+    fn command_policy_set(&self, commands: crate::executor::CommandPolicy);
+
     /// Forwards other replicas' NOTIFYs to [`Store::signals`] until the
     /// connection fails, having raised every signal once when it starts
     /// listening (what was announced before passed it by); never returns

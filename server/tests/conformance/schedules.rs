@@ -25,6 +25,7 @@ per_backend!(cases:
     trigger_pause_resume_delete_and_refusals,
     a_scheduled_plan_pinned_to_an_offline_node_says_so_and_shows_its_failures,
     a_schedules_secrets_are_shown_hidden_and_kept_through_an_edit,
+    a_plan_this_server_would_not_run_is_no_tick_and_no_trigger,
 );
 
 const GRACE: Duration = Duration::from_secs(60);
@@ -490,5 +491,54 @@ mod cases {
             s.schedule_create(&fresh, "alice".into(), Ts::now()).await,
             Err(StoreError::Invalid(_))
         ));
+    }
+
+    /// A schedule made before commands were turned off (or an allow-list
+    /// came in): its ticks are `failed`, naming why, and Trigger is
+    /// refused, as a submit of the same plan would be; nothing is made.
+    pub async fn a_plan_this_server_would_not_run_is_no_tick_and_no_trigger(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = at("2026-01-01T00:00:30Z");
+        let def = parse_json(
+            json!({"name": "cmd", "cron": "0 * * * *", "plan": {"name": "p ${tick}",
+                "tasks": [{"name": "t", "target": "x", "command": {"argv": ["true"]}}]}})
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+        let id = s.schedule_create(&def, "alice".into(), t0).await.unwrap();
+        s.command_policy_set(baton::executor::CommandPolicy::from_settings(true, &[]));
+        match s.schedule_trigger(id, "bob".into(), t0).await {
+            Err(StoreError::Invalid(m)) => {
+                assert!(m.contains("would not run here"), "{m}");
+                assert!(m.contains("tasks[0].command.argv[0]"), "{m}");
+            }
+            other => panic!("a trigger of a plan with commands: {other:?}"),
+        }
+        let report = s
+            .schedule_fire_due("r-1", GRACE, at("2026-01-01T01:00:10Z"))
+            .await
+            .unwrap();
+        assert_eq!((report.created, report.failed), (0, 1), "{report:?}");
+        let v = view(s.as_ref(), id).await;
+        assert!(v.plans.is_empty(), "a plan was made: {:?}", v.plans);
+        assert_eq!(v.ticks[0].outcome, "failed");
+        assert!(
+            v.ticks[0]
+                .detail
+                .as_deref()
+                .unwrap()
+                .contains("would not run here"),
+            "{:?}",
+            v.ticks[0]
+        );
+        // Allowed again: the next tick makes its plan.
+        s.command_policy_set(baton::executor::CommandPolicy::default());
+        let report = s
+            .schedule_fire_due("r-1", GRACE, at("2026-01-01T02:00:10Z"))
+            .await
+            .unwrap();
+        assert_eq!(report.created, 1, "{report:?}");
     }
 }

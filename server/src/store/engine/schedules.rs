@@ -18,6 +18,7 @@ use app::model::{PlanStatus, ScheduleView, ScheduledPlan, TaskStatus, TickView};
 
 use super::audit::{Asked, Subject};
 use super::{Arg, Dialect, RowLock, Sql, actions, dependencies, optional, read_optional};
+use crate::executor::CommandPolicy;
 use crate::plan::NewPlan;
 use crate::schedule::{self, CatchUp, NewSchedule, Overlap, Timing};
 use crate::store::signals::Signal;
@@ -290,6 +291,21 @@ pub async fn schedule_resume<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now:
     D::commit(tx).await
 }
 
+/// A schedule's plan, if this server would run it: a schedule made before
+/// `BATON_DISABLE_COMMANDS` (or an allow-list) came in made a plan bound
+/// to fail every tick, and Trigger answered 201 where a submit of the same
+/// plan is refused (hostile trial). The tick is `failed`, naming why.
+fn runnable(
+    commands: &CommandPolicy,
+    plan: std::result::Result<NewPlan, String>,
+) -> std::result::Result<NewPlan, String> {
+    let plan = plan?;
+    commands
+        .check(&plan)
+        .map_err(|e| format!("the plan it makes would not run here: {}", e.message))?;
+    Ok(plan)
+}
+
 /// Makes and starts a plan from schedule `id` now, whatever its overlap
 /// policy (the operator asked for it); the plan has no tick.
 pub async fn schedule_trigger<D: Dialect>(
@@ -301,7 +317,8 @@ pub async fn schedule_trigger<D: Dialect>(
     let mut tx = d.begin().await?;
     let s = locked::<D>(&mut tx, id).await?;
     let timing = s.timing().map_err(StoreError::Invalid)?;
-    let plan = s.plan_at(&timing, now).map_err(StoreError::Invalid)?;
+    let commands = d.shared().commands();
+    let plan = runnable(&commands, s.plan_at(&timing, now)).map_err(StoreError::Invalid)?;
     let plan_id = make_plan::<D>(&mut tx, &s, &plan, None, false, asked.by.name, now).await?;
     let detail = format!("made plan {plan_id} {}", plan.name);
     asked.done::<D>(&mut tx, &detail, now).await?;
@@ -401,8 +418,9 @@ pub async fn schedule_fire_due<D: Dialect>(
     );
     let due: Vec<ScheduleRow> = D::fetch_all(&mut tx, Sql::built(sql), &[now.into()]).await?;
     let mut report = TickReport::default();
+    let commands = d.shared().commands();
     for s in &due {
-        fire::<D>(&mut tx, s, replica, grace, now, &mut report).await?;
+        fire::<D>(&mut tx, s, &commands, replica, grace, now, &mut report).await?;
     }
     report.started = start_queued::<D>(&mut tx, now).await?;
     let changed = report.created > 0 || report.started > 0;
@@ -422,6 +440,7 @@ pub async fn schedule_fire_due<D: Dialect>(
 async fn fire<D: Dialect>(
     tx: &mut D::Tx,
     s: &ScheduleRow,
+    commands: &CommandPolicy,
     replica: &str,
     grace: Duration,
     now: Ts,
@@ -467,7 +486,7 @@ async fn fire<D: Dialect>(
         if !claimed {
             continue;
         }
-        let plan = match s.plan_at(&timing, tick) {
+        let plan = match runnable(commands, s.plan_at(&timing, tick)) {
             Ok(plan) => plan,
             Err(why) => {
                 outcome::<D>(tx, s.id, tick, "failed", None, &why).await?;

@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use crate::executor::CommandPolicy;
 use crate::store::notify::NotifyTargets;
 use crate::store::signals::Signals;
 
@@ -12,6 +13,9 @@ pub struct Shared {
     signals: Arc<Signals>,
     /// Where notifications go; set at start-up.
     targets: RwLock<NotifyTargets>,
+    /// Which commands this server runs; set at start-up. Schedules' ticks
+    /// and triggers make plans inside the store, past the API's check.
+    commands: RwLock<CommandPolicy>,
 }
 
 impl Shared {
@@ -25,5 +29,13 @@ impl Shared {
 
     pub fn set_targets(&self, targets: NotifyTargets) {
         *self.targets.write().expect("poisoned") = targets;
+    }
+
+    pub fn commands(&self) -> CommandPolicy {
+        self.commands.read().expect("poisoned").clone()
+    }
+
+    pub fn set_commands(&self, commands: CommandPolicy) {
+        *self.commands.write().expect("poisoned") = commands;
     }
 }

@@ -39,6 +39,10 @@ impl<D: Dialect> Store for D {
         self.shared().set_targets(targets);
     }
 
+    fn command_policy_set(&self, commands: crate::executor::CommandPolicy) {
+        self.shared().set_commands(commands);
+    }
+
     async fn signals_forward(&self) -> Result<()> {
         self.listen().await
     }
