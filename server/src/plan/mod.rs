@@ -11,6 +11,7 @@ mod graph;
 pub mod limits;
 pub(crate) mod unique_keys;
 mod validate;
+mod version_order;
 mod yaml_problem;
 
 use std::collections::BTreeMap;

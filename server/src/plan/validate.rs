@@ -293,6 +293,7 @@ fn validate(file: PlanFile) -> Result<NewPlan, InvalidPlan> {
             }
         }
     }
+    super::version_order::check(&tasks)?;
     Ok(NewPlan {
         name,
         description,
