@@ -290,15 +290,27 @@ mod cases {
                 deliveries: 1,
             }]
         );
-        // Skipping both failed tasks does not notify again in this phase…
+        // Skipping a failed task decides it, as a Retry does: a new phase.
+        // The first skip leaves b FAILED (nothing to send); the second
+        // completes the plan, and its completion is notified.
         let view = s.plan_get(id).await.unwrap();
-        for name in ["a", "b"] {
-            s.task_skip(task_named(&view, name).id, "erin".into(), Ts::now())
-                .await
-                .unwrap();
-        }
+        s.task_skip(task_named(&view, "a").id, "erin".into(), Ts::now())
+            .await
+            .unwrap();
         assert_eq!(s.delivery_list(Some(id), 50).await.unwrap().len(), 1);
-        // …but a plan completed by a skip in a fresh phase does.
+        s.task_skip(task_named(&view, "b").id, "erin".into(), Ts::now())
+            .await
+            .unwrap();
+        let events: Vec<String> = s
+            .delivery_list(Some(id), 50)
+            .await
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|d| d.event.clone())
+            .collect();
+        assert_eq!(events, [PIPELINE_FAILED, PIPELINE_COMPLETED]);
+        // A plan completed by skipping a task never started notifies too.
         let other = s
             .plan_insert(
                 &plan(json!({"name": "q", "start": false, "tasks": [

@@ -111,6 +111,12 @@ pub async fn task_skip<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -
     // A skipped task releases what waits for it: its dependents, and the
     // larger versions its failure halted.
     dependencies::completed::<D>(&mut tx, &[id], now).await?;
+    if task.status != "NOT_STARTED" {
+        // Skipping a failure decides it, as a Retry does: a new phase, so
+        // the plan's completion is notified (SPEC §7) even though its
+        // failure was already (the claim allows one event a phase).
+        new_phase::<D>(&mut tx, task.plan_id).await?;
+    }
     D::announce(&mut tx, Signal::Changed).await?;
     let progressed = PlanOutcomes {
         progressed: vec![task.plan_id],

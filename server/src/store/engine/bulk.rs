@@ -192,6 +192,10 @@ async fn apply_once<D: Dialect>(
         }
         BulkAction::Skip => {
             skip_tasks::<D>(&mut tx, &tasks, &runs, actor, &detail, now).await?;
+            // Skipped failures are decided: a new phase (see `task_skip`).
+            for plan in &plans {
+                new_phase::<D>(&mut tx, *plan).await?;
+            }
             let progressed = PlanOutcomes {
                 progressed: plans.into_iter().collect(),
                 ..Default::default()
