@@ -44,6 +44,50 @@ pub struct Timing {
     zone: Tz,
 }
 
+/// What croner reads leniently and an operator did not mean: an empty
+/// item (`1,,2`), and a step longer than its field (`*/1000` in minutes
+/// fires only at minute 0, every hour, though croner describes it as
+/// "every 1000 minutes").
+fn check_fields(expr: &str) -> Result<(), InvalidPlan> {
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    const FIVE: [(&str, u32); 5] = [
+        ("minute", 60),
+        ("hour", 24),
+        ("day-of-month", 31),
+        ("month", 12),
+        ("day-of-week", 7),
+    ];
+    let spans: Vec<(&str, u32)> = match fields.len() {
+        5 => FIVE.to_vec(),
+        6 => std::iter::once(("second", 60)).chain(FIVE).collect(),
+        // Aliases (`@daily`) and wrong counts: croner's to judge.
+        _ => return Ok(()),
+    };
+    let refuse = |message: String| InvalidPlan {
+        message: format!("`{expr}`: {message}"),
+        field: Some("cron".into()),
+    };
+    for (field, (name, span)) in fields.iter().zip(spans) {
+        for item in field.split(',') {
+            if item.is_empty() {
+                return Err(refuse(format!(
+                    "the {name} field has an empty item (`{field}`)"
+                )));
+            }
+            let step = item
+                .split_once('/')
+                .and_then(|(_, s)| s.parse::<u32>().ok());
+            if let Some(step) = step.filter(|&s| s > span) {
+                return Err(refuse(format!(
+                    "a step of {step} in the {name} field is longer than its {span} values, \
+                     so it fires only at the first; write that value instead"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `cron` split into one pattern per fixed time of day (see
 /// [`Timing::fixed_times`]).
 fn split_fixed_times(cron: &Cron) -> Vec<Cron> {
@@ -93,6 +137,14 @@ impl Timing {
     /// Parses `expr` (five fields, or six with seconds first, or an alias
     /// such as `@daily`) in `zone` (`Europe/Berlin`, `UTC`).
     pub fn parse(expr: &str, zone: &str) -> Result<Timing, InvalidPlan> {
+        if zone.trim().is_empty() {
+            return Err(InvalidPlan {
+                message: "time_zone is empty: name an IANA zone such as Europe/Berlin or UTC, \
+                          or leave it out for UTC"
+                    .into(),
+                field: Some("time_zone".into()),
+            });
+        }
         let zone: Tz = zone.parse().map_err(|_| InvalidPlan {
             message: format!(
                 "unknown time zone `{zone}`: use an IANA name such as Europe/Berlin or UTC"
@@ -112,6 +164,7 @@ impl Timing {
                 field: Some("cron".into()),
             });
         }
+        check_fields(expr)?;
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .build()
@@ -387,6 +440,32 @@ mod tests {
             t.last_at_or_before(at("2027-10-31T12:00:00Z")),
             Some(at("2027-10-31T00:00:00Z"))
         );
+    }
+
+    #[test]
+    fn lenient_readings_an_operator_did_not_mean_are_refused() {
+        for (expr, zone, says) in [
+            (
+                "*/1000 * * * *",
+                "UTC",
+                "a step of 1000 in the minute field",
+            ),
+            ("0 */25 * * *", "UTC", "a step of 25 in the hour field"),
+            ("1,,2 * * * *", "UTC", "the minute field has an empty item"),
+            ("0 0 * * *", " ", "time_zone is empty"),
+        ] {
+            let e = Timing::parse(expr, zone).unwrap_err();
+            assert!(e.message.contains(says), "{expr}: {}", e.message);
+        }
+        for expr in [
+            "*/30 * * * *",
+            "0 */24 * * *",
+            "*/60 * * * * *",
+            "@daily",
+            "0 0 */31 * *",
+        ] {
+            Timing::parse(expr, "UTC").unwrap_or_else(|e| panic!("{expr}: {}", e.message));
+        }
     }
 
     #[test]
