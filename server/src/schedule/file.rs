@@ -34,12 +34,32 @@ struct ScheduleFile {
 }
 
 /// A parameter's value: text, or a number or boolean written as text.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// Read by hand: serde's untagged enums refuse a list or a null with "data
+/// did not match any variant of untagged enum", which names nothing.
+#[derive(Debug)]
 enum ParamValue {
     Text(String),
     Number(serde_json::Number),
     Bool(bool),
+}
+
+impl<'de> Deserialize<'de> for ParamValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(text) => Ok(ParamValue::Text(text)),
+            serde_json::Value::Number(n) => Ok(ParamValue::Number(n)),
+            serde_json::Value::Bool(b) => Ok(ParamValue::Bool(b)),
+            other => Err(D::Error::custom(format!(
+                "a parameter is text, a number or true/false, not {}",
+                match other {
+                    serde_json::Value::Null => "null",
+                    serde_json::Value::Array(_) => "a list",
+                    _ => "an object",
+                }
+            ))),
+        }
+    }
 }
 
 impl ParamValue {
@@ -237,6 +257,19 @@ mod tests {
             (Overlap::Skip, CatchUp::Latest, "UTC")
         );
         assert_eq!(s.plan_at(Ts::now()).unwrap().name, "v orders");
+    }
+
+    #[test]
+    fn a_parameter_of_another_kind_is_named() {
+        let text = format!("name: job\ncron: '* * * * *'\nparams: {{db: [a, b]}}\n{PLAN}");
+        let e = parse_yaml(&text).unwrap_err();
+        assert!(
+            e.message
+                .contains("a parameter is text, a number or true/false, not a list"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.field.as_deref(), Some("params.db"));
     }
 
     #[test]
