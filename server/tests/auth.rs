@@ -899,3 +899,36 @@ async fn a_sign_in_on_one_replica_is_good_on_another() {
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "a no longer takes it");
     assert_eq!(location(&r), "/login?next=/plans");
 }
+
+/// A sign-in name longer than any user's is wrong at once: not counted
+/// per name (1 MB names each kept a count, and grew a replica by tens of
+/// megabytes a second), so it is never blocked as "too many" either, and
+/// the users file refuses such a name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_longer_than_any_users_is_wrong_and_kept_nowhere() {
+    let w = WithUsers::start(Kind::Sqlite).await;
+    let plans = w.url("/api/v1/plans");
+    let long = format!("alice{}", "x".repeat(100_000));
+    for _ in 0..12 {
+        let (status, body) =
+            answer(w.server.http.get(&plans).basic_auth(&long, Some("wrong"))).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    }
+    let (status, _) = answer(
+        w.server
+            .http
+            .get(&plans)
+            .basic_auth("alice", Some("alice-pw")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    let users = format!("users:\n  - {{name: {}, role: viewer}}\n", "n".repeat(201));
+    let e = baton::auth::Users::parse(&users).unwrap_err();
+    assert_eq!(e.field, "users[0].name");
+    assert!(
+        e.message.contains("at most 200 characters"),
+        "{}",
+        e.message
+    );
+}

@@ -25,6 +25,10 @@ use serde::Deserialize;
 
 use super::secrets::{TokenHash, parse_token_hash};
 
+/// The longest user name: a sign-in with a longer one is no user's, and
+/// is refused before anything is kept or logged of it.
+pub const MAX_USER_NAME_CHARS: usize = crate::plan::limits::MAX_NAME_CHARS;
+
 /// Far more than any real list of users; a path to `/dev/zero` or a log
 /// file must not be read into memory whole.
 const MAX_USERS_FILE_BYTES: u64 = 1024 * 1024;
@@ -147,6 +151,12 @@ impl Users {
             return Err(invalid(
                 &at("name"),
                 format!("`{name}` may not contain `:` or control characters"),
+            ));
+        }
+        if name.chars().count() > MAX_USER_NAME_CHARS {
+            return Err(invalid(
+                &at("name"),
+                format!("must be at most {MAX_USER_NAME_CHARS} characters"),
             ));
         }
         if self.by_name.contains_key(&name) {
