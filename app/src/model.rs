@@ -320,6 +320,22 @@ pub struct TargetView {
     pub waiting: i64,
 }
 
+impl TargetView {
+    /// A target with no runs and no settings.
+    pub fn idle(target: String) -> TargetView {
+        TargetView {
+            target,
+            capacity: None,
+            paused_by: None,
+            paused_at: None,
+            holding: 0,
+            first_holder: None,
+            held_exclusively: false,
+            waiting: 0,
+        }
+    }
+}
+
 /// A plan's notification claim: which event was sent for this phase.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NotificationView {

@@ -59,16 +59,9 @@ async fn view_of(state: &ApiState, target: &str) -> ApiResult<Json<TargetView>> 
         .await?
         .into_iter()
         .find(|t| t.target == target);
-    Ok(Json(found.unwrap_or_else(|| TargetView {
-        target: target.to_owned(),
-        capacity: None,
-        paused_by: None,
-        paused_at: None,
-        holding: 0,
-        first_holder: None,
-        held_exclusively: false,
-        waiting: 0,
-    })))
+    Ok(Json(
+        found.unwrap_or_else(|| TargetView::idle(target.to_owned())),
+    ))
 }
 
 /// `POST /api/v1/targets/pause` `{"target": "db/orders"}`.

@@ -82,6 +82,27 @@ async fn failed_plans_notifying(s: &dyn Store, url: &str, count: usize) {
     }
 }
 
+/// A deliverer of `s`'s due rows, running until the token is cancelled.
+fn deliver(
+    s: &Arc<dyn Store>,
+    max_attempts: u32,
+) -> (
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<()>,
+) {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let deliverer = baton::notifications::Deliverer::new(
+        s.clone(),
+        "r-deliver".into(),
+        baton::notifications::DeliveryConfig {
+            secret: None,
+            max_attempts,
+        },
+        Duration::from_millis(100),
+    );
+    (shutdown.clone(), tokio::spawn(deliverer.run(shutdown)))
+}
+
 mod cases {
     use super::*;
 
@@ -533,17 +554,7 @@ mod cases {
         failed_plans_notifying(s.as_ref(), &silent_url, 20).await;
         failed_plans_notifying(s.as_ref(), &good_url, 20).await;
 
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        let deliverer = baton::notifications::Deliverer::new(
-            s.clone(),
-            "r-deliver".into(),
-            baton::notifications::DeliveryConfig {
-                secret: None,
-                max_attempts: 3,
-            },
-            Duration::from_millis(200),
-        );
-        let running = tokio::spawn(deliverer.run(shutdown.clone()));
+        let (shutdown, running) = deliver(&s, 3);
         let waited = tokio::time::Instant::now();
         while receiver.seen("hook").len() < 20 {
             assert!(
@@ -619,17 +630,7 @@ mod cases {
         let url = format!("http://hooks:pa55word@{host}/moved");
         failed_plans_notifying(s.as_ref(), &url, 1).await;
 
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        let deliverer = baton::notifications::Deliverer::new(
-            s.clone(),
-            "r-deliver".into(),
-            baton::notifications::DeliveryConfig {
-                secret: None,
-                max_attempts: 1,
-            },
-            Duration::from_millis(100),
-        );
-        let running = tokio::spawn(deliverer.run(shutdown.clone()));
+        let (shutdown, running) = deliver(&s, 1);
         let waited = tokio::time::Instant::now();
         let delivery = loop {
             let list = s.delivery_list(None, 10).await.unwrap();

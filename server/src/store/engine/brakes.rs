@@ -370,16 +370,9 @@ pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {
         })
         .collect();
     for TargetSetting { target, setting } in settings {
-        let view = views.entry(target.clone()).or_insert(TargetView {
-            target,
-            capacity: None,
-            paused_by: None,
-            paused_at: None,
-            holding: 0,
-            first_holder: None,
-            held_exclusively: false,
-            waiting: 0,
-        });
+        let view = views
+            .entry(target.clone())
+            .or_insert_with(|| TargetView::idle(target));
         view.capacity = setting.capacity;
         view.paused_by = setting.paused_by;
         view.paused_at = setting.paused_at.map(|t| t.0);
