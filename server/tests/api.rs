@@ -1226,15 +1226,7 @@ async fn the_schedule_form_shows_the_file_as_text() {
         .await;
     assert_eq!(status, 201, "{body}");
     let id = body["id"].as_i64().unwrap();
-    let page = s
-        .http
-        .get(format!("{}/schedules/{id}", s.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = s.text(&format!("/schedules/{id}")).await;
     assert!(page.contains("id=\"schedule-file\""), "no edit form");
     assert!(
         !page.contains("<h1 id=INJECTED>"),

@@ -130,6 +130,18 @@ impl Server {
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
+    /// A page's HTML (or any text answer), asserting it was a success.
+    pub async fn text(&self, path: &str) -> String {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        r.text().await.unwrap()
+    }
+
     pub async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
         let r = self
             .http

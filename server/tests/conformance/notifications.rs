@@ -82,6 +82,17 @@ async fn failed_plans_notifying(s: &dyn Store, url: &str, count: usize) {
     }
 }
 
+/// Attempts recorded so far at deliveries to `url`.
+async fn attempts_to(s: &dyn Store, url: &str) -> usize {
+    s.delivery_list(None, 100)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|d| d.url == url)
+        .map(|d| d.attempts.len())
+        .sum()
+}
+
 /// A deliverer of `s`'s due rows, running until the token is cancelled.
 fn deliver(
     s: &Arc<dyn Store>,
@@ -564,14 +575,7 @@ mod cases {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let silent_attempts: usize = s
-            .delivery_list(None, 100)
-            .await
-            .unwrap()
-            .iter()
-            .filter(|d| d.url == silent_url)
-            .map(|d| d.attempts.len())
-            .sum();
+        let silent_attempts = attempts_to(s.as_ref(), &silent_url).await;
         assert_eq!(
             silent_attempts, 0,
             "an attempt at the silent receiver ended before the others were all sent"
@@ -589,14 +593,7 @@ mod cases {
         hang_up.send(true).unwrap();
         holding.await.unwrap();
         running.await.unwrap();
-        let silent_attempts: usize = s
-            .delivery_list(None, 100)
-            .await
-            .unwrap()
-            .iter()
-            .filter(|d| d.url == silent_url)
-            .map(|d| d.attempts.len())
-            .sum();
+        let silent_attempts = attempts_to(s.as_ref(), &silent_url).await;
         assert_eq!(
             silent_attempts, 4,
             "the four sends under way at the stop, each kept"
