@@ -31,7 +31,8 @@ struct WithUsers {
     victor_token: String,
     /// A client that does not follow redirects, to see them.
     browser: reqwest::Client,
-    _dir: tempfile::TempDir,
+    users_file: std::path::PathBuf,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl WithUsers {
@@ -54,7 +55,26 @@ impl WithUsers {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("users.yaml");
         std::fs::write(&path, users).unwrap();
-        let mut all = vec!["--users-file", path.to_str().unwrap()];
+        let mut with = WithUsers::on_file(db, path, alice_token, victor_token, args).await;
+        with._dir = Some(dir);
+        with
+    }
+
+    /// Another replica on `db` that reads this one's users file, as
+    /// replicas sharing one file do.
+    async fn beside(&self, db: Arc<TestDb>, args: &[&str]) -> Self {
+        let (alice, victor) = (self.alice_token.clone(), self.victor_token.clone());
+        WithUsers::on_file(db, self.users_file.clone(), alice, victor, args).await
+    }
+
+    async fn on_file(
+        db: Arc<TestDb>,
+        users_file: std::path::PathBuf,
+        alice_token: String,
+        victor_token: String,
+        args: &[&str],
+    ) -> Self {
+        let mut all = vec!["--users-file", users_file.to_str().unwrap()];
         all.extend_from_slice(args);
         let server = Server::start_on(db, &all).await;
         WithUsers {
@@ -65,7 +85,8 @@ impl WithUsers {
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap(),
-            _dir: dir,
+            users_file,
+            _dir: None,
         }
     }
 
@@ -869,7 +890,7 @@ async fn a_sign_in_on_one_replica_is_good_on_another() {
     let db = Arc::new(TestDb::new(Kind::Postgres).await);
     let balancer = "http://baton.example:8080";
     let a = WithUsers::start_on(db.clone(), &["--public-url", balancer]).await;
-    let b = WithUsers::start_on(db, &["--public-url", balancer]).await;
+    let b = a.beside(db.clone(), &["--public-url", balancer]).await;
 
     let operator = a.sign_in("alice", "alice-pw").await;
     let r = b.page("/plans", Some(&operator)).await;
@@ -898,6 +919,24 @@ async fn a_sign_in_on_one_replica_is_good_on_another() {
     let r = a.page("/plans", Some(&operator)).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "a no longer takes it");
     assert_eq!(location(&r), "/login?next=/plans");
+
+    // A new password for alice (a users file with new hashes) ends the
+    // sessions made with the old one; the new one signs in.
+    let alice = a.sign_in("alice", "alice-pw").await;
+    assert_eq!(
+        b.page("/plans", Some(&alice)).await.status(),
+        StatusCode::OK
+    );
+    let renewed = WithUsers::start_on(db, &["--public-url", balancer]).await;
+    let r = renewed.page("/plans", Some(&alice)).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::SEE_OTHER,
+        "the old password's session"
+    );
+    let again = renewed.sign_in("alice", "alice-pw").await;
+    let r = renewed.page("/plans", Some(&again)).await;
+    assert_eq!(r.status(), StatusCode::OK);
 }
 
 /// A sign-in name longer than any user's is wrong at once: not counted

@@ -80,6 +80,7 @@ pub async fn login(
         user_name: who.name.clone(),
         created_at: now,
         expires_at: now.plus(auth.session_ttl),
+        credential: auth.credential_of(&who.name),
     };
     let signed_in = auth
         .store

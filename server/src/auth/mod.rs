@@ -114,6 +114,11 @@ impl Auth {
         })
     }
 
+    /// What a new session of `name` remembers of their password.
+    pub fn credential_of(&self, name: &str) -> Option<String> {
+        self.users.as_ref()?.get(name)?.credential()
+    }
+
     /// No users are configured.
     pub fn is_open(&self) -> bool {
         self.users.is_none()
@@ -146,10 +151,14 @@ impl Auth {
                 tracing::error!(error = %e, "cannot look up a session");
                 AuthError::Unavailable
             })?;
-        // A user removed from the file loses their sessions too.
-        Ok(session
-            .and_then(|s| users.get(&s.user_name))
-            .map(|user| identity(&user.name, user.role)))
+        // A user removed from the file loses their sessions too, and one
+        // given a new password loses those made with the old one: changing
+        // a leaked password signs its holder out everywhere.
+        Ok(session.and_then(|s| {
+            let user = users.get(&s.user_name)?;
+            let current = s.credential.is_none() || s.credential == user.credential();
+            current.then(|| identity(&user.name, user.role))
+        }))
     }
 
     async fn identify_header(&self, users: &Users, value: &str) -> Result<Identity, AuthError> {

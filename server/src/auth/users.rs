@@ -90,6 +90,17 @@ pub struct User {
     pub password_hash: Option<String>,
 }
 
+impl User {
+    /// What a session remembers of the password it was made with: a
+    /// digest of the hash (whose salt changes with every new password).
+    pub fn credential(&self) -> Option<String> {
+        use sha2::{Digest, Sha256};
+        let hash = self.password_hash.as_deref()?;
+        let digest = Sha256::digest(hash.as_bytes());
+        Some(digest[..16].iter().map(|b| format!("{b:02x}")).collect())
+    }
+}
+
 /// The users of one server, by name and by API token.
 #[derive(Debug, Clone)]
 pub struct Users {

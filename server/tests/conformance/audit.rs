@@ -348,6 +348,7 @@ mod cases {
             user_name: "alice".into(),
             created_at: t0,
             expires_at: t0.plus(Duration::from_secs(3600)),
+            credential: None,
         };
         let alice = Person {
             name: "alice",

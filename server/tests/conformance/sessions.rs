@@ -26,6 +26,7 @@ mod cases {
             user_name: user.into(),
             created_at: t0,
             expires_at,
+            credential: Some(format!("credential-of-{user}")),
         };
         let alice = session("aa", "alice", t0.plus(hour));
         let old = session("bb", "bob", t0.plus(Duration::from_secs(60)));

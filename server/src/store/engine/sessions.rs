@@ -25,6 +25,7 @@ pub async fn session_insert<D: Dialect>(
             session.user_name.as_str().into(),
             session.created_at.into(),
             session.expires_at.into(),
+            session.credential.as_deref().into(),
         ],
     )
     .await?;
