@@ -1301,3 +1301,35 @@ async fn target_brakes_answer_what_they_did_and_refuse_what_no_task_could_name()
     let targets: Value = s.get("/api/v1/targets").await;
     assert_eq!(targets, json!([]), "a refused brake changed something");
 }
+
+/// A route that reads no query string refuses one, naming the parameter,
+/// and does nothing: a trigger with `?x=1` had made a plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn routes_without_parameters_refuse_a_query_string() {
+    let s = Server::start(Kind::Sqlite).await;
+    let (status, body) = s
+        .post(
+            "/api/v1/schedules",
+            json!({"name": "q", "cron": "0 0 1 1 *",
+                "plan": {"name": "p", "tasks": [{"name": "t", "target": "t", "sleep": "0s"}]}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    for (post, path, name) in [
+        (true, "/api/v1/schedules/1/trigger?x=1", "x"),
+        (false, "/api/v1/schedules?name=other", "name"),
+        (false, "/api/v1/replicas?since%20when=1h", "since when"),
+    ] {
+        let (status, body) = match post {
+            true => s.post_empty(path).await,
+            false => s.get_status(path).await,
+        };
+        assert_eq!(status, 422, "{path}: {body}");
+        assert_eq!(body["field"], name, "{path}: {body}");
+    }
+    let plans: Value = s.get("/api/v1/plans").await;
+    assert_eq!(plans["total"], 0, "the refused trigger made a plan");
+    // Routes that read one still take theirs.
+    let (status, _) = s.get_status("/api/v1/plans?status=DONE").await;
+    assert_eq!(status, 200);
+}

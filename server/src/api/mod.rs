@@ -86,12 +86,18 @@ fn yaml_body<'a>(headers: &axum::http::HeaderMap, body: &'a [u8]) -> ApiResult<O
 }
 
 pub fn router(state: ApiState) -> Router {
-    let api = Router::new()
+    // Routes that read a query string check it themselves (StrictQuery).
+    let queried = Router::new()
         .route("/plans", post(plans::submit).get(plans::list))
         .route(
             "/plans/bulk",
             get(plans_bulk::counts).post(plans_bulk::bulk),
         )
+        .route("/runs", get(runs::search))
+        .route("/runs/bulk", get(runs::bulk_counts).post(runs::bulk))
+        .route("/deliveries", get(deliveries::list))
+        .route("/audit", get(audit::list));
+    let plain = Router::new()
         .route("/plans/{id}", get(plans::get))
         .route("/plans/{id}/run", post(plans::run))
         .route("/plans/{id}/retry", post(plans::retry))
@@ -118,14 +124,13 @@ pub fn router(state: ApiState) -> Router {
         .route("/schedules/{id}/pause", post(schedules::pause))
         .route("/schedules/{id}/resume", post(schedules::resume))
         .route("/schedules/{id}/trigger", post(schedules::trigger))
-        .route("/runs", get(runs::search))
-        .route("/runs/bulk", get(runs::bulk_counts).post(runs::bulk))
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/log", get(runs::log))
         .route("/replicas", get(replicas::list))
-        .route("/deliveries", get(deliveries::list))
-        .route("/audit", get(audit::list))
         .route("/openapi.json", get(openapi::openapi))
+        .route_layer(axum::middleware::from_fn(strict_query::no_query));
+    let api = queried
+        .merge(plain)
         .fallback(|| async { ApiError::NotFound("no such API endpoint".into()) });
     Router::new()
         .nest("/api/v1", api)

@@ -4,8 +4,10 @@
 //! the operator meant. [`StrictQuery`] refuses such a parameter by name.
 
 use app::search::{PlanQuery, RunQuery};
-use axum::extract::{FromRequestParts, Query};
+use axum::extract::{FromRequestParts, Query, Request};
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use super::ApiError;
@@ -64,4 +66,27 @@ impl<T: DeserializeOwned + Params, S: Send + Sync> FromRequestParts<S> for Stric
         let Query(known) = Query::<T>::try_from_uri(&parts.uri).map_err(unreadable)?;
         Ok(StrictQuery(known))
     }
+}
+
+/// For the routes that read no query string: any parameter is a 422 naming
+/// it. `POST /schedules/{id}/trigger?x=1` made a plan and
+/// `GET /schedules?name=x` listed every schedule, as if the parameter had
+/// been read (hostile trial).
+pub async fn no_query(request: Request, next: Next) -> Response {
+    let Some(query) = request.uri().query().filter(|q| !q.is_empty()) else {
+        return next.run(request).await;
+    };
+    // The first parameter's name, percent-decoded as the client meant it.
+    let name = reqwest::Url::parse(&format!("http://query/?{query}"))
+        .ok()
+        .and_then(|url| url.query_pairs().next().map(|(name, _)| name.into_owned()))
+        .unwrap_or_else(|| query.to_owned());
+    ApiError::invalid(
+        &name,
+        format!(
+            "`{name}` is not a parameter of {}; it takes none",
+            request.uri().path()
+        ),
+    )
+    .into_response()
 }
