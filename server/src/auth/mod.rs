@@ -116,7 +116,7 @@ impl Auth {
 
     /// What a new session of `name` remembers of their password.
     pub fn credential_of(&self, name: &str) -> Option<String> {
-        self.users.as_ref()?.get(name)?.credential()
+        self.users.as_ref()?.get(name)?.credential.clone()
     }
 
     /// No users are configured.
@@ -156,7 +156,7 @@ impl Auth {
         // a leaked password signs its holder out everywhere.
         Ok(session.and_then(|s| {
             let user = users.get(&s.user_name)?;
-            let current = s.credential.is_none() || s.credential == user.credential();
+            let current = s.credential.is_none() || s.credential == user.credential;
             current.then(|| identity(&user.name, user.role))
         }))
     }

@@ -88,17 +88,10 @@ pub struct User {
     pub role: Role,
     /// An Argon2 PHC string, already checked to parse.
     pub password_hash: Option<String>,
-}
-
-impl User {
-    /// What a session remembers of the password it was made with: a
-    /// digest of the hash (whose salt changes with every new password).
-    pub fn credential(&self) -> Option<String> {
-        use sha2::{Digest, Sha256};
-        let hash = self.password_hash.as_deref()?;
-        let digest = Sha256::digest(hash.as_bytes());
-        Some(digest[..16].iter().map(|b| format!("{b:02x}")).collect())
-    }
+    /// What a session remembers of the password it was made with: the
+    /// hash's SHA-256 (its salt changes with every new password), made
+    /// once here rather than on every request a session makes.
+    pub credential: Option<String>,
 }
 
 /// The users of one server, by name and by API token.
@@ -208,6 +201,10 @@ impl Users {
             User {
                 name,
                 role: entry.role,
+                credential: entry
+                    .password_hash
+                    .as_deref()
+                    .map(|hash| super::secrets::token_hash(hash).to_hex()),
                 password_hash: entry.password_hash,
             },
         );

@@ -116,8 +116,8 @@ fn parts(template: &mut Value) -> (Vec<&mut Value>, Vec<&mut Value>) {
     (webhooks, tasks)
 }
 
-/// `webhook URL` for the first webhook with a URL, `webhook URL (2nd)` for
-/// the second with the same one, and so on.
+/// `webhook URL` for the first webhook with a URL, `webhook URL (number 2
+/// with that URL)` for the second with the same one, and so on.
 fn webhook_places(webhooks: &[&mut Value]) -> Vec<String> {
     let mut seen: HashMap<String, usize> = HashMap::new();
     webhooks

@@ -132,17 +132,14 @@ impl Server {
 
     /// A page's HTML (or any text answer), asserting it was a success.
     pub async fn text(&self, path: &str) -> String {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "GET {path}: {}", r.status());
-        r.text().await.unwrap()
+        self.get_ok(path).await.text().await.unwrap()
     }
 
     pub async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        self.get_ok(path).await.json().await.unwrap()
+    }
+
+    async fn get_ok(&self, path: &str) -> reqwest::Response {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
@@ -150,7 +147,7 @@ impl Server {
             .await
             .unwrap();
         assert!(r.status().is_success(), "GET {path}: {}", r.status());
-        r.json().await.unwrap()
+        r
     }
 
     pub async fn wait_plan(&self, id: i64, status: PlanStatus) -> PlanView {

@@ -3,7 +3,7 @@
 //! apply.
 
 use super::audit::Asked;
-use super::{Dialect, RowLock, Sql, dependencies, optional, outcomes};
+use super::{Arg, Dialect, RowLock, Sql, dependencies, optional, outcomes};
 use crate::store::notify::{self, PlanOutcomes};
 use crate::store::rows::{self, PlanTasks};
 use crate::store::signals::Signal;
@@ -189,13 +189,9 @@ async fn new_attempts_in<D: Dialect>(
         )
         .await?;
     }
-    // Locked first, read after (see `task_lock`): every task of the plan
-    // that is not skipped, as any of them may be one to start or retry.
-    let lock = format!(
-        "SELECT t.id FROM task t WHERE t.plan_id = $1 AND t.skipped_at IS NULL ORDER BY t.id {}",
-        D::row_lock(RowLock::Tasks)
-    );
-    D::fetch_all::<(i64,)>(tx, Sql::built(lock), &[id.into()]).await?;
+    // Every task of the plan that is not skipped, as any of them may be
+    // one to start or retry: locked first, read after (`lock_tasks`).
+    lock_tasks::<D>(tx, "t.plan_id = $1 AND t.skipped_at IS NULL", &[id.into()]).await?;
     let tasks: Vec<(i64,)> = D::fetch_all(tx, Sql::built(which.select_sql()), &[id.into()]).await?;
     if tasks.is_empty() {
         return Ok(0);
@@ -275,31 +271,45 @@ struct TaskState {
     run_id: Option<i64>,
 }
 
-/// The task's state, with its row locked so two actions on one task
-/// serialise.
-/// Locks task `id`, then reads its state in a statement of its own.
+/// Locks the tasks `which` selects (a condition on `task t`), in id order;
+/// the caller reads their state in a statement of its own after this.
 ///
-/// One statement that locks the task as it joins its latest run is wrong
-/// on PostgreSQL: once the lock is granted it re-checks the task's new
-/// row but keeps the run it joined before (EvalPlanQual), so an action
-/// that waited behind a Retry saw the task as it was before the Retry's
-/// run. A racing Skip marked a running task SKIPPED (its dependents
-/// started beside it), and four racing Runs of a plan ran its task four
-/// times (hostile trial). The read after the lock sees what was committed
-/// before it was granted.
-pub(super) async fn lock_then_read_task<D: Dialect>(tx: &mut D::Tx, id: i64) -> Result<()> {
+/// One statement that locks tasks as it joins their latest runs is wrong
+/// on PostgreSQL: once a lock is granted it re-checks the task's new row
+/// but keeps the run it joined before (EvalPlanQual), so an action that
+/// waited behind a Retry saw the task as it was before the Retry's run. A
+/// racing Skip marked a running task SKIPPED (its dependents started
+/// beside it), and four racing Runs of a plan ran its task four times
+/// (hostile trial). A read after the locks sees what was committed before
+/// they were granted. Returns the ids locked.
+pub(super) async fn lock_tasks<D: Dialect>(
+    tx: &mut D::Tx,
+    which: &str,
+    args: &[Arg<'_>],
+) -> Result<Vec<i64>> {
     let lock = format!(
-        "SELECT t.id FROM task t WHERE t.id = $1 {}",
+        "SELECT t.id FROM task t WHERE {which} ORDER BY t.id {}",
         D::row_lock(RowLock::Tasks)
     );
-    optional::<D, (i64,)>(tx, Sql::built(lock), &[id.into()])
-        .await?
-        .map(|_| ())
-        .ok_or(StoreError::NotFound { what: "task", id })
+    let ids: Vec<(i64,)> = D::fetch_all(tx, Sql::built(lock), args).await?;
+    Ok(ids.into_iter().map(|(id,)| id).collect())
 }
 
+/// [`lock_tasks`] of task `id`; `NotFound` when there is none.
+pub(super) async fn lock_task<D: Dialect>(tx: &mut D::Tx, id: i64) -> Result<()> {
+    match lock_tasks::<D>(tx, "t.id = $1", &[id.into()])
+        .await?
+        .is_empty()
+    {
+        true => Err(StoreError::NotFound { what: "task", id }),
+        false => Ok(()),
+    }
+}
+
+/// The task's state, with its row locked so two actions on one task
+/// serialise.
 async fn task_lock<D: Dialect>(tx: &mut D::Tx, id: i64) -> Result<TaskState> {
-    lock_then_read_task::<D>(tx, id).await?;
+    lock_task::<D>(tx, id).await?;
     optional::<D, TaskState>(tx, Sql::from(rows::TASK_STATE), &[id.into()])
         .await?
         .ok_or(StoreError::NotFound { what: "task", id })

@@ -3,8 +3,9 @@
 //! needs someone other than the plan's submitter. A stage's approval
 //! approves every task of the stage at once.
 
+use super::actions::{lock_task, lock_tasks};
 use super::audit::Asked;
-use super::{Arg, BATCH, Dialect, RowLock, Sql, id_args, optional, placeholders};
+use super::{Arg, BATCH, Dialect, Sql, id_args, optional, placeholders};
 use crate::plan::{Approval, Stage};
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError, Ts};
@@ -42,7 +43,7 @@ pub async fn task_approve<D: Dialect>(
     let actor = asked.by.name;
     let mut tx = d.begin().await?;
     // Locked, then read: the read must see the task's current run.
-    super::actions::lock_then_read_task::<D>(&mut tx, id).await?;
+    lock_task::<D>(&mut tx, id).await?;
     let sql = format!("{APPROVABLE} WHERE t.id = $1");
     let task: Approvable = optional::<D, _>(&mut tx, Sql::built(sql), &[id.into()])
         .await?
@@ -61,13 +62,8 @@ pub async fn task_approve<D: Dialect>(
     if let Some(stage_rule) = stage_rule {
         let which = "t.plan_id = $1 AND t.stage = $2 AND t.id <> $3
                 AND t.approval IS NOT NULL AND t.approved_by IS NULL";
-        let lock = format!(
-            "SELECT t.id FROM task t WHERE {which} ORDER BY t.id {}",
-            D::row_lock(RowLock::Tasks)
-        );
-        let args: [super::Arg<'_>; 3] =
-            [task.plan_id.into(), task.stage.as_deref().into(), id.into()];
-        D::fetch_all::<(i64,)>(&mut tx, Sql::built(lock), &args).await?;
+        let args: [Arg<'_>; 3] = [task.plan_id.into(), task.stage.as_deref().into(), id.into()];
+        lock_tasks::<D>(&mut tx, which, &args).await?;
         let sql = format!("{APPROVABLE} WHERE {which} ORDER BY t.id");
         let others: Vec<Approvable> = D::fetch_all(
             &mut tx,
@@ -99,13 +95,9 @@ pub async fn task_approve<D: Dialect>(
 pub async fn plan_approve<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<usize> {
     let actor = asked.by.name;
     let mut tx = d.begin().await?;
-    // Locked, then read (see `actions::lock_then_read_task`).
-    let lock = format!(
-        "SELECT t.id FROM task t WHERE t.plan_id = $1 AND t.approval IS NOT NULL
-            AND t.approved_by IS NULL ORDER BY t.id {}",
-        D::row_lock(RowLock::Tasks)
-    );
-    D::fetch_all::<(i64,)>(&mut tx, Sql::built(lock), &[id.into()]).await?;
+    // Locked, then read (see `actions::lock_tasks`).
+    let which = "t.plan_id = $1 AND t.approval IS NOT NULL AND t.approved_by IS NULL";
+    lock_tasks::<D>(&mut tx, which, &[id.into()]).await?;
     let sql = format!(
         "{APPROVABLE} WHERE t.plan_id = $1 AND t.approval IS NOT NULL AND t.approved_by IS NULL
             AND r.status = 'PENDING' AND r.approval_pending ORDER BY t.id"
