@@ -2,11 +2,12 @@
 # Installs what building and testing Baton needs, skipping whatever is
 # already in place, so a second run takes a second.
 #
-#   scripts/setup.sh [--release] [--e2e]
+#   scripts/setup.sh [--release] [--e2e] [--faketime]
 #
 #   (always)   the wasm32 target and the wasm-bindgen CLI matching Cargo.lock
 #   --release  wasm-opt (npm binaryen; Debian's is too old, see BUILD.md)
 #   --e2e      the Playwright packages in end2end/ and Debian's Chromium
+#   --faketime Debian's libfaketime, for the clock-skew tests
 #
 # The other scripts source this file for its helpers and shared settings,
 # among them ensure_postgres (scripts/test.sh, scripts/ha-demo.sh).
@@ -78,6 +79,16 @@ ensure_chromium() {
         step "Installing Chromium (Debian package)"
         as_root apt-get update -q
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+    fi
+}
+
+# The clock-skew tests run replicas under libfaketime (docs/design.md,
+# "One clock").
+ensure_libfaketime() {
+    if ! compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null; then
+        step "Installing libfaketime (Debian package)"
+        as_root apt-get update -q
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libfaketime
     fi
 }
 
@@ -153,11 +164,12 @@ stop_postgres() {
 }
 
 baton_setup() {
-    local release=0 e2e=0 arg
+    local release=0 e2e=0 faketime=0 arg
     for arg in "$@"; do
         case $arg in
             --release) release=1 ;;
             --e2e) e2e=1 ;;
+            --faketime) faketime=1 ;;
             *) die "setup: unknown option $arg" ;;
         esac
     done
@@ -168,6 +180,7 @@ baton_setup() {
         ensure_node_modules
         ensure_chromium
     fi
+    if ((faketime)); then ensure_libfaketime; fi
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then

@@ -25,7 +25,7 @@ trap on_exit EXIT
 # ensure_postgres and stop_postgres are in setup.sh, shared with ha-demo.sh.
 ensure_postgres BATON_TEST_DATABASE_URL
 export BATON_TEST_DATABASE_URL="$PG_URL"
-baton_setup --e2e
+baton_setup --e2e --faketime
 
 # One set of flags for the tests, the dev server and the debug bundle, so
 # nothing is compiled twice.

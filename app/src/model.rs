@@ -459,10 +459,48 @@ pub struct ReplicaView {
     pub version: String,
     pub started_at: DateTime<Utc>,
     pub last_heartbeat: DateTime<Utc>,
+    /// Its host's clock minus the database's, in milliseconds, at its last
+    /// heartbeat. Baton keeps to the database's clock whatever this is;
+    /// beyond [`CLOCK_SKEW_WARNING_MS`] the page says so.
+    #[serde(default)]
+    pub clock_skew_ms: i64,
     pub alive: bool,
     pub leader: bool,
     /// Runs this replica is executing now.
     pub running: i64,
+}
+
+impl ReplicaView {
+    /// "clock 4.0 s ahead of the database", when its host's clock is off by
+    /// more than [`CLOCK_SKEW_WARNING_MS`].
+    pub fn clock_note(&self) -> Option<String> {
+        (self.clock_skew_ms.unsigned_abs() > CLOCK_SKEW_WARNING_MS).then(|| {
+            format!(
+                "clock {} the database",
+                describe_clock_skew(self.clock_skew_ms)
+            )
+        })
+    }
+}
+
+/// A host clock further than this from the database's is worth an
+/// operator's attention (Baton keeps to the database's clock; the host's
+/// commands and logs do not).
+pub const CLOCK_SKEW_WARNING_MS: u64 = 1000;
+
+/// "4.0 s ahead of", "2 h 1 min behind": a host clock's skew (host minus
+/// database, in milliseconds) as an operator says it.
+pub fn describe_clock_skew(skew_ms: i64) -> String {
+    let way = if skew_ms > 0 { "ahead of" } else { "behind" };
+    let ms = skew_ms.unsigned_abs();
+    let size = if ms < 60_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else if ms < 3_600_000 {
+        format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000)
+    } else {
+        format!("{} h {} min", ms / 3_600_000, ms % 3_600_000 / 60_000)
+    };
+    format!("{size} {way}")
 }
 
 /// What a user may do (SPEC §9): viewers see everything; operators also

@@ -143,6 +143,12 @@ pub struct Settings {
         global = true
     )]
     pub allowed_commands: Vec<String>,
+    /// Variables of this server's environment that commands inherit
+    /// (comma-separated names), beside PATH, HOME, USER, LOGNAME, SHELL,
+    /// LANG, LANGUAGE, LC_*, TZ, TMPDIR and TERM. Baton's own settings
+    /// (BATON_*) are never passed on (see docs/security.md).
+    #[arg(long, env = "BATON_TASK_ENV", value_delimiter = ',', global = true)]
+    pub task_env: Vec<String>,
     /// Turns the command executor off: plans with command tasks are
     /// refused, and this replica starts no program.
     #[arg(long, env = "BATON_DISABLE_COMMANDS", global = true)]
@@ -165,12 +171,13 @@ impl Settings {
     /// The command executor this replica runs: its policy, and a
     /// supervisor that kills a command once the replica has been quiet
     /// for half of `stale_after`.
-    pub fn command_executor(&self) -> crate::executor::CommandExecutor {
-        crate::executor::CommandExecutor {
+    pub fn command_executor(&self) -> anyhow::Result<crate::executor::CommandExecutor> {
+        Ok(crate::executor::CommandExecutor {
             policy: self.command_policy(),
             quiet: self.stale_after / 2,
+            env: crate::executor::TaskEnv::new(&self.task_env)?,
             ..Default::default()
-        }
+        })
     }
 
     pub fn scheduler(&self) -> SchedulerConfig {
@@ -248,6 +255,7 @@ impl Settings {
 
     /// Settings that parse but cannot be meant: checked at start.
     pub fn check(&self) -> anyhow::Result<()> {
+        crate::executor::TaskEnv::new(&self.task_env)?;
         anyhow::ensure!(
             self.allowed_commands.is_empty()
                 || self.allowed_commands.iter().any(|a| !a.trim().is_empty()),

@@ -74,7 +74,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         store.clone(),
         info.clone(),
         scheduler,
-        Registry::builtin().with_commands(settings.command_executor()),
+        Registry::builtin().with_commands(settings.command_executor()?),
         shutdown.clone(),
     )
     .await?;

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use app::model::{PlanStatus, PlanView};
-use common::process::spawn_baton;
+use common::process::{Baton, Options, spawn_baton};
 use common::{Kind, TestDb, eventually, invariants};
 use serde_json::json;
 
@@ -61,4 +61,59 @@ async fn three_processes_complete_a_plan_together() {
         assert!(status.success(), "baton exited with {status}");
     }
     assert!(store.replica_list().await.unwrap().is_empty());
+}
+
+/// A command inherits none of the server's settings (docs/security.md,
+/// "What a command sees"): it printed `BATON_DATABASE_URL`, password and
+/// all, and the webhook secret into a log every viewer reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_command_sees_none_of_batons_settings() {
+    let db = TestDb::new(Kind::Postgres).await;
+    db.store().await;
+    let options = Options::default()
+        .env("BATON_WEBHOOK_SECRET", "whsec-do-not-print")
+        .env("BATON_TASK_ENV", "PASSED_ON")
+        .env("PASSED_ON", "yes")
+        .env("NOT_LISTED", "kept-back");
+    let baton = Baton::start(db.url(), &options).await;
+    let plan = baton
+        .submit(
+            json!({"name": "env", "tasks": [{"name": "env", "target": "t",
+            "command": {"argv": ["env"], "env": {"FROM_PLAN": "given"}}}]}),
+        )
+        .await;
+    let done = eventually(Duration::from_secs(30), "the plan DONE", || async {
+        let v = baton.plan(plan.id).await?;
+        (v.status == PlanStatus::Done).then_some(v)
+    })
+    .await;
+    let run_id = done.tasks[0].run_id.unwrap();
+    let log = db.store().await.run_log(run_id).await.unwrap();
+    let names: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    for hidden in [
+        "BATON_DATABASE_URL",
+        "BATON_WEBHOOK_SECRET",
+        "BATON_LISTEN",
+        "NOT_LISTED",
+    ] {
+        assert!(
+            !names.contains(&hidden),
+            "{hidden} reached the command:\n{log}"
+        );
+    }
+    assert!(!log.contains("whsec-do-not-print"), "{log}");
+    for seen in [
+        "PATH",
+        "PASSED_ON",
+        "FROM_PLAN",
+        "BATON_RUN_ID",
+        "BATON_ATTEMPT",
+    ] {
+        assert!(names.contains(&seen), "{seen} missing:\n{log}");
+    }
+    assert!(log.contains(&format!("BATON_RUN_ID={run_id}\n")), "{log}");
 }

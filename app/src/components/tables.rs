@@ -88,6 +88,19 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
                     </span>
                 }
             });
+            // Baton keeps to the database's clock, but the host's commands
+            // and logs do not: worth mending.
+            let clock = r.clock_note().map(|note| {
+                view! {
+                    <span
+                        class="ml-2 rounded-sm bg-amber-100 px-1.5 py-0.5 text-xs font-medium text-amber-900 ring-1 ring-amber-300"
+                        data-clock-skew=r.clock_skew_ms.to_string()
+                        title="this host's clock is off; Baton schedules by the database's clock, but commands run here see the host's"
+                    >
+                        {note}
+                    </span>
+                }
+            });
             let labels = if r.labels.is_empty() {
                 "—".to_owned()
             } else {
@@ -102,7 +115,7 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
                     </td>
                     <td class=TD>{r.hostname}</td>
                     <td class=TD>{labels}</td>
-                    <td class=TD>{state}</td>
+                    <td class=TD>{state}{clock}</td>
                     <td class=TD><Ago at=r.last_heartbeat now /></td>
                     <td class=format!("{TD} tabular-nums")>{r.running}</td>
                     <td class=TD>{r.version}</td>

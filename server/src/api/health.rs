@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::{ApiError, ApiState};
+use crate::store::clock;
 
 /// How long a probe waits for the database. The pool waits 10 s for a
 /// connection, and a load balancer's or Prometheus' own timeout (often
@@ -22,7 +23,8 @@ pub async fn healthz() -> Json<Value> {
 }
 
 /// The database answers, every migration is applied and every scheduler
-/// loop of this replica completed a round within its interval. A stalled
+/// loop of this replica completed a round within its interval; a host
+/// clock off from the database's is named under `clock`. A stalled
 /// loop answers 503 naming it, its last error and how long it has been
 /// stuck: a replica that serves pages but schedules nothing is not ready.
 pub async fn readyz(State(state): State<ApiState>) -> Response {
@@ -39,13 +41,34 @@ pub async fn readyz(State(state): State<ApiState>) -> Response {
     }
     let stalled = state.health.stalled();
     if stalled.is_empty() {
-        return Json(json!({"status": "ready"})).into_response();
+        let mut body = json!({"status": "ready"});
+        if let Some(note) = clock_note() {
+            body["clock"] = note.into();
+        }
+        return Json(body).into_response();
     }
     let names: Vec<_> = stalled.iter().map(|s| s.name).collect();
-    let body = json!({
+    let mut body = json!({
         "status": "stalled",
         "error": format!("scheduler loops not completing rounds: {}", names.join(", ")),
         "stalled": stalled,
     });
+    if let Some(note) = clock_note() {
+        body["clock"] = note.into();
+    }
     (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+}
+
+/// What `/readyz` says of a host clock off from the database's. It stays
+/// ready: every lease, heartbeat and deadline is judged on the database's
+/// clock (docs/design.md, "One clock"), so the replica schedules correctly;
+/// the note is for the operator, whose commands on this host see its clock.
+fn clock_note() -> Option<String> {
+    let skew = clock::skew();
+    clock::skew_is_notable(skew).then(|| {
+        format!(
+            "this host's clock is {} the database's; Baton keeps to the database's clock",
+            app::model::describe_clock_skew(skew.num_milliseconds())
+        )
+    })
 }

@@ -12,7 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, Command};
 
 use super::output::pump;
-use super::{CommandPolicy, Executor, Outcome, RunContext, supervisor};
+use super::{CommandPolicy, Executor, Outcome, RunContext, TaskEnv, supervisor};
 use crate::plan::CommandSpec;
 
 /// How long a cancelled command's supervisor may take to end it.
@@ -30,6 +30,9 @@ pub struct CommandExecutor {
     /// How long a supervisor waits for the replica's feed before it kills
     /// the command: half of `stale_after`.
     pub quiet: Duration,
+    /// Which of this server's variables a command inherits: none of
+    /// Baton's own settings.
+    pub env: TaskEnv,
 }
 
 impl Default for CommandExecutor {
@@ -43,6 +46,7 @@ impl Default for CommandExecutor {
             // old replica.
             supervisor: PathBuf::from("/proc/self/exe"),
             quiet: crate::scheduler::DEFAULT_STALE_AFTER / 2,
+            env: TaskEnv::default(),
         }
     }
 }
@@ -79,6 +83,9 @@ impl Executor for CommandExecutor {
             .arg(quiet.as_millis().to_string())
             .arg(program)
             .args(args)
+            // The supervisor passes its environment on to the program.
+            .env_clear()
+            .envs(self.env.inherited(std::env::vars_os()))
             .envs(&spec.env)
             // The fencing token: run ids only grow, and each attempt is a
             // new run, so a target that remembers the highest token it
@@ -114,11 +121,19 @@ impl Executor for CommandExecutor {
         let out = tokio::spawn(pump(child.stdout.take(), "stdout", ctx.log.clone()));
         let err = tokio::spawn(pump(child.stderr.take(), "stderr", ctx.log.clone()));
         let status = tokio::select! {
+            biased;
             status = child.wait() => status,
             _ = ctx.cancel.cancelled() => {
-                stop(&mut child).await;
-                feeder.abort();
-                return Outcome::failed(None, "interrupted");
+                let status = stop(&mut child).await;
+                // The program may have exited just before the stop reached
+                // it: then it ended by itself, and how is recorded, not
+                // handed back to run again (a rolling restart re-ran
+                // commands that had exited 0).
+                if !status.as_ref().is_ok_and(ended_by_itself) {
+                    feeder.abort();
+                    return Outcome::interrupted();
+                }
+                status
             }
         };
         feeder.abort();
@@ -166,15 +181,28 @@ async fn feed(pipe: Option<ChildStdin>, every: Duration) {
 
 /// Ends the command: the supervisor kills everything below it (SIGTERM
 /// asks it to). One that does not exit in time is killed itself, the
-/// program with it (it dies with its parent).
-async fn stop(child: &mut tokio::process::Child) {
+/// program with it (it dies with its parent). Returns how the supervisor
+/// exited.
+async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
         // SAFETY: only signals; the supervisor is our child and not yet
         // reaped, so its pid cannot belong to anyone else.
         unsafe { libc::kill(pid, libc::SIGTERM) };
     }
-    if tokio::time::timeout(STOP_WAIT, child.wait()).await.is_err() {
-        let _ = child.start_kill();
-        let _ = child.wait().await;
+    match tokio::time::timeout(STOP_WAIT, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
     }
+}
+
+/// Whether a supervisor's exit is its program's own (the program exited),
+/// not its ending of the program ([`supervisor::STOPPED`]) or its own death
+/// by a signal.
+fn ended_by_itself(status: &std::process::ExitStatus) -> bool {
+    status
+        .code()
+        .is_some_and(|code| code != supervisor::STOPPED)
 }

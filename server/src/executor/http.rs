@@ -49,7 +49,7 @@ impl Executor for HttpExecutor {
         ctx.log.line("stdout", format!("{method} {shown}"));
         let sent = tokio::select! {
             sent = request.send() => sent,
-            _ = ctx.cancel.cancelled() => return Outcome::failed(None, "interrupted"),
+            _ = ctx.cancel.cancelled() => return Outcome::interrupted(),
         };
         let response = match sent {
             Ok(r) => r,
@@ -65,12 +65,23 @@ impl Executor for HttpExecutor {
         };
         let status = response.status().as_u16();
         ctx.log.line("stdout", format!("HTTP {status}"));
+        // Answered: the request happened, and its status decides the run
+        // even if a stop comes while the body is read (only the log then
+        // misses the body).
         let body = tokio::select! {
-            body = body_start(response) => body,
-            _ = ctx.cancel.cancelled() => return Outcome::failed(Some(status.into()), "interrupted"),
+            body = body_start(response) => Some(body),
+            _ = ctx.cancel.cancelled() => None,
         };
-        for line in body.lines() {
-            ctx.log.line("stdout", line);
+        match body {
+            Some(body) => {
+                for line in body.lines() {
+                    ctx.log.line("stdout", line);
+                }
+            }
+            None => ctx.log.line(
+                "stderr",
+                "[baton] stopped before the answer's body was read",
+            ),
         }
         let accepted = if spec.expect.is_empty() {
             (200..300).contains(&status)

@@ -13,6 +13,7 @@ mod http;
 pub mod output;
 mod sleep;
 pub mod supervisor;
+mod task_env;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub use self::command::CommandExecutor;
 pub use self::command_policy::CommandPolicy;
 pub use self::http::HttpExecutor;
 pub use self::sleep::SleepExecutor;
+pub use self::task_env::TaskEnv;
 use crate::store::{LogLine, Ts};
 
 /// How one execution ended.
@@ -34,6 +36,12 @@ pub struct Outcome {
     pub result_code: Option<i64>,
     /// What went wrong, in words; `None` on success.
     pub error: Option<String>,
+    /// Stopped before it ended (cancel, shutdown): nothing is known of how
+    /// it would have ended. An execution that ended by itself — a command
+    /// that exited, a request that was answered — is never interrupted,
+    /// even when the stop came at the same moment, so a shutdown does not
+    /// hand back work that already happened.
+    pub interrupted: bool,
 }
 
 impl Outcome {
@@ -42,6 +50,7 @@ impl Outcome {
             success: true,
             result_code,
             error: None,
+            interrupted: false,
         }
     }
 
@@ -50,6 +59,15 @@ impl Outcome {
             success: false,
             result_code,
             error: Some(error.into()),
+            interrupted: false,
+        }
+    }
+
+    /// Stopped before it ended ([`Outcome::interrupted`]).
+    pub fn interrupted() -> Self {
+        Outcome {
+            interrupted: true,
+            ..Outcome::failed(None, "interrupted")
         }
     }
 }

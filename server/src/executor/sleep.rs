@@ -25,7 +25,7 @@ impl Executor for SleepExecutor {
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(spec.duration)) => Outcome::done(None),
-            _ = ctx.cancel.cancelled() => Outcome::failed(None, "interrupted"),
+            _ = ctx.cancel.cancelled() => Outcome::interrupted(),
         }
     }
 }

@@ -49,6 +49,10 @@ use std::time::{Duration, Instant};
 pub const SUPERVISE_ARG: &str = "__baton-supervise";
 /// The exit code when the program could not be started (as shells do).
 pub const CANNOT_START: i32 = 127;
+/// The exit code of a supervisor that ended its program before it exited
+/// (asked to, or its replica gone or quiet); otherwise it exits as its
+/// program did.
+pub const STOPPED: i32 = 137;
 
 /// How often the replica feeds a supervisor that may go `quiet` for so long.
 pub fn feed_every(quiet: Duration) -> Duration {
@@ -149,7 +153,7 @@ fn supervise(quiet: Duration, program: OsString, args: Vec<OsString>) -> i32 {
             // the log of a run that goes on elsewhere.
             kill_tree();
             // SAFETY: ends this process; nothing is left to clean up.
-            unsafe { libc::_exit(137) }
+            unsafe { libc::_exit(STOPPED) }
         }
         let mut fds = [
             libc::pollfd {
@@ -202,7 +206,7 @@ fn end_command(why: &str) -> ! {
     );
     kill_tree();
     // SAFETY: ends this process; nothing is left to clean up.
-    unsafe { libc::_exit(137) }
+    unsafe { libc::_exit(STOPPED) }
 }
 
 /// Kills every process below this supervisor and reaps them. Killing a

@@ -6,8 +6,9 @@
 //! by since the last renewal it sent, so it stops leading before anyone else
 //! may start. A follower retries when the current lease expires, so it
 //! takes over within one lease period of the leader's death. Expiry is
-//! judged by each replica's own clock: replicas need clocks in step to well
-//! under a third of the lease (NTP gives milliseconds).
+//! judged on the database's clock (docs/design.md, "One clock"), so a
+//! replica whose host clock is off can neither take the lease early nor
+//! write one that outlives it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

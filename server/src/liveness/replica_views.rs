@@ -31,6 +31,7 @@ pub async fn replica_views(
             version: r.info.version,
             started_at: r.info.started_at.0,
             last_heartbeat: r.last_heartbeat.0,
+            clock_skew_ms: r.clock_skew_ms,
             running: r.running,
         })
         .collect())

@@ -1,7 +1,8 @@
 //! Each executing run's own heartbeat (SPEC §5): every run is beaten on its
 //! own interval (the task's `heartbeat_interval`, else the replica's), all
-//! runs due in one fenced UPDATE; a run the database no longer has RUNNING
-//! on this replica is lost and its execution stopped. It beats in a loop
+//! runs due in one fenced UPDATE that skips rows another transaction holds
+//! (those are beaten again shortly); a run the database no longer has
+//! RUNNING on this replica is lost and its execution stopped. It beats in a loop
 //! of its own, so a finish that waits (on the database, or on a lock a
 //! frozen replica holds) cannot hold the beats up until the sweeper fails
 //! runs still executing here.
@@ -128,14 +129,20 @@ impl RunHeartbeat {
             .iter()
             .map(|(id, h)| (*id, h.beat_timeout))
             .collect();
-        let owned: HashSet<i64> = self
+        let beaten = self
             .store
             .run_heartbeat_many(&self.replica_id, &beats, Ts::now())
-            .await?
-            .into_iter()
-            .collect();
+            .await?;
+        let owned: HashSet<i64> = beaten.owned.into_iter().collect();
+        let busy: HashSet<i64> = beaten.busy.into_iter().collect();
         let mut lost = 0;
         for (id, handle) in handles {
+            if busy.contains(&id) {
+                // Its row is held elsewhere: neither proven nor lost. Soon
+                // again, as after a failed beat; its proof ages meanwhile.
+                *handle.next_beat.lock().expect("poisoned") = now + RETRY_PAUSE;
+                continue;
+            }
             *handle.next_beat.lock().expect("poisoned") = now + handle.beat_every;
             if owned.contains(&id) {
                 *handle.proven_at.lock().expect("poisoned") = sent;

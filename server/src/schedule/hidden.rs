@@ -8,16 +8,19 @@
 //! holds at the same place. A viewer saw a webhook secret, a `Bearer`
 //! header and URL passwords in hostile trials.
 //!
-//! A place is bound to where the secret goes: a webhook's secret to its
-//! URL (and which of the webhooks with that URL it is), a header to the
-//! task and its URL, a variable to the task and its whole command. An
+//! A place is bound to where the secret goes, with the schedule's
+//! parameters filled in: a webhook's secret to its URL (and which of the
+//! webhooks with that URL it is), a header to the task and its URL, a
+//! variable to the task and its whole command. An
 //! operator who points a task at another host, or changes what it runs,
 //! must write its secrets out again: keeping them would have sent a
 //! secret they cannot read to a place of their choosing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
+
+use super::template::{BUILTIN, fill};
 
 /// What a view shows in place of a secret.
 pub const HIDDEN: &str = "(hidden)";
@@ -37,15 +40,27 @@ pub fn hide(template: &Value) -> Value {
 }
 
 /// Puts back, wherever `new` says [`HIDDEN`], the value `old` holds at the
-/// same place. `Err` names a [`HIDDEN`] with nothing to keep.
-pub fn keep_hidden(new: &mut Value, old: &Value) -> Result<(), String> {
+/// same place. Places are named by where a secret goes once each
+/// template's own `${…}` parameters are filled in (`new_params`,
+/// `old_params`): a URL written `http://${host}/…` goes somewhere else when
+/// only `host` changes, and an operator who never saw the secret once sent
+/// it to a host of their choosing that way. `Err` names a [`HIDDEN`] with
+/// nothing to keep.
+pub fn keep_hidden(
+    new: &mut Value,
+    new_params: &BTreeMap<String, String>,
+    old: &Value,
+    old_params: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let old_resolved = resolved(old, old_params);
+    let new_resolved = resolved(new, new_params);
     let mut old = old.clone();
     // URLs first: the other secrets' places name them.
-    let old_urls: HashMap<String, Value> = urls(&mut old)
+    let old_urls: HashMap<String, Value> = places(urls, &old_resolved)
         .into_iter()
-        .map(|(place, url)| (place, url.clone()))
+        .zip(urls(&mut old).into_iter().map(|(_, url)| url.clone()))
         .collect();
-    for (place, url) in urls(new) {
+    for (place, (_, url)) in places(urls, &new_resolved).into_iter().zip(urls(new)) {
         if !url.as_str().is_some_and(says_hidden_password) {
             continue;
         }
@@ -54,11 +69,15 @@ pub fn keep_hidden(new: &mut Value, old: &Value) -> Result<(), String> {
             _ => return Err(nothing_to_keep(&format!("the password in {place}"))),
         }
     }
-    let kept: HashMap<String, Value> = secrets(&mut old)
+    let kept: HashMap<String, Value> = places(secrets, &old_resolved)
         .into_iter()
-        .map(|(place, value)| (place, value.clone()))
+        .zip(
+            secrets(&mut old)
+                .into_iter()
+                .map(|(_, value)| value.clone()),
+        )
         .collect();
-    for (place, value) in secrets(new) {
+    for (place, (_, value)) in places(secrets, &new_resolved).into_iter().zip(secrets(new)) {
         if value.as_str() != Some(HIDDEN) {
             continue;
         }
@@ -68,6 +87,28 @@ pub fn keep_hidden(new: &mut Value, old: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `template` with the schedule's own parameters filled in. The built-in
+/// ones (`${date}`, …) change every tick and stay as they are written, and
+/// a template that does not fill (refused elsewhere) stays as written:
+/// filling changes only strings, so the places of either line up with the
+/// template's own.
+fn resolved(template: &Value, params: &BTreeMap<String, String>) -> Value {
+    let mut params = params.clone();
+    for name in BUILTIN {
+        params.insert(name.to_owned(), format!("${{{name}}}"));
+    }
+    fill(template, &params).unwrap_or_else(|_| template.clone())
+}
+
+/// The names of the places `walk` finds in `template`, in its order.
+fn places(walk: fn(&mut Value) -> Vec<(String, &mut Value)>, template: &Value) -> Vec<String> {
+    let mut copy = template.clone();
+    walk(&mut copy)
+        .into_iter()
+        .map(|(place, _)| place)
+        .collect()
 }
 
 fn nothing_to_keep(place: &str) -> String {
@@ -216,7 +257,13 @@ fn secrets(template: &mut Value) -> Vec<(String, &mut Value)> {
 mod tests {
     use serde_json::json;
 
+    use std::collections::BTreeMap;
+
     use super::{HIDDEN, hide, keep_hidden};
+
+    fn none() -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
 
     /// URL passwords are hidden too, and two webhooks with one URL each
     /// keep their own secret.
@@ -238,12 +285,12 @@ mod tests {
             "http://hook:(hidden)@hooks.example/dup"
         );
         let mut edited = shown.clone();
-        keep_hidden(&mut edited, &stored).unwrap();
+        keep_hidden(&mut edited, &none(), &stored, &none()).unwrap();
         assert_eq!(edited, stored);
         // A hidden password for a URL the schedule never held is refused.
         let mut elsewhere = shown;
         elsewhere["tasks"][0]["http"]["url"] = json!("http://bob:(hidden)@evil.example/x");
-        let e = keep_hidden(&mut elsewhere, &stored).unwrap_err();
+        let e = keep_hidden(&mut elsewhere, &none(), &stored, &none()).unwrap_err();
         assert!(
             e.contains("the password in task call's URL http://bob:(hidden)@evil.example/x"),
             "{e}"
@@ -274,7 +321,7 @@ mod tests {
         let mut edited = shown.clone();
         edited["tasks"].as_array_mut().unwrap().reverse();
         edited["tasks"][1]["http"]["headers"]["X-New"] = json!("new");
-        keep_hidden(&mut edited, &template()).unwrap();
+        keep_hidden(&mut edited, &none(), &template(), &none()).unwrap();
         assert_eq!(edited["webhooks"][0]["secret"], "TOPSECRET");
         assert_eq!(
             edited["tasks"][1]["http"]["headers"]["Authorization"],
@@ -289,23 +336,84 @@ mod tests {
         let mut new = template();
         new["tasks"][1]["name"] = json!("renamed");
         new["tasks"][1]["command"]["env"]["PGPASSWORD"] = json!(HIDDEN);
-        let e = keep_hidden(&mut new, &template()).unwrap_err();
+        let e = keep_hidden(&mut new, &none(), &template(), &none()).unwrap_err();
         assert!(e.contains("task renamed's variable PGPASSWORD"), "{e}");
         // Another host for a header, another command for a variable: the
         // secret stays behind, and must be written out again.
         let mut moved = hide(&template());
         moved["tasks"][0]["http"]["url"] = json!("https://attacker.example/x");
-        let e = keep_hidden(&mut moved, &template()).unwrap_err();
+        let e = keep_hidden(&mut moved, &none(), &template(), &none()).unwrap_err();
         assert!(
             e.contains("task call's header") && e.contains("for https://attacker.example/x"),
             "{e}"
         );
         let mut rerun = hide(&template());
         rerun["tasks"][1]["command"]["argv"] = json!(["sh", "-c", "echo $PGPASSWORD"]);
-        let e = keep_hidden(&mut rerun, &template()).unwrap_err();
+        let e = keep_hidden(&mut rerun, &none(), &template(), &none()).unwrap_err();
         assert!(e.contains("variable PGPASSWORD for the command"), "{e}");
         let mut fresh = template();
         fresh["webhooks"][0]["secret"] = json!(HIDDEN);
-        assert!(keep_hidden(&mut fresh, &serde_json::Value::Null).is_err());
+        assert!(keep_hidden(&mut fresh, &none(), &serde_json::Value::Null, &none()).is_err());
+    }
+
+    /// A secret goes where the filled-in URL or command says: changing
+    /// only a parameter the URL uses moves it, so it must be written out
+    /// again; changing one it does not use keeps it.
+    #[test]
+    fn a_secret_is_bound_to_its_url_with_the_parameters_filled_in() {
+        let stored = json!({"name": "n", "tasks": [
+            {"name": "call", "target": "api", "http": {"url": "https://${host}/x",
+                "headers": {"Authorization": "Bearer KEY"}}},
+            {"name": "dump", "target": "db", "command": {"argv": ["pg_dump", "${db}"],
+                "env": {"PGPASSWORD": "pw"}}},
+        ]});
+        let params = |host: &str, db: &str, other: &str| {
+            BTreeMap::from([
+                ("host".to_owned(), host.to_owned()),
+                ("db".to_owned(), db.to_owned()),
+                ("other".to_owned(), other.to_owned()),
+            ])
+        };
+        let old = params("api.example", "orders", "1");
+        let mut same = hide(&stored);
+        keep_hidden(
+            &mut same,
+            &params("api.example", "orders", "2"),
+            &stored,
+            &old,
+        )
+        .unwrap();
+        assert_eq!(same, stored);
+
+        let mut moved = hide(&stored);
+        let e = keep_hidden(
+            &mut moved,
+            &params("evil.example", "orders", "1"),
+            &stored,
+            &old,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("task call's header Authorization for https://evil.example/x"),
+            "{e}"
+        );
+        let mut other_db = hide(&stored);
+        let e = keep_hidden(
+            &mut other_db,
+            &params("api.example", "users", "1"),
+            &stored,
+            &old,
+        )
+        .unwrap_err();
+        assert!(e.contains("variable PGPASSWORD for the command"), "{e}");
+        // Written out literally, the same destination keeps the secret.
+        let mut literal = hide(&stored);
+        literal["tasks"][0]["http"]["url"] = json!("https://api.example/x");
+        literal["tasks"][1] = stored["tasks"][1].clone();
+        keep_hidden(&mut literal, &old, &stored, &old).unwrap();
+        assert_eq!(
+            literal["tasks"][0]["http"]["headers"]["Authorization"],
+            "Bearer KEY"
+        );
     }
 }

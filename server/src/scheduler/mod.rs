@@ -37,7 +37,7 @@ pub use self::signals::SignalForwarder;
 pub use self::ticker::Ticker;
 pub use self::worker::Worker;
 use crate::executor::Registry;
-use crate::liveness::{LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
+use crate::liveness::{ClockSync, LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
 use crate::notifications::{DELIVERY_ROUND_BOUND, Deliverer, DeliveryConfig};
 use crate::retention::Pruner;
 use crate::store::{ReplicaInfo, Store, Ts};
@@ -223,6 +223,14 @@ impl Replica {
             "signals",
             Probe::detached(),
             SignalForwarder::new(store.clone(), config.poll_interval).run(drained.clone()),
+        );
+        let syncing = probe("clock", config.heartbeat_interval);
+        loops.spawn(
+            "clock",
+            syncing.clone(),
+            ClockSync::new(store.clone(), config.heartbeat_interval)
+                .reporting_to(syncing)
+                .run(drained.clone()),
         );
         let beat = probe("heartbeat", config.heartbeat_interval);
         loops.spawn(

@@ -305,9 +305,14 @@ impl Worker {
                     }),
                     _ = tokio::time::sleep(left) => {
                         handle.cancel.cancel();
-                        let _ = execution.await;
-                        let timeout = (run.deadline.0 - run.started_at.0).to_std().unwrap_or_default();
-                        Outcome::failed(None, format!("timed out after {}", humantime::format_duration(timeout)))
+                        match execution.await {
+                            // It ended by itself as the deadline came.
+                            Ok(outcome) if !outcome.interrupted => outcome,
+                            _ => {
+                                let timeout = (run.deadline.0 - run.started_at.0).to_std().unwrap_or_default();
+                                Outcome::failed(None, format!("timed out after {}", humantime::format_duration(timeout)))
+                            }
+                        }
                     }
                 }
             }
@@ -325,12 +330,17 @@ impl Worker {
             self.release(&[run.id]);
             return;
         }
-        if handle.handing_back.load(Ordering::SeqCst) && !outcome.success {
+        // Only work that did not happen goes back: an execution that ended
+        // by itself during the shutdown is recorded as it ended.
+        if handle.handing_back.load(Ordering::SeqCst) && outcome.interrupted {
             self.handed.lock().expect("poisoned").push(run.id);
             self.release(&[run.id]);
             return;
         }
-        let outcome = if handle.cut_off.load(Ordering::SeqCst) {
+        // A cut-off stopped the execution; one that ended by itself first
+        // keeps its own outcome (a command that exited 0 is DONE, not a
+        // failure to be retried).
+        let outcome = if handle.cut_off.load(Ordering::SeqCst) && outcome.interrupted {
             Outcome::failed(
                 None,
                 format!(
@@ -429,7 +439,9 @@ impl Worker {
                 break;
             }
             if stopped_at.is_some_and(|at| at.elapsed() >= STOP_WAIT) {
-                let left = self.running_ids();
+                // Those finishing ended already: their finishes are stored
+                // below, never handed back to run again.
+                let left = self.unfinished_ids();
                 tracing::error!(runs = ?left, "executions did not stop; handing their runs back anyway");
                 self.handed.lock().expect("poisoned").extend(left);
                 break;
@@ -453,9 +465,29 @@ impl Worker {
                 _ = tokio::time::sleep(Duration::from_millis(100)), if stopped_at.is_some() => {}
             }
         }
+        // Finishes still queued are stored before the replica goes: each
+        // is an execution that ended, which a hand-back or the sweeper
+        // would otherwise run again.
+        while let Ok(finish) = queue.try_recv() {
+            batch.push(finish);
+        }
+        if !batch.is_empty() {
+            self.store_finishes(&mut batch, &shutdown).await;
+        }
         stop_beats.cancel();
         let _ = beats.await;
         self.hand_back().await;
+    }
+
+    /// The runs executing here whose execution has not ended.
+    fn unfinished_ids(&self) -> Vec<i64> {
+        self.running
+            .lock()
+            .expect("poisoned")
+            .iter()
+            .filter(|(_, handle)| !handle.finishing.load(Ordering::SeqCst))
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Returns the runs stopped by shutdown to AVAILABLE (same attempt).

@@ -12,6 +12,7 @@
 //! what proves they behave the same.
 
 pub mod audit;
+pub mod clock;
 mod dashboard;
 mod engine;
 pub mod gates;
@@ -176,6 +177,19 @@ pub struct LogLine {
     pub line: String,
 }
 
+/// What one run heartbeat found; a run in neither list is no longer the
+/// replica's.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Beaten {
+    /// Still the replica's: their deadlines moved.
+    pub owned: Vec<i64>,
+    /// Rows another transaction holds (an operator's cancel committing, an
+    /// outside client's `SELECT … FOR UPDATE`): neither extended nor lost,
+    /// to be beaten again shortly. Skipped rather than waited for, so one
+    /// held row delays only its own run's beat, not the replica's others.
+    pub busy: Vec<i64>,
+}
+
 /// A replica's identity, as written by its heartbeat.
 #[derive(Debug, Clone)]
 pub struct ReplicaInfo {
@@ -191,6 +205,9 @@ pub struct ReplicaInfo {
 pub struct ReplicaRecord {
     pub info: ReplicaInfo,
     pub last_heartbeat: Ts,
+    /// Its host's clock minus the database's at that heartbeat
+    /// ([`clock::skew`]).
+    pub clock_skew_ms: i64,
     pub running: i64,
 }
 
@@ -236,6 +253,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// The database answers and every migration is applied.
     async fn ready(&self) -> Result<()>;
+
+    /// The database server's clock now; `None` where the database has no
+    /// clock of its own (SQLite, a file on this host). See [`clock`].
+    async fn database_clock(&self) -> Result<Option<Ts>>;
 
     // ---- plans and tasks ----
 
@@ -357,13 +378,14 @@ pub trait Store: Send + Sync + 'static {
         now: Ts,
     ) -> Result<FinishReport>;
     /// Extends the heartbeat deadline of the replica's runs, each by its
-    /// own heartbeat timeout (fenced), and returns the ids it still owns.
+    /// own heartbeat timeout (fenced): which it still owns, and which it
+    /// could not tell because another transaction holds their rows.
     async fn run_heartbeat_many(
         &self,
         replica_id: &str,
         beats: &[(i64, Duration)],
         now: Ts,
-    ) -> Result<Vec<i64>>;
+    ) -> Result<Beaten>;
     /// Appends log lines (fenced); false when the replica lost the run.
     async fn run_log_append(
         &self,
@@ -573,6 +595,11 @@ pub async fn connect_replica(
         let store = PgStore::connect_with(url, stale_after)
             .await
             .with_context(|| format!("cannot connect to PostgreSQL at {}", redact(url)))?;
+        // Before anything is stamped: every time this process writes or
+        // compares is the database's ([`clock`]).
+        clock::anchor(&store)
+            .await
+            .context("reading the database's clock")?;
         Ok(Arc::new(store))
     } else if let Some(path) = sqlite_file(url) {
         let path = path?;
@@ -619,30 +646,81 @@ fn sqlite_path(path: &str) -> anyhow::Result<&str> {
     Ok(path)
 }
 
-/// The URL without its password, for messages: the one after the user
-/// name, and a `password=` query parameter (libpq's form).
+/// The URL as messages, logs and pages may show it: the password after a
+/// user name masked, an http(s) user name standing alone (a token, as in
+/// `https://TOKEN@host/`) masked, and the values of query and fragment
+/// parameters whose names say secret (`password`, `token`, `api_key`,
+/// `sig`, …) masked. The host stays as written: only the authority before
+/// the path is read for credentials, so an `@` in the query cannot pass
+/// for one and hide where the URL goes.
 pub fn redact(url: &str) -> String {
-    let url = match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
+    let Some(scheme_end) = url.find("://") else {
+        return redact_parameters(url);
+    };
+    let (scheme, rest) = (&url[..scheme_end], &url[scheme_end + 3..]);
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, after) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") => {
+                format!("***@{host}")
+            }
+            None => format!("{userinfo}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    format!("{scheme}://{authority}{}", redact_parameters(after))
+}
+
+/// `path?query#fragment` with the values of secret-named parameters
+/// masked.
+fn redact_parameters(text: &str) -> String {
+    let Some(start) = text.find(['?', '#']) else {
+        return text.to_owned();
+    };
+    let (path, rest) = text.split_at(start);
+    let mut out = String::with_capacity(text.len());
+    out.push_str(path);
+    // Separators (`?`, `#`, `&`, `;`) stay; each `name=value` between them
+    // is looked at on its own.
+    let mut pair = String::new();
+    for c in rest.chars() {
+        if matches!(c, '?' | '#' | '&' | ';') {
+            out.push_str(&redact_pair(&pair));
+            pair.clear();
+            out.push(c);
+        } else {
+            pair.push(c);
+        }
+    }
+    out.push_str(&redact_pair(&pair));
+    out
+}
+
+fn redact_pair(pair: &str) -> String {
+    const SECRET_WORDS: [&str; 9] = [
+        "pass",
+        "pwd",
+        "token",
+        "secret",
+        "key",
+        "sig",
+        "auth",
+        "credential",
+        "session",
+    ];
+    match pair.split_once('=') {
+        Some((name, value)) if !value.is_empty() => {
+            let lower = name.to_ascii_lowercase();
+            if SECRET_WORDS.iter().any(|w| lower.contains(w)) {
+                format!("{name}=***")
+            } else {
+                pair.to_owned()
             }
         }
-        _ => url.to_owned(),
-    };
-    let Some((base, query)) = url.split_once('?') else {
-        return url;
-    };
-    let query: Vec<String> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
-            _ => pair.to_owned(),
-        })
-        .collect();
-    format!("{base}?{}", query.join("&"))
+        _ => pair.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -661,11 +739,46 @@ mod redact_tests {
         );
         assert_eq!(
             redact("http://hook:pw@example.com/x?token=t"),
-            "http://hook:***@example.com/x?token=t"
+            "http://hook:***@example.com/x?token=***"
         );
         assert_eq!(
             redact("sqlite://./data/baton.db"),
             "sqlite://./data/baton.db"
+        );
+    }
+
+    #[test]
+    fn a_token_as_user_name_or_in_the_query_is_masked() {
+        assert_eq!(
+            redact("https://ghp_abc123@hooks.example/x"),
+            "https://***@hooks.example/x"
+        );
+        assert_eq!(
+            redact("https://api.example/v1?page=2&access_token=abc&X-Amz-Signature=f00#id_token=j"),
+            "https://api.example/v1?page=2&access_token=***&X-Amz-Signature=***#id_token=***"
+        );
+        // A database role is a name, not a secret.
+        assert_eq!(
+            redact("postgres://baton@db/baton"),
+            "postgres://baton@db/baton"
+        );
+    }
+
+    /// An `@` after the host (a redirect's query, a path) is no
+    /// credential: the host stays in view.
+    #[test]
+    fn an_at_sign_past_the_host_hides_nothing() {
+        for url in [
+            "http://real.example/r?next=a@evil.example",
+            "http://real.example/r?next=a:b@evil.example",
+            "http://real.example/users/a@b:c",
+            "http://real.example#a:b@c",
+        ] {
+            assert_eq!(redact(url), url);
+        }
+        assert_eq!(
+            redact("http://u:p@real.example/r?to=a:b@evil.example"),
+            "http://u:***@real.example/r?to=a:b@evil.example"
         );
     }
 }

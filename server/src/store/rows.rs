@@ -78,7 +78,7 @@ pub const EVENTS_AFTER: &str =
 
 /// Replicas page: each replica and how many runs it executes now.
 pub const REPLICA_LIST: &str = "SELECT p.replica_id, p.hostname, p.labels, p.version, p.started_at,
-        p.last_heartbeat,
+        p.last_heartbeat, p.clock_skew_ms,
         (SELECT COUNT(*) FROM task_run r WHERE r.status = 'RUNNING' AND r.replica_id = p.replica_id)
             AS running
     FROM replica p ORDER BY p.started_at, p.replica_id";
@@ -179,6 +179,7 @@ pub struct ReplicaRow {
     pub version: String,
     pub started_at: Ts,
     pub last_heartbeat: Ts,
+    pub clock_skew_ms: i64,
     pub running: i64,
 }
 
@@ -353,17 +354,18 @@ pub fn replica_record(r: ReplicaRow) -> Result<ReplicaRecord> {
             started_at: r.started_at,
         },
         last_heartbeat: r.last_heartbeat,
+        clock_skew_ms: r.clock_skew_ms,
         running: r.running,
     })
 }
 
 /// Replica heartbeat: insert or refresh this replica's row.
 pub const REPLICA_UPSERT: &str = "INSERT INTO replica
-        (replica_id, hostname, labels, version, started_at, last_heartbeat)
-    VALUES ($1, $2, $3, $4, $5, $6)
+        (replica_id, hostname, labels, version, started_at, last_heartbeat, clock_skew_ms)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT (replica_id) DO UPDATE SET hostname = excluded.hostname,
         labels = excluded.labels, version = excluded.version,
-        last_heartbeat = excluded.last_heartbeat";
+        last_heartbeat = excluded.last_heartbeat, clock_skew_ms = excluded.clock_skew_ms";
 
 /// Graceful shutdown: a replica removes its own row.
 pub const REPLICA_DELETE: &str = "DELETE FROM replica WHERE replica_id = $1";

@@ -19,10 +19,11 @@ use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
 pub struct Ts(pub DateTime<Utc>);
 
 impl Ts {
-    /// The current time, truncated to microseconds so that a value read back
-    /// from either backend equals the value written.
+    /// The current time on the database's clock ([`super::clock`]), in
+    /// microseconds so that a value read back from either backend equals
+    /// the value written.
     pub fn now() -> Self {
-        Ts(Utc::now().trunc_subsecs(6))
+        Ts::from_micros(super::clock::now_micros())
     }
 
     pub fn from_micros(micros: i64) -> Self {

@@ -2,7 +2,9 @@
 //! the next, so that the other replicas keep the work moving: a replica
 //! killed (SIGKILL) and restarted, frozen (SIGSTOP) past `stale_after`,
 //! cut off from PostgreSQL by its proxy in one of the ways a network
-//! fails, or the whole PostgreSQL cluster restarted under everyone.
+//! fails, restarted on a host whose wall clock is seconds or hours off
+//! (libfaketime; docs/design.md, "One clock"), or the whole PostgreSQL
+//! cluster restarted under everyone.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -31,7 +33,30 @@ impl Slot {
             self.baton = Some(Baton::start(&self.url, &options(self.index)).await);
         }
     }
+
+    /// Kills the replica and starts it again with its wall clock `offset`
+    /// off (libfaketime's syntax): a killed replica for invariant 6.
+    async fn restart_with_clock(&mut self, offset: Option<&str>, faults: &mut Faults) {
+        if let Some(mut baton) = self.baton.take() {
+            baton.sigkill().await;
+            let (replica, at) = (baton.replica_id.clone(), chrono::Utc::now());
+            let options = match offset {
+                Some(offset) => options(self.index).wall_clock_off_by(offset),
+                None => options(self.index),
+            };
+            self.baton = Some(Baton::start(&self.url, &options).await);
+            faults.kills.push(Kill {
+                replica,
+                at,
+                replaced_at: chrono::Utc::now(),
+            });
+        }
+    }
 }
+
+/// The wall-clock offsets a "clock skew" fault gives a replica: a few
+/// seconds either way (more than the lease and `stale_after`), and hours.
+const CLOCK_OFFSETS: [&str; 4] = ["+4", "-4", "+2h", "-2h"];
 
 /// Replica 0 carries the label pinned tasks ask for; the others take
 /// pinned work once it has waited `reassign_after` for replica 0.
@@ -92,6 +117,7 @@ const POSTGRES_KINDS: &[&str] = &[
     "delay",
     "reset",
     "PostgreSQL restart",
+    "clock skew",
 ];
 const SQLITE_KINDS: &[&str] = &["SIGKILL", "SIGSTOP"];
 
@@ -147,6 +173,15 @@ pub async fn inject(
             baton.sigstop();
             tokio::time::sleep(outage).await;
             baton.sigcont();
+        }
+        "clock skew" => {
+            let offset = CLOCK_OFFSETS[rng.usize(0..CLOCK_OFFSETS.len())];
+            if let Some(entry) = faults.log.last_mut() {
+                entry.push_str(&format!(" ({offset})"));
+            }
+            slot.restart_with_clock(Some(offset), faults).await;
+            tokio::time::sleep(outage).await;
+            slot.restart_with_clock(None, faults).await;
         }
         "PostgreSQL restart" => {
             let cluster = cluster.expect("PostgreSQL mode runs its own cluster");

@@ -51,11 +51,35 @@ impl Options {
         self
     }
 
+    /// Runs the process with its host's wall clock off by `offset`
+    /// (libfaketime's syntax: `+4`, `-4`, `+2h`), as a host without NTP
+    /// would be. Its monotonic clock is left alone, as a stepped wall
+    /// clock leaves it.
+    pub fn wall_clock_off_by(self, offset: &str) -> Self {
+        self.env("LD_PRELOAD", libfaketime())
+            .env("FAKETIME", offset)
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+    }
+
     /// Adds a node label the replica carries, for pinned tasks.
     pub fn label(mut self, label: &str) -> Self {
         self.labels.push(label.to_owned());
         self
     }
+}
+
+/// Debian's libfaketime (`scripts/test.sh` installs it).
+fn libfaketime() -> &'static str {
+    const PLACES: [&str; 2] = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    ];
+    PLACES
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect(
+            "libfaketime is not installed: `apt-get install libfaketime` (scripts/test.sh does)",
+        )
 }
 
 /// One running `baton serve`; killed when dropped.
@@ -222,6 +246,18 @@ impl Baton {
             .await
             .ok()?;
         response.error_for_status().ok()?.json().await.ok()
+    }
+
+    /// `GET {path}`: status and JSON answer (`null` if none).
+    pub async fn get_json(&self, path: &str) -> (reqwest::StatusCode, serde_json::Value) {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("GET");
+        let status = response.status();
+        (status, response.json().await.unwrap_or_default())
     }
 
     /// `POST {path}` with a JSON body (empty when `None`): status and

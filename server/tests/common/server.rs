@@ -67,6 +67,7 @@ impl Server {
             Registry::builtin().with_commands(
                 settings
                     .command_executor()
+                    .unwrap()
                     .supervised_by(env!("CARGO_BIN_EXE_baton")),
             ),
             shutdown.clone(),

@@ -147,6 +147,7 @@ mod cases {
             s.run_heartbeat_many("r-stale", &[(stale_run, 10 * SECOND)], t2)
                 .await
                 .unwrap()
+                .owned
                 .is_empty()
         );
         let finish = s
@@ -261,7 +262,8 @@ mod cases {
         let owned = s
             .run_heartbeat_many("r-1", &[(got[0].id, 3 * SECOND)], t1)
             .await
-            .unwrap();
+            .unwrap()
+            .owned;
         assert_eq!(owned, vec![got[0].id]);
         let run = s.run_get(got[0].id).await.unwrap();
         assert_eq!(run.heartbeat_deadline, Some(t1.plus(3 * SECOND).0));
@@ -307,6 +309,7 @@ mod cases {
             s.run_heartbeat_many("r-1", &[(run, 10 * SECOND)], Ts::now())
                 .await
                 .unwrap()
+                .owned
                 .is_empty()
         );
         let again = s

@@ -301,6 +301,7 @@ mod cases {
             s.run_heartbeat_many("r-test", &[(run, Duration::from_secs(10))], Ts::now())
                 .await
                 .unwrap()
+                .owned
                 .is_empty()
         );
         let line = LogLine {

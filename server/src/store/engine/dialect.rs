@@ -29,7 +29,7 @@ use crate::store::liveness::SweepCandidate;
 use crate::store::notify::NotifyTargets;
 use crate::store::rows::{ClaimRow, FinishedRow};
 use crate::store::signals::{Signal, Signals};
-use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, StoreError, Ts};
+use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, StoreError, Ts};
 
 /// A statement's text. Every `Sql` is a constant or assembled from
 /// constants; values always travel as [`Arg`]s.
@@ -389,13 +389,13 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     ) -> Result<(Self::Tx, Vec<FinishedRow>)>;
 
     /// Pushes the heartbeat deadline of the replica's runs, and commits;
-    /// the ids it still owns.
+    /// rows another transaction holds are skipped, not waited for.
     async fn runs_heartbeat(
         &self,
         replica_id: &str,
         beats: &[(i64, Duration)],
         now: Ts,
-    ) -> Result<Vec<i64>>;
+    ) -> Result<Beaten>;
 
     /// Appends log lines to a run the replica still owns; false when it
     /// does not, and then nothing is written.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{Dialect, dependencies};
 use crate::store::rows::ClaimRow;
-use crate::store::{Claim, ClaimedRun, Result, Ts};
+use crate::store::{Beaten, Claim, ClaimedRun, Result, Ts};
 
 /// Claims up to `claim.limit` AVAILABLE runs this replica may execute,
 /// oldest first.
@@ -49,15 +49,15 @@ async fn dependents_told<D: Dialect>(d: &D, tasks: &[i64], now: Ts) -> Result<()
 }
 
 /// Extends the heartbeat deadline of the replica's runs, each by its own
-/// heartbeat timeout (fenced), and returns the ids it still owns.
+/// heartbeat timeout (fenced).
 pub async fn run_heartbeat_many<D: Dialect>(
     d: &D,
     replica_id: &str,
     beats: &[(i64, Duration)],
     now: Ts,
-) -> Result<Vec<i64>> {
+) -> Result<Beaten> {
     if beats.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Beaten::default());
     }
     d.runs_heartbeat(replica_id, beats, now).await
 }

@@ -53,6 +53,8 @@ pub async fn replica_upsert<D: Dialect>(d: &D, replica: &ReplicaInfo, now: Ts) -
             replica.version.as_str().into(),
             replica.started_at.into(),
             now.into(),
+            // The skew this process measured last (0 before any sample).
+            crate::store::clock::skew().num_milliseconds().into(),
         ],
     )
     .await?;

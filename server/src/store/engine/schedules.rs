@@ -203,7 +203,7 @@ pub async fn schedule_update<D: Dialect>(
     };
     let params =
         serde_json::to_string(&s.params).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let template = template_to_store(s, Some(&old.template))?;
+    let template = template_to_store(s, Some(&old))?;
     conflict_on_name(
         D::execute(
             &mut tx,
@@ -831,13 +831,17 @@ fn shown_template(stored: &str) -> String {
 }
 
 /// `new`'s template, with each value it gives as hidden taken from
-/// `stored` (the schedule's template before the update; `None` when
-/// creating one).
-fn template_to_store(new: &NewSchedule, stored: Option<&str>) -> Result<String> {
-    let stored = stored
-        .and_then(|s| serde_json::from_str(s).ok())
+/// `stored` (the schedule before the update, whose parameters say where
+/// its secrets went; `None` when creating one).
+fn template_to_store(new: &NewSchedule, stored: Option<&ScheduleRow>) -> Result<String> {
+    let template = stored
+        .and_then(|s| serde_json::from_str(&s.template).ok())
         .unwrap_or(serde_json::Value::Null);
-    let mut template = new.template.clone();
-    crate::schedule::hidden::keep_hidden(&mut template, &stored).map_err(StoreError::Invalid)?;
-    Ok(template.to_string())
+    let params = stored
+        .and_then(|s| serde_json::from_str(&s.params).ok())
+        .unwrap_or_default();
+    let mut new_template = new.template.clone();
+    crate::schedule::hidden::keep_hidden(&mut new_template, &new.params, &template, &params)
+        .map_err(StoreError::Invalid)?;
+    Ok(new_template.to_string())
 }

@@ -20,9 +20,9 @@ use crate::store::sessions::Session;
 use crate::store::signals::Signals;
 use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{
-    Backend, Claim, ClaimedRun, Finish, FinishReport, LogLine, Person, PromoteReport, PruneCursor,
-    PruneReport, PruneScan, ReplicaInfo, ReplicaRecord, Result, RoundClaims, Store, StoreError,
-    TickReport, Ts,
+    Backend, Beaten, Claim, ClaimedRun, Finish, FinishReport, LogLine, Person, PromoteReport,
+    PruneCursor, PruneReport, PruneScan, ReplicaInfo, ReplicaRecord, Result, RoundClaims, Store,
+    StoreError, TickReport, Ts,
 };
 
 #[async_trait::async_trait]
@@ -65,6 +65,19 @@ impl<D: Dialect> Store for D {
             )));
         }
         Ok(())
+    }
+
+    async fn database_clock(&self) -> Result<Option<Ts>> {
+        match D::BACKEND {
+            // One clock for every replica: the server's, as it reads now
+            // (not the transaction's start, which `now()` would give).
+            Backend::Postgres => {
+                let (now,): (Ts,) = read_one(self, "SELECT clock_timestamp()", &[]).await?;
+                Ok(Some(now))
+            }
+            // The database is a file on this host: its clock is this one.
+            Backend::Sqlite => Ok(None),
+        }
     }
 
     async fn plan_insert(&self, plan: &NewPlan, by: Person<'_>, now: Ts) -> Result<i64> {
@@ -297,7 +310,7 @@ impl<D: Dialect> Store for D {
         replica_id: &str,
         beats: &[(i64, Duration)],
         now: Ts,
-    ) -> Result<Vec<i64>> {
+    ) -> Result<Beaten> {
         execution::run_heartbeat_many(self, replica_id, beats, now).await
     }
 

@@ -419,3 +419,57 @@ async fn an_idle_transaction_of_a_cut_off_replica_lets_go_of_its_locks() {
     assert!(!free(PROMOTER_LOCK + 1).await, "held with no limit");
     drop(idle);
 }
+
+/// One run row held by an outside client (`SELECT … FOR UPDATE`, left
+/// idle) delays only that run's heartbeat: the replica's other runs are
+/// beaten at once, and the held one is reported busy, not lost. The beat
+/// of all runs was one UPDATE, which waited on the held row, and every
+/// run of the replica missed its beat and failed.
+#[tokio::test]
+async fn a_held_run_row_delays_only_its_own_heartbeat() {
+    let (scratch, store) = store().await;
+    available_runs(&store, 3).await;
+    let claimed = store
+        .run_claim_many(&claim_as("r-1"), Ts::now())
+        .await
+        .expect("claim");
+    let mut ids: Vec<i64> = claimed.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids.len(), 3);
+    let mut outsider = store.pool.begin().await.expect("begin");
+    sqlx::query("SELECT id FROM task_run WHERE id = $1 FOR UPDATE")
+        .bind(ids[0])
+        .execute(&mut *outsider)
+        .await
+        .expect("the outside lock");
+    let beats: Vec<(i64, Duration)> = ids
+        .iter()
+        .map(|id| (*id, Duration::from_secs(10)))
+        .collect();
+    let beaten = tokio::time::timeout(
+        Duration::from_secs(5),
+        store.run_heartbeat_many("r-1", &beats, Ts::now()),
+    )
+    .await
+    .expect("the beat waited on the held row")
+    .expect("beat");
+    let mut owned = beaten.owned.clone();
+    owned.sort_unstable();
+    assert_eq!(owned, ids[1..], "{beaten:?}");
+    assert_eq!(beaten.busy, [ids[0]], "{beaten:?}");
+    outsider.rollback().await.expect("release");
+    let beaten = store
+        .run_heartbeat_many("r-1", &beats, Ts::now())
+        .await
+        .expect("beat");
+    assert_eq!(beaten.owned.len(), 3, "{beaten:?}");
+    assert!(beaten.busy.is_empty(), "{beaten:?}");
+    // Another replica's beat owns none of them, busy or not.
+    let stranger = store
+        .run_heartbeat_many("r-2", &beats, Ts::now())
+        .await
+        .expect("beat");
+    assert_eq!(stranger, crate::store::Beaten::default());
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}

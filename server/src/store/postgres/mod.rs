@@ -21,7 +21,9 @@ use crate::store::gates::{self, ContextRow, Decisions, PendingRun};
 use crate::store::liveness::SweepCandidate;
 use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::signals::{CHANNEL, Signal};
-use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
+use crate::store::{
+    Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts,
+};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
@@ -404,11 +406,22 @@ impl<'r> sqlx::FromRow<'r, PgRow> for RoundRow {
 /// Hash-joined, like [`FINISH`].
 const RUN_HEARTBEAT: Planned = Planned {
     begin: BEGIN_HASH_JOINED,
-    sql: "UPDATE task_run r SET last_heartbeat_at = $4,
-        heartbeat_deadline = $4 + b.timeout_ms * INTERVAL '1 millisecond'
-    FROM UNNEST($2::bigint[], $3::bigint[]) AS b(id, timeout_ms)
-    WHERE r.id = b.id AND r.id = ANY($2) AND r.status = 'RUNNING' AND r.replica_id = $1
-    RETURNING r.id",
+    // Rows another transaction holds are skipped, not waited for: one held
+    // row (an outside client's `SELECT … FOR UPDATE`) made every run of the
+    // replica miss its beat and fail. Each run asked for comes back as
+    // owned (beaten), busy (skipped) or neither (no longer this replica's).
+    sql: "WITH free AS (
+        SELECT id FROM task_run WHERE id = ANY($2) FOR UPDATE SKIP LOCKED),
+    beaten AS (
+        UPDATE task_run r SET last_heartbeat_at = $4,
+            heartbeat_deadline = $4 + b.timeout_ms * INTERVAL '1 millisecond'
+        FROM UNNEST($2::bigint[], $3::bigint[]) AS b(id, timeout_ms)
+        WHERE r.id = b.id AND r.id IN (SELECT id FROM free) AND r.status = 'RUNNING'
+            AND r.replica_id = $1
+        RETURNING r.id)
+    SELECT p.id, p.id IN (SELECT id FROM beaten) AS owned
+    FROM task_run p WHERE p.id = ANY($2)
+        AND (p.id IN (SELECT id FROM beaten) OR p.id NOT IN (SELECT id FROM free))",
 };
 
 /// PostgreSQL's `lock_not_available`: a `lock_timeout` ran out.
@@ -917,9 +930,9 @@ impl Dialect for PgStore {
         replica_id: &str,
         beats: &[(i64, Duration)],
         now: Ts,
-    ) -> Result<Vec<i64>> {
+    ) -> Result<Beaten> {
         let mut tx = self.begin(RUN_HEARTBEAT.begin).await?;
-        let owned = sqlx::query_scalar(RUN_HEARTBEAT.sql)
+        let found: Vec<(i64, bool)> = sqlx::query_as(RUN_HEARTBEAT.sql)
             .bind(replica_id)
             .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
             .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
@@ -927,7 +940,11 @@ impl Dialect for PgStore {
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(owned)
+        let (owned, busy): (Vec<_>, Vec<_>) = found.into_iter().partition(|(_, owned)| *owned);
+        Ok(Beaten {
+            owned: owned.into_iter().map(|(id, _)| id).collect(),
+            busy: busy.into_iter().map(|(id, _)| id).collect(),
+        })
     }
 
     async fn log_append(&self, replica_id: &str, run_id: i64, lines: &[LogLine]) -> Result<bool> {

@@ -28,7 +28,9 @@ use crate::store::gates::{self, Decisions};
 use crate::store::liveness::SweepCandidate;
 use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::signals::Signal;
-use crate::store::{Actor, Backend, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts};
+use crate::store::{
+    Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts,
+};
 
 mod checkpoint;
 mod packed;
@@ -622,7 +624,7 @@ impl Dialect for SqliteStore {
         replica_id: &str,
         beats: &[(i64, Duration)],
         now: Ts,
-    ) -> Result<Vec<i64>> {
+    ) -> Result<Beaten> {
         let mut tx = self.begin_write().await?;
         let beats: Vec<_> = beats
             .iter()
@@ -642,7 +644,11 @@ impl Dialect for SqliteStore {
         .fetch_all(&mut **tx)
         .await?;
         tx.commit().await?;
-        Ok(owned)
+        // The write lock is the database's: no row is ever busy here.
+        Ok(Beaten {
+            owned,
+            busy: Vec::new(),
+        })
     }
 
     async fn log_append(&self, replica_id: &str, run_id: i64, lines: &[LogLine]) -> Result<bool> {
