@@ -27,10 +27,16 @@ fn supervise(quiet_ms: u64, script: &str) -> (Child, ChildStdin, Vec<i32>) {
     BufReader::new(child.stdout.as_mut().unwrap())
         .read_line(&mut first)
         .unwrap();
-    let pids = first
+    let pids: Vec<i32> = first
         .split_whitespace()
         .map(|p| p.parse().unwrap())
         .collect();
+    // Every test waits for these to be gone: with none, a program that
+    // never started would pass.
+    assert!(
+        !pids.is_empty(),
+        "the program printed no pid: it did not start"
+    );
     (child, feed, pids)
 }
 
@@ -117,6 +123,7 @@ fn the_programs_exit_status_passes_through() {
 #[test]
 fn a_killed_supervisor_takes_its_program_along() {
     let (mut child, _feed, pids) = supervise(60_000, "echo $$; exec sleep 60");
+    assert!(pids.iter().all(|p| running(*p)), "{pids:?} not running");
     // SAFETY: signalling the supervisor we started.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();

@@ -62,6 +62,11 @@ impl From<StoreError> for ApiError {
                 message,
                 field: None,
             },
+            // Not the request's fault, nor a bug: a client or a load
+            // balancer should try again (or another replica).
+            other if other.is_unavailable() => {
+                ApiError::Unavailable(format!("the database is unavailable: {other}"))
+            }
             other => ApiError::Internal(other.into()),
         }
     }
@@ -102,4 +107,25 @@ pub fn parse_id(text: &str, what: &str) -> ApiResult<i64> {
                 format!("`{text}` is not a {what} id (a positive integer)"),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database that cannot be reached is 503, so a client or a load
+    /// balancer tries again; it answered 500 while connections were being
+    /// killed.
+    #[test]
+    fn an_unreachable_database_is_503_not_500() {
+        for e in [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        ] {
+            let response = ApiError::from(StoreError::Database(e)).into_response();
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        }
+        let bug = ApiError::from(StoreError::Corrupt("labels".into())).into_response();
+        assert_eq!(bug.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
 }

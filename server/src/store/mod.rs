@@ -78,6 +78,47 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// The database could not be reached or could not take the write (a
+    /// refused or killed connection, no connection free in time, a full
+    /// disk): nothing is wrong with the request, and the same request may
+    /// succeed shortly. The API answers 503 for these, not 500.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Database(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => {
+                let Some(code) = db.code() else {
+                    return false;
+                };
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                    // SQLITE_BUSY (5) past the busy timeout, SQLITE_IOERR
+                    // (10) and SQLITE_FULL (13), extended codes included.
+                    code.parse::<i32>()
+                        .is_ok_and(|n| matches!(n & 0xff, 5 | 10 | 13))
+                } else {
+                    // PostgreSQL: connection exceptions (class 08), an
+                    // administrator's or a shutdown's termination
+                    // (57P01–03), too many connections (53300), disk full
+                    // (53100).
+                    code.starts_with("08")
+                        || matches!(
+                            code.as_ref(),
+                            "57P01" | "57P02" | "57P03" | "53300" | "53100"
+                        )
+                }
+            }
+            _ => false,
+        }
+    }
+}
+
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Which database a store talks to.
