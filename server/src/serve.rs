@@ -149,6 +149,7 @@ pub fn router_over(
         counters: scheduler.counters,
         health: scheduler.health,
         commands: settings.command_policy(),
+        stopping: scheduler.stopping.clone(),
     };
     let bundle = match &settings.site_root {
         Some(dir) => dashboard::Bundle::Directory(dir.clone()),

@@ -53,6 +53,8 @@ pub struct ApiState {
     pub commands: CommandPolicy,
     /// The dashboard's live feed, for `/metrics`.
     pub live: crate::dashboard::live::Hub,
+    /// Fires when the replica starts shutting down (`/readyz` says so).
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 /// An operator action answered with the plan as it now stands.

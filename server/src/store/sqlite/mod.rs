@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
 use sqlx::{Sqlite, Transaction};
 
@@ -91,6 +92,26 @@ impl std::ops::DerefMut for WriteTx {
     }
 }
 
+/// Whether a connection given back to the pool may serve again: not when it
+/// still believes it is inside a transaction. A COMMIT that fails (a full
+/// disk) leaves sqlx counting the transaction open; SQLite has already
+/// rolled it back, so the ROLLBACK sqlx sends on drop fails too, and the
+/// count never comes down: every later `BEGIN IMMEDIATE` on that
+/// connection failed ("begin_with at non-zero transaction depth") until
+/// the process restarted, long after the space came back. Such a
+/// connection is closed and the pool opens a new one. Costs nothing on a
+/// committed transaction's connection (no transaction counted).
+async fn closes_if_stuck_in_a_transaction(conn: &mut SqliteConnection) -> sqlx::Result<bool> {
+    use sqlx::Connection;
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    // A dropped transaction's ROLLBACK is queued on the connection's
+    // thread: let it run, then look again.
+    conn.ping().await?;
+    Ok(!conn.is_in_transaction())
+}
+
 /// `journal_size_limit`: 64 MiB, above the backstop checkpoint's 40 MB.
 const JOURNAL_SIZE_LIMIT: &str = "67108864";
 
@@ -127,6 +148,7 @@ impl SqliteStore {
         let pool = SqlitePoolOptions::new()
             .max_connections(DEFAULT_POOL_SIZE)
             .test_before_acquire(false)
+            .after_release(|conn, _| Box::pin(closes_if_stuck_in_a_transaction(conn)))
             .connect_with(options)
             .await?;
         Ok(SqliteStore {
