@@ -131,6 +131,25 @@ test('without JavaScript, a refusal shows its message where the result would be'
     await page.locator('#bulk-confirm button[data-bulk-confirm=cancel]').click();
     await expect(page.locator('#bulk-result [role=alert]')).toContainText('the filter now matches 2');
     await expect(page.locator('#bulk-result [role=alert]')).toContainText('you saw 1');
+    // The message is the server's own: its link is signed, and the same
+    // link without the signature (as anyone could write one) shows no
+    // message, only the page.
+    const signed = new URL(page.url());
+    expect(signed.searchParams.get('__err')).toBeTruthy();
+    expect(signed.searchParams.get('__errsig')).toMatch(/^[0-9a-f]{64}$/);
+    const forged = await context.newPage();
+    for (const tamper of [
+      (u: URL) => u.searchParams.delete('__errsig'),
+      (u: URL) => u.searchParams.set('__errsig', '0'.repeat(64)),
+    ]) {
+      const link = new URL(signed);
+      tamper(link);
+      await forged.goto(link.pathname + link.search);
+      await expect(forged).not.toHaveURL(/__err/);
+      await expect(forged.locator('#bulk-confirm')).toBeVisible();
+      await expect(forged.locator('#bulk-result [role=alert]')).toHaveCount(0);
+    }
+    await forged.close();
     // Nothing changed, and the question is asked again with the new count.
     await expect(page.locator('#bulk-confirm')).toContainText('Cancel the 2 live runs in 2 plans this list matches?');
     expect(await planStatus(request, id)).toBe('RUNNING');

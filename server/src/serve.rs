@@ -166,7 +166,13 @@ pub fn router_over(
         .route("/auth/logout", post(auth::logout))
         .with_state(auth.clone());
     let app = api::router(state)
-        .merge(dashboard::router(options, backend, hub, &bundle))
+        .merge(dashboard::router(
+            options,
+            backend,
+            hub,
+            &bundle,
+            Arc::new(error_links(settings)?),
+        ))
         .merge(sign_in)
         .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
         // Pages, JSON and the wasm bundle shrink several times over.
@@ -174,6 +180,18 @@ pub fn router_over(
     // Outside the guard, so its refusals carry the headers too.
     Ok(dashboard::security_headers::protect(app)
         .layer(tower_http::trace::TraceLayer::new_for_http()))
+}
+
+/// The key for errors in the dashboard's links, from the users file every
+/// replica shares (random without one).
+fn error_links(settings: &Settings) -> anyhow::Result<dashboard::error_links::ErrorLinks> {
+    let users = match settings.users_file.as_deref() {
+        Some(path) if !path.as_os_str().is_empty() => {
+            Some(std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?)
+        }
+        _ => None,
+    };
+    dashboard::error_links::ErrorLinks::new(users.as_deref())
 }
 
 /// Shuts down gracefully on Ctrl-C, SIGTERM or SIGHUP. SIGHUP is what a

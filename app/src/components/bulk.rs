@@ -136,7 +136,7 @@ pub fn reported(query: &ParamsMap) -> Option<BulkResult> {
 /// Parameters of a list's URL that belong to one step, not to the list:
 /// the question, a result, and Leptos's error of a plain form post.
 #[cfg(feature = "ssr")]
-const ONE_STEP: [&str; 5] = ["confirm", "done", "changed", "__path", "__err"];
+const ONE_STEP: [&str; 6] = ["confirm", "done", "changed", "__path", "__err", "__errsig"];
 
 /// After a bulk action a plain form post (no JavaScript) asked for, sends
 /// the browser to the list at `path` with the result in its URL. The list

@@ -9,6 +9,7 @@
 
 pub mod assets;
 mod contrast;
+pub mod error_links;
 pub mod live;
 pub mod security_headers;
 mod server_fn_status;
@@ -67,7 +68,13 @@ impl Bundle {
 
 /// Serves the dashboard, its files taken from `bundle`, and the live feed
 /// of `hub` (which reads through the same `backend`).
-pub fn router(options: LeptosOptions, backend: Backend, hub: live::Hub, bundle: &Bundle) -> Router {
+pub fn router(
+    options: LeptosOptions,
+    backend: Backend,
+    hub: live::Hub,
+    bundle: &Bundle,
+    links: std::sync::Arc<error_links::ErrorLinks>,
+) -> Router {
     let routes = generate_route_list(App);
     let context = move || provide_context(backend.clone());
     let page = |options: LeptosOptions| {
@@ -112,6 +119,10 @@ pub fn router(options: LeptosOptions, backend: Backend, hub: live::Hub, bundle: 
             crate::plan::limits::MAX_PLAN_BODY_BYTES,
         ))
         .with_state(options)
+        .layer(axum::middleware::from_fn_with_state(
+            links,
+            error_links::error_links,
+        ))
 }
 
 async fn stylesheet() -> impl IntoResponse {
