@@ -149,6 +149,20 @@ pub struct Settings {
     /// (BATON_*) are never passed on (see docs/security.md).
     #[arg(long, env = "BATON_TASK_ENV", value_delimiter = ',', global = true)]
     pub task_env: Vec<String>,
+    /// How long a connection may take to send a request's headers, from
+    /// its opening or its previous response; a silent, slow or idle
+    /// connection is closed after it.
+    #[arg(long, env = "BATON_HTTP_HEADER_TIMEOUT", default_value = "20s", value_parser = humantime::parse_duration, global = true)]
+    pub http_header_timeout: Duration,
+    /// The most HTTP connections this replica keeps open at once; one more
+    /// is closed as soon as it is accepted.
+    #[arg(
+        long,
+        env = "BATON_MAX_CONNECTIONS",
+        default_value_t = 4096,
+        global = true
+    )]
+    pub max_connections: usize,
     /// Turns the command executor off: plans with command tasks are
     /// refused, and this replica starts no program.
     #[arg(long, env = "BATON_DISABLE_COMMANDS", global = true)]
@@ -164,6 +178,13 @@ pub struct Settings {
 }
 
 impl Settings {
+    pub fn connection_limits(&self) -> crate::http_server::ConnectionLimits {
+        crate::http_server::ConnectionLimits {
+            header_timeout: self.http_header_timeout,
+            max_connections: self.max_connections,
+        }
+    }
+
     pub fn command_policy(&self) -> crate::executor::CommandPolicy {
         crate::executor::CommandPolicy::from_settings(self.disable_commands, &self.allowed_commands)
     }
@@ -255,6 +276,17 @@ impl Settings {
 
     /// Settings that parse but cannot be meant: checked at start.
     pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (Duration::from_secs(1)..=Duration::from_secs(3600))
+                .contains(&self.http_header_timeout),
+            "BATON_HTTP_HEADER_TIMEOUT must be between 1s and 1h, not {}",
+            humantime::format_duration(self.http_header_timeout)
+        );
+        anyhow::ensure!(
+            (16..=1_000_000).contains(&self.max_connections),
+            "BATON_MAX_CONNECTIONS must be between 16 and 1000000, not {}",
+            self.max_connections
+        );
         crate::executor::TaskEnv::new(&self.task_env)?;
         anyhow::ensure!(
             self.allowed_commands.is_empty()

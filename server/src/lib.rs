@@ -24,7 +24,8 @@
 //!   users, roles, sessions and the guard in front of both.
 //! - [`client`]: `baton submit` and `baton status`, clients of the API.
 //! - [`cli`], [`config`]: the command line and the settings it shares.
-//! - [`serve`]: starting a replica; [`telemetry`]: logs.
+//! - [`serve`]: starting a replica; [`http_server`]: the HTTP server with
+//!   its connection bounds; [`telemetry`]: logs.
 //! - [`bench`]: `baton bench` (throughput, latency, render, failover).
 //! - [`secret`]: values that never print; [`faults`]: fault injection the
 //!   tests switch on.
@@ -40,6 +41,7 @@ pub mod config;
 pub mod dashboard;
 pub mod executor;
 pub mod faults;
+pub mod http_server;
 pub mod liveness;
 pub mod notifications;
 pub mod plan;

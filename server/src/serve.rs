@@ -86,12 +86,12 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         listener.local_addr()?
     );
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    // With each connection's peer address: the audit log records it.
-    axum::serve(
+    crate::http_server::serve(
         listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        app,
+        settings.connection_limits(),
+        shutdown.clone(),
     )
-    .with_graceful_shutdown(shutdown.clone().cancelled_owned())
     .await?;
     // A loop that panicked stopped the replica; say so with the exit code.
     replica.join().await?;
