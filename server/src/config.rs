@@ -149,6 +149,16 @@ pub struct Settings {
     /// (BATON_*) are never passed on (see docs/security.md).
     #[arg(long, env = "BATON_TASK_ENV", value_delimiter = ',', global = true)]
     pub task_env: Vec<String>,
+    /// Proxies (addresses or CIDR ranges, comma-separated) whose
+    /// `X-Forwarded-For` names the client for the per-address count of
+    /// wrong passwords; from anyone else the header is only recorded.
+    #[arg(
+        long,
+        env = "BATON_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub trusted_proxies: Vec<String>,
     /// How long a connection may take to send a request's headers, from
     /// its opening or its previous response; a silent, slow or idle
     /// connection is closed after it.
@@ -276,6 +286,7 @@ impl Settings {
 
     /// Settings that parse but cannot be meant: checked at start.
     pub fn check(&self) -> anyhow::Result<()> {
+        crate::auth::proxies::TrustedProxies::parse(&self.trusted_proxies)?;
         anyhow::ensure!(
             (Duration::from_secs(1)..=Duration::from_secs(3600))
                 .contains(&self.http_header_timeout),

@@ -128,12 +128,17 @@ pub fn router_over(
     settings: &Settings,
     users: Option<Users>,
 ) -> anyhow::Result<axum::Router> {
-    let auth = Arc::new(Auth::new(
-        users,
-        store.clone(),
-        settings.session_ttl,
-        &settings.notify_targets()?.public_url,
-    )?);
+    let auth = Arc::new(
+        Auth::new(
+            users,
+            store.clone(),
+            settings.session_ttl,
+            &settings.notify_targets()?.public_url,
+        )?
+        .trusting(crate::auth::proxies::TrustedProxies::parse(
+            &settings.trusted_proxies,
+        )?),
+    );
     let backend = app::backend::Backend(source);
     let hub = dashboard::live::Hub::new(
         settings.live()?,

@@ -3,10 +3,11 @@
 //!
 //! Only the socket's address is the server's own observation; behind a
 //! proxy it is the proxy's. `X-Forwarded-For` is recorded as sent, as
-//! information for a reader: any client can write one, so nothing here
-//! (or anywhere in Baton) decides anything by it.
+//! information for a reader: any client can write one, so nothing decides
+//! anything by it unless it comes from a proxy the operator trusts
+//! ([`super::proxies`]; the sign-in throttle's per-address count).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
@@ -24,7 +25,16 @@ pub struct Client {
     /// `X-Forwarded-For` as sent, control characters dropped and cut to
     /// a bounded length.
     pub forwarded_for: Option<String>,
+    /// The peer's address, and the addresses `X-Forwarded-For` names in
+    /// order (at most [`MAX_HOPS`], the nearest kept), for
+    /// [`Client::source`].
+    peer: Option<IpAddr>,
+    hops: Vec<IpAddr>,
 }
+
+/// `X-Forwarded-For` entries kept for [`Client::source`]; a longer chain
+/// is cut at its far end.
+const MAX_HOPS: usize = 16;
 
 impl Client {
     pub fn of(extensions: &Extensions, headers: &HeaderMap) -> Client {
@@ -39,10 +49,29 @@ impl Client {
         let forwarded_for = (!forwarded.is_empty())
             .then(|| client_text(&forwarded.join(", ")))
             .filter(|f| !f.trim().is_empty());
+        let peer = extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(peer)| peer.ip().to_canonical());
+        let mut hops: Vec<IpAddr> = forwarded
+            .iter()
+            .flat_map(|value| value.split(','))
+            .filter_map(|hop| hop.trim().parse().ok())
+            .collect();
+        if hops.len() > MAX_HOPS {
+            hops.drain(..hops.len() - MAX_HOPS);
+        }
         Client {
             address,
             forwarded_for,
+            peer,
+            hops,
         }
+    }
+
+    /// The address password checks are counted against: the peer's, or
+    /// the client's a trusted proxy names.
+    pub fn source(&self, trusted: &super::proxies::TrustedProxies) -> Option<String> {
+        super::proxies::source(self.peer, &self.hops, trusted).map(|ip| ip.to_string())
     }
 
     /// The person `name`, asking from here.

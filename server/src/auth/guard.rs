@@ -49,9 +49,11 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
     if is_public(&path) && !soft {
         return next.run(request).await;
     }
-    match auth.identify(request.headers()).await {
+    let client = Client::of(request.extensions(), request.headers());
+    let source = client.source(&auth.trusted_proxies);
+    match auth.identify(request.headers(), source.as_deref()).await {
         Ok(Some(mut who)) => {
-            Client::of(request.extensions(), request.headers()).stamp(&mut who);
+            client.stamp(&mut who);
             if path.starts_with(LIVE_FEEDS) && !auth.is_open() {
                 let credentials = Credentials::of(&auth, request.headers());
                 request.extensions_mut().insert(credentials);
@@ -111,7 +113,9 @@ impl Credentials {
     /// Whether they would still be let in now: the session is live, the
     /// user still in the users file.
     pub async fn still_hold(&self) -> bool {
-        matches!(self.auth.identify(&self.headers).await, Ok(Some(_)))
+        // Its password, if any, was checked when the feed opened; the
+        // re-check counts against no address.
+        matches!(self.auth.identify(&self.headers, None).await, Ok(Some(_)))
     }
 }
 

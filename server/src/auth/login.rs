@@ -42,12 +42,16 @@ pub async fn login(
     if auth.is_open() {
         return Redirect::to(next).into_response();
     }
-    let who = match auth.check_password(&form.name, &form.password).await {
+    let source = client.source(&auth.trusted_proxies);
+    let who = match auth
+        .check_password(&form.name, &form.password, source.as_deref())
+        .await
+    {
         Ok(who) => who,
         Err(refused) => {
             let failed = match refused {
                 PasswordRefused::Wrong => "1",
-                PasswordRefused::TooMany(_) => "too-many",
+                PasswordRefused::TooMany(_) | PasswordRefused::TooManyFromHere(_) => "too-many",
             };
             if refused == PasswordRefused::Wrong {
                 let tried = match client_text(form.name.trim()) {

@@ -24,6 +24,7 @@ mod login;
 mod operator;
 mod origin;
 mod password_cache;
+pub mod proxies;
 mod secrets;
 mod throttle;
 mod users;
@@ -67,6 +68,10 @@ pub struct Auth {
     public_origin: Option<String>,
     passwords: PasswordCache,
     throttle: Throttle,
+    /// Wrong passwords per source address ([`throttle::ALLOWED_PER_ADDRESS`]).
+    by_address: Throttle,
+    /// Proxies whose `X-Forwarded-For` names the source address.
+    pub(crate) trusted_proxies: proxies::TrustedProxies,
 }
 
 /// Why a request carrying credentials was not let in.
@@ -88,6 +93,8 @@ pub enum PasswordRefused {
     Wrong,
     /// The name's password checks are paused for this long.
     TooMany(Duration),
+    /// The source address's password checks are paused for this long.
+    TooManyFromHere(Duration),
 }
 
 impl Auth {
@@ -103,6 +110,8 @@ impl Auth {
         Ok(Auth {
             passwords: PasswordCache::new()?,
             throttle: Throttle::new(throttle::ALLOWED, throttle::WINDOW),
+            by_address: Throttle::new(throttle::ALLOWED_PER_ADDRESS, throttle::WINDOW),
+            trusted_proxies: proxies::TrustedProxies::default(),
             users,
             store,
             session_ttl,
@@ -112,6 +121,13 @@ impl Auth {
                 .filter(|o| o.is_tuple())
                 .map(|o| o.ascii_serialization()),
         })
+    }
+
+    /// Believes `X-Forwarded-For` from these proxies for the per-address
+    /// count of wrong passwords.
+    pub fn trusting(mut self, proxies: proxies::TrustedProxies) -> Self {
+        self.trusted_proxies = proxies;
+        self
     }
 
     /// What a new session of `name` remembers of their password.
@@ -126,7 +142,13 @@ impl Auth {
 
     /// Who sent these headers: `Ok(None)` when they carry no credentials
     /// (or a session that has ended), an error when they carry wrong ones.
-    pub async fn identify(&self, headers: &HeaderMap) -> Result<Option<Identity>, AuthError> {
+    /// `from` is the source address password checks are counted against
+    /// ([`Client::source`]); `None` counts them against none.
+    pub async fn identify(
+        &self,
+        headers: &HeaderMap,
+        from: Option<&str>,
+    ) -> Result<Option<Identity>, AuthError> {
         let Some(users) = &self.users else {
             return Ok(Some(Identity {
                 name: ANONYMOUS.into(),
@@ -138,7 +160,7 @@ impl Auth {
         };
         if let Some(value) = headers.get(header::AUTHORIZATION) {
             let value = value.to_str().unwrap_or_default().trim();
-            return self.identify_header(users, value).await.map(Some);
+            return self.identify_header(users, value, from).await.map(Some);
         }
         let Some(token) = session_token(headers) else {
             return Ok(None);
@@ -161,7 +183,12 @@ impl Auth {
         }))
     }
 
-    async fn identify_header(&self, users: &Users, value: &str) -> Result<Identity, AuthError> {
+    async fn identify_header(
+        &self,
+        users: &Users,
+        value: &str,
+        from: Option<&str>,
+    ) -> Result<Identity, AuthError> {
         let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
         if scheme.eq_ignore_ascii_case("bearer") {
             return users
@@ -179,10 +206,8 @@ impl Auth {
                     "Basic credentials must be base64 of `name:password`".into(),
                 ));
             };
-            return self
-                .check_password(name, password)
-                .await
-                .map_err(|refused| match refused {
+            return self.check_password(name, password, from).await.map_err(
+                |refused| match refused {
                     PasswordRefused::Wrong => {
                         AuthError::Refused("wrong user name or password".into())
                     }
@@ -194,7 +219,15 @@ impl Auth {
                         ),
                         wait,
                     ),
-                });
+                    PasswordRefused::TooManyFromHere(wait) => AuthError::TooMany(
+                        format!(
+                            "too many wrong passwords from your address; try again in {} s",
+                            wait.as_secs().max(1)
+                        ),
+                        wait,
+                    ),
+                },
+            );
         }
         Err(AuthError::Refused(format!(
             "the Authorization scheme `{scheme}` is not supported; use `Bearer <token>` or `Basic`"
@@ -208,8 +241,9 @@ impl Auth {
         &self,
         name: &str,
         password: &str,
+        from: Option<&str>,
     ) -> Result<Identity, PasswordRefused> {
-        let checked = self.password_identity(name, password).await;
+        let checked = self.password_identity(name, password, from).await;
         if let Err(refused) = &checked {
             tracing::warn!(user = ?shown_name(name), ?refused, "password refused");
         }
@@ -220,6 +254,7 @@ impl Auth {
         &self,
         name: &str,
         password: &str,
+        from: Option<&str>,
     ) -> Result<Identity, PasswordRefused> {
         let users = self.users.as_ref().ok_or(PasswordRefused::Wrong)?;
         // Longer than any user's name: wrong, and neither counted nor
@@ -237,14 +272,27 @@ impl Auth {
         if let Some(user) = user.filter(|_| self.passwords.remembered(name, password, hash)) {
             return Ok(identity(&user.name, user.role));
         }
-        self.throttle
-            .begin(name)
-            .map_err(PasswordRefused::TooMany)?;
+        // The address first: a guesser cycling names is stopped there
+        // without counting against (and locking) each name it tries.
+        if let Some(from) = from {
+            self.by_address
+                .begin(from)
+                .map_err(PasswordRefused::TooManyFromHere)?;
+        }
+        if let Err(wait) = self.throttle.begin(name) {
+            if let Some(from) = from {
+                self.by_address.forgive_one(from);
+            }
+            return Err(PasswordRefused::TooMany(wait));
+        }
         // With no hash (unknown name) this checks a decoy: just as slow.
         let verified = self.passwords.verify(name, password, hash).await;
         match user.filter(|_| verified) {
             Some(user) => {
                 self.throttle.succeeded(name);
+                if let Some(from) = from {
+                    self.by_address.forgive_one(from);
+                }
                 Ok(identity(&user.name, user.role))
             }
             None => Err(PasswordRefused::Wrong),
