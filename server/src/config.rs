@@ -118,6 +118,10 @@ pub struct Settings {
     /// new ones are refused with 503.
     #[arg(long, env = "BATON_LIVE_MAX_SUBSCRIBERS", default_value_t = crate::dashboard::live::DEFAULT_MAX_SUBSCRIBERS, global = true)]
     pub live_max_subscribers: usize,
+    /// The most open live connections one user has on one replica; past
+    /// it, that user's new ones are refused with 503 (their pages poll).
+    #[arg(long, env = "BATON_LIVE_MAX_PER_USER", default_value_t = crate::dashboard::live::DEFAULT_MAX_PER_USER, global = true)]
+    pub live_max_per_user: usize,
     /// The dashboard's address as operators reach it, for links in
     /// notifications. Default: http://<BATON_LISTEN>.
     #[arg(long, env = "BATON_PUBLIC_URL", global = true)]
@@ -242,7 +246,8 @@ impl Settings {
             self.live_idle_refresh,
             self.live_max_views,
             self.live_max_subscribers,
-        )
+        )?
+        .per_user(self.live_max_per_user)
     }
 
     /// Where notifications go, for the store.

@@ -1043,3 +1043,40 @@ async fn behind_a_trusted_proxy_the_client_it_names_is_counted() {
     let dodging = from(&direct, "192.0.2.1").basic_auth("guess-y", Some("x"));
     assert_eq!(answer(dodging).await.0, StatusCode::TOO_MANY_REQUESTS);
 }
+
+/// Live feeds are bounded per user: one user at the bound is refused while
+/// another still opens one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_users_live_feeds_leave_room_for_another() {
+    let db = Arc::new(TestDb::new(Kind::Sqlite).await);
+    let w = WithUsers::start_on(db, &["--live-max-per-user", "2"]).await;
+    let open = |token: &str, view: &str| {
+        w.server
+            .http
+            .get(w.url(&format!("/live/{view}")))
+            .header(header::ACCEPT, "text/event-stream")
+            .bearer_auth(token)
+            .send()
+    };
+    let mut alices = Vec::new();
+    for view in ["overview", "plans"] {
+        let feed = open(&w.alice_token, view).await.unwrap();
+        assert_eq!(feed.status(), StatusCode::OK);
+        alices.push(feed);
+    }
+    let refused = open(&w.alice_token, "replicas").await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        refused
+            .text()
+            .await
+            .unwrap()
+            .contains("BATON_LIVE_MAX_PER_USER")
+    );
+    let victors = open(&w.victor_token, "replicas").await.unwrap();
+    assert_eq!(
+        victors.status(),
+        StatusCode::OK,
+        "another user is not held up"
+    );
+}

@@ -19,6 +19,7 @@ per_backend!(cases:
     twenty_tabs_on_one_plan_share_one_refresher_and_all_see_a_cancel,
     a_signed_out_feed_gets_no_data,
     views_and_connections_past_their_bounds_are_refused,
+    one_user_cannot_take_the_feed_from_the_others,
 );
 
 /// An open `text/event-stream` response, read event by event.
@@ -231,6 +232,34 @@ mod cases {
         // Not a view at all: 404, and nothing counted.
         let nothing = Feed::open(&server.http, &url("plan/x")).await;
         assert_eq!(nothing.status(), 404);
+    }
+
+    /// One user's connections are bounded on their own: past
+    /// `BATON_LIVE_MAX_PER_USER` that user's new feeds are refused (with
+    /// the replica's bounds far off), and closing them gives the places
+    /// back within a keep-alive.
+    pub async fn one_user_cannot_take_the_feed_from_the_others(kind: Kind) {
+        let server = Server::start_with(kind, &["--live-max-per-user", "3"]).await;
+        let url = |view: &str| format!("{}/live/{view}", server.base);
+        let mut mine = Vec::new();
+        for id in 1..=3 {
+            mine.push(Feed::of(
+                Feed::open(&server.http, &url(&format!("plan/{id}"))).await,
+            ));
+        }
+        let refused = Feed::open(&server.http, &url("plan/4")).await;
+        assert_eq!(refused.status(), 503);
+        let why = refused.text().await.unwrap();
+        assert!(why.contains("BATON_LIVE_MAX_PER_USER"), "{why}");
+        assert_eq!(metric(&server, "baton_live_views").await, 3);
+        drop(mine);
+        // Places come back once the server finds the connections closed
+        // (its next keep-alive write, within 5 s).
+        eventually(Duration::from_secs(15), "the places given back", || async {
+            (metric(&server, "baton_live_subscribers").await == 0).then_some(())
+        })
+        .await;
+        let _again = Feed::of(Feed::open(&server.http, &url("plan/4")).await);
     }
 }
 

@@ -38,6 +38,8 @@ pub(super) struct Inner {
     /// exactly while its refresher runs.
     views: Mutex<HashMap<String, Arc<watch::Sender<Snapshot>>>>,
     subscribers: AtomicUsize,
+    /// Open feed connections by user.
+    per_user: Mutex<HashMap<String, usize>>,
     pub(super) reads: AtomicU64,
 }
 
@@ -57,6 +59,7 @@ pub struct LiveStats {
 pub enum Refusal {
     TooManyViews(usize),
     TooManySubscribers(usize),
+    TooManyForUser(usize),
 }
 
 /// One open feed; dropping it (the tab went away) gives its place back,
@@ -66,11 +69,22 @@ pub struct Subscription {
     _place: Place,
 }
 
-struct Place(Arc<Inner>);
+/// A subscriber's place, counted for the replica and for its user.
+struct Place {
+    inner: Arc<Inner>,
+    user: String,
+}
 
 impl Drop for Place {
     fn drop(&mut self) {
-        self.0.subscribers.fetch_sub(1, Ordering::AcqRel);
+        self.inner.subscribers.fetch_sub(1, Ordering::AcqRel);
+        let mut per_user = self.inner.per_user.lock().expect("poisoned");
+        if let Some(n) = per_user.get_mut(&self.user) {
+            *n -= 1;
+            if *n == 0 {
+                per_user.remove(&self.user);
+            }
+        }
     }
 }
 
@@ -89,19 +103,29 @@ impl Hub {
                 stopping,
                 views: Mutex::default(),
                 subscribers: AtomicUsize::new(0),
+                per_user: Mutex::default(),
                 reads: AtomicU64::new(0),
             }),
         }
     }
 
-    /// Follows `feed`: joins its refresher, or starts one. The first value
-    /// the receiver sees is the view as last read (or its first read).
-    pub fn subscribe(&self, feed: Feed) -> Result<Subscription, Refusal> {
+    /// Follows `feed` for `user`: joins its refresher, or starts one. The
+    /// first value the receiver sees is the view as last read (or its
+    /// first read).
+    pub fn subscribe(&self, feed: Feed, user: &str) -> Result<Subscription, Refusal> {
         let key = feed.path();
         let config = &self.inner.config;
         // Under the lock: a refresher retiring checks its receivers under
         // it too, so no subscriber joins a refresher that is leaving.
         let mut views = self.inner.views.lock().expect("poisoned");
+        // The user's bound first: it names what this user can do about it.
+        let mut per_user = self.inner.per_user.lock().expect("poisoned");
+        if per_user
+            .get(user)
+            .is_some_and(|n| *n >= config.max_per_user)
+        {
+            return Err(Refusal::TooManyForUser(config.max_per_user));
+        }
         if self.inner.subscribers.load(Ordering::Acquire) >= config.max_subscribers {
             return Err(Refusal::TooManySubscribers(config.max_subscribers));
         }
@@ -119,9 +143,13 @@ impl Hub {
         };
         let receiver = sender.subscribe();
         self.inner.subscribers.fetch_add(1, Ordering::AcqRel);
+        *per_user.entry(user.to_owned()).or_default() += 1;
         Ok(Subscription {
             receiver,
-            _place: Place(self.inner.clone()),
+            _place: Place {
+                inner: self.inner.clone(),
+                user: user.to_owned(),
+            },
         })
     }
 
@@ -168,6 +196,10 @@ impl IntoResponse for Refusal {
             Refusal::TooManySubscribers(n) => format!(
                 "this replica already serves {n} live connections \
                  (BATON_LIVE_MAX_SUBSCRIBERS); the page refreshes by polling instead"
+            ),
+            Refusal::TooManyForUser(n) => format!(
+                "you already have {n} live connections on this replica \
+                 (BATON_LIVE_MAX_PER_USER); the page refreshes by polling instead"
             ),
         };
         let mut response = (StatusCode::SERVICE_UNAVAILABLE, message).into_response();

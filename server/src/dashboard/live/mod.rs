@@ -43,6 +43,8 @@ pub const DEFAULT_IDLE_REFRESH: Duration = Duration::from_secs(5);
 pub const DEFAULT_MAX_VIEWS: usize = 256;
 /// Default of [`LiveConfig::max_subscribers`].
 pub const DEFAULT_MAX_SUBSCRIBERS: usize = 1_000;
+/// Default of [`LiveConfig::max_per_user`].
+pub const DEFAULT_MAX_PER_USER: usize = 32;
 
 /// The bounds of [`LiveConfig::interval`]: faster would make the feed the
 /// database's load again; slower is no longer live.
@@ -66,6 +68,11 @@ pub struct LiveConfig {
     /// The most open feed connections. Default 1,000
     /// (`BATON_LIVE_MAX_SUBSCRIBERS`).
     pub max_subscribers: usize,
+    /// The most open feed connections of one user, so one user cannot take
+    /// the replica's views or connections from the others (one viewer's
+    /// 256 views once stalled a SQLite replica). Default 32
+    /// (`BATON_LIVE_MAX_PER_USER`).
+    pub max_per_user: usize,
 }
 
 impl Default for LiveConfig {
@@ -75,6 +82,7 @@ impl Default for LiveConfig {
             idle_refresh: DEFAULT_IDLE_REFRESH,
             max_views: DEFAULT_MAX_VIEWS,
             max_subscribers: DEFAULT_MAX_SUBSCRIBERS,
+            max_per_user: DEFAULT_MAX_PER_USER,
         }
     }
 }
@@ -110,7 +118,18 @@ impl LiveConfig {
             idle_refresh,
             max_views,
             max_subscribers,
+            max_per_user: DEFAULT_MAX_PER_USER,
         })
+    }
+
+    /// With at most `n` open feed connections per user.
+    pub fn per_user(mut self, n: usize) -> anyhow::Result<LiveConfig> {
+        ensure!(
+            n >= 1,
+            "BATON_LIVE_MAX_PER_USER must be at least 1 (got {n})"
+        );
+        self.max_per_user = n;
+        Ok(self)
     }
 }
 

@@ -21,8 +21,11 @@ use super::hub::{Hub, Subscription};
 use crate::auth::Credentials;
 
 /// A comment line this often keeps proxies and browsers from closing an
-/// idle feed, and lets the server notice a tab that went away.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// idle feed, and lets the server notice a tab that went away: a closed
+/// connection is found only by writing to it, so its place (and its
+/// view's refresher) is given back within this. It was 15 s, and a user
+/// who opened and closed hundreds of views held their places that long.
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
 
 /// How long a browser waits before reconnecting a dropped feed (the
 /// `retry:` field).
@@ -37,6 +40,7 @@ pub async fn follow(
     Path(view): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
     credentials: Option<Extension<Credentials>>,
+    who: Option<Extension<app::model::Identity>>,
 ) -> Response {
     let Some(feed) = Feed::parse(&view, &params) else {
         return (
@@ -45,7 +49,10 @@ pub async fn follow(
         )
             .into_response();
     };
-    let mut subscription = match hub.subscribe(feed) {
+    // Counted per user: the guard put who asks in the request (anonymous
+    // on a server without users).
+    let user = who.map_or_else(|| "anonymous".to_owned(), |Extension(who)| who.name);
+    let mut subscription = match hub.subscribe(feed, &user) {
         Ok(subscription) => subscription,
         Err(refusal) => return refusal.into_response(),
     };
