@@ -33,6 +33,9 @@ if [[ $mode == postgres ]] && ! command -v initdb >/dev/null &&
     die "PostgreSQL's initdb is not installed (scripts/test.sh installs it)"
 fi
 
+# The "clock skew" fault starts replicas under libfaketime.
+if [[ $mode == postgres ]]; then ensure_libfaketime; fi
+
 export CHAOS_DURATION=$duration
 if [[ -n $seed ]]; then export CHAOS_SEED=$seed; fi
 export RUSTFLAGS="$BATON_DEBUG_RUSTFLAGS"
