@@ -4,18 +4,18 @@
 #
 #   scripts/pg-floor.sh [--runs N] [--rounds K] [--batch B]
 #
-# SPEC §2 makes every status change one conditional UPDATE and appends an
-# event row for each. A run of a plan is therefore written as: its task
-# and its run (with a `submitted` event), then three UPDATEs of the run
-# (AVAILABLE, RUNNING, DONE), each with its event. This script applies
-# migrations/postgres/ to a scratch database and makes those writes for
-# N runs with Baton's statements, cut down to the writes themselves (no
-# outcomes per run, no NOTIFY, no audit), in the largest batches (one
-# statement per phase for the submit loop and the promotion, B runs per
-# claim and finish), from one backend, with `synchronous_commit = off`:
-# no gates judged, no client work, no waiting for the disk, no other
-# session. Each phase is one transaction on one backend, so its time is
-# that backend's CPU time, near enough.
+# Baton makes every status change one conditional UPDATE and appends an
+# event row for each (docs/design.md, "Status model"). A run of a plan is
+# therefore written as: its task and its run (with a `submitted` event),
+# then three UPDATEs of the run (AVAILABLE, RUNNING, DONE), each with its
+# event. This script applies migrations/postgres/ to a scratch database
+# and makes those writes for N runs with Baton's statements, cut down to
+# the writes themselves (no outcomes per run, no NOTIFY, no audit), in the
+# largest batches (one statement per phase for the submit loop and the
+# promotion, B runs per claim and finish), from one backend, with
+# `synchronous_commit = off`: no gates judged, no client work, no waiting
+# for the disk, no other session. Each phase is one transaction on one
+# backend, so its time is that backend's CPU time, near enough.
 #
 # Then the same without the event rows, to show their share.
 #

@@ -1,7 +1,8 @@
 //! Compiles the dashboard's stylesheet at build time with encre-css, a Rust
 //! implementation of Tailwind: it scans the app's sources for class names,
 //! so the build needs no Node toolchain and no network. (tailwind-rs was
-//! tried first and generates broken CSS; see shared/BUILD.md.)
+//! tried first and generates broken CSS; see docs/architecture.md, "Design
+//! choices".)
 //!
 //! Output: `$OUT_DIR/baton.css`, which `src/dashboard/mod.rs` serves
 //! under a hashed name.

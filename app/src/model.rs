@@ -10,7 +10,8 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// Status of one task run (one attempt). See SPEC §2.
+/// Status of one task run (one attempt). See docs/design.md, "Status
+/// model".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RunStatus {
@@ -503,8 +504,8 @@ pub fn describe_clock_skew(skew_ms: i64) -> String {
     format!("{size} {way}")
 }
 
-/// What a user may do (SPEC §9): viewers see everything; operators also
-/// submit plans and act on them.
+/// What a user may do (docs/design.md, "Authorization"): viewers see
+/// everything; operators also submit plans and act on them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {

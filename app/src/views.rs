@@ -244,7 +244,8 @@ pub struct DeliveriesPage {
     pub deliveries: Vec<DeliveryView>,
 }
 
-/// The operator actions the dashboard offers (SPEC §6).
+/// The operator actions the dashboard offers (docs/design.md, "Operator
+/// actions").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {

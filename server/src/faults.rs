@@ -1,5 +1,6 @@
-//! Failure injection for the crash tests (SPEC §10, invariant 8). Enabled
-//! only by `BATON_FAULT`, which production deployments never set.
+//! Failure injection for the crash tests (docs/design.md, "Invariants",
+//! invariant 8). Enabled only by `BATON_FAULT`, which production
+//! deployments never set.
 
 /// `BATON_FAULT=exit-after-notification-claim`: the process kills itself
 /// with SIGKILL right after committing a transaction that claimed a plan's

@@ -1,6 +1,7 @@
-//! Authentication and roles over real HTTP (SPEC §9): API credentials,
-//! dashboard sessions, viewer and operator rights, cross-site refusals,
-//! and the loopback-only rule of a server without users.
+//! Authentication and roles over real HTTP (docs/design.md,
+//! "Authorization"): API credentials, dashboard sessions, viewer and
+//! operator rights, cross-site refusals, and the loopback-only rule of a
+//! server without users.
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! Liveness with real `baton serve` processes on one PostgreSQL database
-//! (SPEC §5, §10.4, §10.6, §10.7): what happens to work when a replica is
-//! killed, frozen, loses the leader lease, carries no label a task needs,
-//! or is asked to stop.
+//! (docs/design.md, "Liveness"; invariants 4, 6 and 7): what happens to
+//! work when a replica is killed, frozen, loses the leader lease, carries
+//! no label a task needs, or is asked to stop.
 //!
 //! The processes run with liveness periods shrunk to fractions of a second,
 //! so every wait below is bounded by a few of those periods plus slack.
@@ -184,7 +184,7 @@ async fn sigkill_of_a_replica_fails_its_run_and_a_survivor_retries_it() {
     assert_eq!(failed.status, RunStatus::Failed, "{failed:#?}");
     assert!(
         took <= limit,
-        "swept {took:?} after the kill; SPEC §10.6 allows {limit:?}"
+        "swept {took:?} after the kill; invariant 6 (docs/design.md) allows {limit:?}"
     );
     // The cause names the dead replica and its last heartbeat, which the
     // row it left behind still holds.

@@ -1,9 +1,9 @@
 //! Notifications with real `baton serve` processes on one PostgreSQL
-//! database and a local receiver that records every POST (SPEC §7, §10
-//! invariants 5 and 8): exactly one PIPELINE_FAILED and one
-//! PIPELINE_COMPLETED per phase whatever the number of replicas, retries
-//! that keep their idempotency key and signature, and a delivery that
-//! survives the death of the replica that claimed it.
+//! database and a local receiver that records every POST (docs/design.md,
+//! "Notifications"; invariants 5 and 8): exactly one PIPELINE_FAILED and
+//! one PIPELINE_COMPLETED per phase whatever the number of replicas,
+//! retries that keep their idempotency key and signature, and a delivery
+//! that survives the death of the replica that claimed it.
 
 mod common;
 

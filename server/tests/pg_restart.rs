@@ -1,6 +1,7 @@
-//! PostgreSQL restarts in the middle of a plan (SPEC §10, invariant 8):
-//! two real `baton serve` processes log, reconnect and finish; no task,
-//! run or log line is lost and nothing runs twice.
+//! PostgreSQL restarts in the middle of a plan (docs/design.md,
+//! "Invariants", invariant 8): two real `baton serve` processes log,
+//! reconnect and finish; no task, run or log line is lost and nothing runs
+//! twice.
 //!
 //! The test restarts a PostgreSQL of its own — a throw-away cluster made
 //! with the local `initdb`/`pg_ctl` — so the shared test server is left

@@ -1,7 +1,7 @@
-//! SPEC §10 invariant 9 with real processes on PostgreSQL: the leader is
-//! SIGKILLed just before a tick's transaction commits, or just after, and
-//! every due tick still makes exactly one plan — the next leader makes
-//! what the dead one did not commit, and nothing it did.
+//! Invariant 9 (docs/design.md) with real processes on PostgreSQL: the
+//! leader is SIGKILLed just before a tick's transaction commits, or just
+//! after, and every due tick still makes exactly one plan — the next leader
+//! makes what the dead one did not commit, and nothing it did.
 
 mod common;
 

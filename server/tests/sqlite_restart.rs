@@ -1,9 +1,9 @@
-//! The single-process equivalents on SQLite (SPEC §10, invariants 6 and 8):
-//! a `baton serve` killed with SIGKILL and started again on the same file
-//! resolves the runs its previous life left RUNNING (the new process has a
-//! new replica id and never re-executes them blindly, and the killed one's
-//! command did not outlive it), and a notification
-//! claimed just before the crash is still delivered.
+//! The single-process equivalents on SQLite (docs/design.md, "Invariants",
+//! invariants 6 and 8): a `baton serve` killed with SIGKILL and started
+//! again on the same file resolves the runs its previous life left RUNNING
+//! (the new process has a new replica id and never re-executes them
+//! blindly, and the killed one's command did not outlive it), and a
+//! notification claimed just before the crash is still delivered.
 
 mod common;
 

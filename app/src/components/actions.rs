@@ -1,6 +1,7 @@
-//! Operator actions (SPEC §6) as forms: each posts to the `act` server
-//! function, so it works as a plain HTML form without JavaScript (the
-//! server redirects back to the page) and as an in-page request with it.
+//! Operator actions (docs/design.md, "Operator actions") as forms: each
+//! posts to the `act` server function, so it works as a plain HTML form
+//! without JavaScript (the server redirects back to the page) and as an
+//! in-page request with it.
 //!
 //! A button is only enabled when the action applies to the current status;
 //! destructive actions (cancel, skip) first open a confirmation.

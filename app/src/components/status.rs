@@ -1,6 +1,6 @@
-//! Status badges: every status has its own colour (SPEC §8), and AVAILABLE
-//! (ready, nobody has claimed it) must never be mistaken for PENDING
-//! (blocked by a gate) or RUNNING (executing).
+//! Status badges: every status has its own colour (docs/design.md,
+//! "Dashboard"), and AVAILABLE (ready, nobody has claimed it) must never be
+//! mistaken for PENDING (blocked by a gate) or RUNNING (executing).
 //!
 //! Class lists are written out in full so the stylesheet generator, which
 //! scans these sources for class names, finds every one of them.

@@ -1,4 +1,4 @@
-//! Authentication and roles (SPEC §9).
+//! Authentication and roles (docs/design.md, "Authorization").
 //!
 //! Every request but health checks, the sign-in page and static files
 //! passes [`guard::guard`], which establishes an [`Identity`] from one of:

@@ -5,10 +5,10 @@
 //! each round SIGKILLs the replica holding the most runs and times, from
 //! the kill, until the sweeper has resolved every one of them. The bound to
 //! compare with is `stale_after + sweep_interval` plus scheduling slack
-//! (SPEC §10, invariant 6) — or, when the victim was the leader, the lease
-//! (`BATON_LEADER_LEASE`) running out first if it is the longer of the two.
-//! Heartbeat, sweep and lease settings are the global flags / `BATON_*`
-//! variables, passed on to the processes.
+//! (docs/design.md, "Invariants", invariant 6) — or, when the victim was
+//! the leader, the lease (`BATON_LEADER_LEASE`) running out first if it is
+//! the longer of the two. Heartbeat, sweep and lease settings are the
+//! global flags / `BATON_*` variables, passed on to the processes.
 
 use std::time::{Duration, Instant};
 

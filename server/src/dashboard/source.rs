@@ -465,7 +465,7 @@ fn places_elsewhere(
         .collect()
 }
 
-/// Viewers may look but not change anything (SPEC §9).
+/// Viewers may look but not change anything (docs/design.md, "Authorization").
 fn may_act(who: &Identity) -> Result<(), DashboardError> {
     if who.role.may_act() {
         Ok(())

@@ -1,5 +1,5 @@
-//! The leader lease (SPEC §5): one replica at a time runs the singleton
-//! loops (promoter, sweeper, pruning).
+//! The leader lease (docs/design.md, "Liveness"): one replica at a time
+//! runs the singleton loops (promoter, sweeper, pruning).
 //!
 //! The leader renews every third of the lease. If renewals fail (database
 //! unreachable, slow), it steps down once two thirds of the lease have gone

@@ -1,6 +1,7 @@
-//! Liveness (SPEC §5): the replica heartbeat every replica writes, each
-//! executing run's own heartbeat, the leader lease that picks one replica
-//! for the singleton loops, and the sweeper the leader runs.
+//! Liveness (docs/design.md, "Liveness"): the replica heartbeat every
+//! replica writes, each executing run's own heartbeat, the leader lease
+//! that picks one replica for the singleton loops, and the sweeper the
+//! leader runs.
 
 mod clock_sync;
 mod leader;

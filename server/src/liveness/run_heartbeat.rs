@@ -1,11 +1,11 @@
-//! Each executing run's own heartbeat (SPEC §5): every run is beaten on its
-//! own interval (the task's `heartbeat_interval`, else the replica's), all
-//! runs due in one fenced UPDATE that skips rows another transaction holds
-//! (those are beaten again shortly); a run the database no longer has
-//! RUNNING on this replica is lost and its execution stopped. It beats in a loop
-//! of its own, so a finish that waits (on the database, or on a lock a
-//! frozen replica holds) cannot hold the beats up until the sweeper fails
-//! runs still executing here.
+//! Each executing run's own heartbeat (docs/design.md, "Liveness"): every
+//! run is beaten on its own interval (the task's `heartbeat_interval`, else
+//! the replica's), all runs due in one fenced UPDATE that skips rows
+//! another transaction holds (those are beaten again shortly); a run the
+//! database no longer has RUNNING on this replica is lost and its execution
+//! stopped. It beats in a loop of its own, so a finish that waits (on the
+//! database, or on a lock a frozen replica holds) cannot hold the beats up
+//! until the sweeper fails runs still executing here.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};

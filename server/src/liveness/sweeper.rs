@@ -1,8 +1,8 @@
-//! The sweeper (SPEC §5), run by the leader: fails RUNNING runs whose
-//! replica went quiet or whose deadlines passed, so nothing stays RUNNING
-//! on a dead replica; drops the pins of AVAILABLE runs whose node is gone,
-//! so nothing stays AVAILABLE for a claimer that never comes; and prunes
-//! heartbeat rows of replicas long gone.
+//! The sweeper (docs/design.md, "Liveness"), run by the leader: fails
+//! RUNNING runs whose replica went quiet or whose deadlines passed, so
+//! nothing stays RUNNING on a dead replica; drops the pins of AVAILABLE
+//! runs whose node is gone, so nothing stays AVAILABLE for a claimer that
+//! never comes; and prunes heartbeat rows of replicas long gone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

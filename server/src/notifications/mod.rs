@@ -1,6 +1,7 @@
-//! Webhook delivery (SPEC §7): every replica sends what the outbox holds.
-//! The claim and the outbox rows themselves are written by the store, in
-//! the transaction of the status change (`store::notify`).
+//! Webhook delivery (docs/design.md, "Notifications"): every replica sends
+//! what the outbox holds. The claim and the outbox rows themselves are
+//! written by the store, in the transaction of the status change
+//! (`store::notify`).
 
 mod deliverer;
 mod signature;

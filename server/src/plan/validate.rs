@@ -16,7 +16,8 @@ use crate::secret::Secret;
 
 /// A task's hard deadline when the file names none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
-/// How long pinned work waits for its node by default (SPEC §5).
+/// How long pinned work waits for its node by default (docs/design.md,
+/// "Gates", gate 5).
 pub const DEFAULT_REASSIGN_AFTER: Duration = Duration::from_secs(5 * 60);
 
 /// Parses a plan file written as JSON.

@@ -1,5 +1,5 @@
 //! Schedules: plans made from a template on a cron expression in a time
-//! zone (SPEC §3, last paragraph).
+//! zone (docs/design.md, "Schedules").
 //!
 //! A schedule file is JSON or YAML:
 //!

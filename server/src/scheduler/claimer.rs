@@ -1,4 +1,5 @@
-//! Claims AVAILABLE runs up to the replica's free worker slots (SPEC §4).
+//! Claims AVAILABLE runs up to the replica's free worker slots
+//! (docs/design.md, "Claim and execute").
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! The scheduling loops every replica runs in-process (SPEC §3–4).
+//! The scheduling loops every replica runs in-process (docs/design.md,
+//! "Gates" and "Claim and execute").
 //!
 //! ```text
 //!  submit/retry ──► PENDING ──promoter──► AVAILABLE ──claimer──► RUNNING ──worker──► DONE/FAILED
@@ -165,7 +166,7 @@ pub const MAX_WORKERS: usize = 10_000;
 /// The longest any liveness or loop timing may be.
 const MAX_TIMING: Duration = Duration::from_secs(24 * 3600);
 
-/// A new replica id: unique per process start (SPEC §1).
+/// A new replica id: unique per process start (docs/design.md, "Domain").
 pub fn new_replica_id() -> String {
     format!("r-{:08x}", fastrand::u32(..))
 }

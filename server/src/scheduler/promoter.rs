@@ -1,4 +1,4 @@
-//! Promotes PENDING runs whose gates all pass (SPEC §3).
+//! Promotes PENDING runs whose gates all pass (docs/design.md, "Gates").
 //!
 //! Only the leader runs rounds. A round also claims, for this replica's
 //! free worker slots, the runs it promotes that this replica may

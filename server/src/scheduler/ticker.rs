@@ -1,5 +1,5 @@
-//! Fires schedules (SPEC §3, last paragraph): each round turns every due
-//! tick into exactly one plan (`store::engine::schedules`).
+//! Fires schedules (docs/design.md, "Schedules"): each round turns every
+//! due tick into exactly one plan (`store::engine::schedules`).
 //!
 //! Only the leader runs rounds, every `poll_interval`. Exactly-once does
 //! not rest on that: the store claims each tick in the transaction that

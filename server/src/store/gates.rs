@@ -1,16 +1,17 @@
-//! The promotion gates (SPEC §3), evaluated in memory for one round.
+//! The promotion gates (docs/design.md, "Gates"), evaluated in memory for
+//! one round.
 //!
 //! Dependencies (gate 6) are not judged here: a run whose task waits for
 //! another task is `held` and the round does not read it at all
 //! (`engine::dependencies` releases it when its last dependency
 //! completes). Every other gate is.
 //!
-//! A backend loads every PENDING run that is not held and every run that holds a slot
-//! (AVAILABLE or RUNNING) inside one serialised transaction, asks
-//! [`evaluate`] which runs to promote and which waiting causes changed, and
-//! writes both back. Runs promoted earlier in the same round count against
-//! the target locks and plan limits they take (the seeds' in-memory round
-//! tracking), so one round can never over-promote.
+//! A backend loads every PENDING run that is not held and every run that
+//! holds a slot (AVAILABLE or RUNNING) inside one serialised transaction,
+//! asks [`evaluate`] which runs to promote and which waiting causes
+//! changed, and writes both back. Runs promoted earlier in the same round
+//! count against the target locks and plan limits they take (in-memory
+//! round tracking), so one round can never over-promote.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -591,7 +592,8 @@ pub fn stranded(runs: &[PinnedRun], nodes: &NodeLabels, now: Ts) -> Vec<(i64, St
 
 /// When a pinned run whose node is missing may run anywhere: its
 /// `reassign_after` counted from the later of the label's last heartbeat
-/// and the run's creation (seed 004: nothing waits forever on a dead node).
+/// and the run's creation (invariant 7 in docs/design.md: nothing waits
+/// forever on a dead node).
 fn pin_released_at(pin: &Pin, nodes: &NodeLabels) -> Option<Ts> {
     let wait = std::time::Duration::from_millis(u64::try_from(pin.reassign_after_ms?).ok()?);
     let since = nodes

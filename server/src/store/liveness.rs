@@ -1,5 +1,6 @@
-//! Liveness SQL and rows shared by both backends (SPEC §5): the leader
-//! lease, the sweeper's candidates and the causes it writes.
+//! Liveness SQL and rows shared by both backends (docs/design.md,
+//! "Liveness"): the leader lease, the sweeper's candidates and the causes
+//! it writes.
 
 use std::time::Duration;
 

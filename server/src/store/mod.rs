@@ -398,11 +398,12 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- the scheduler ----
 
-    /// One promotion round (SPEC §3), serialised across replicas. With a
-    /// `claim` that grants one, the round also claims for that replica, up
-    /// to its limit, the promoted runs it may execute, oldest first: they
-    /// go from PENDING to RUNNING in the round's transaction, with both
-    /// events, instead of waiting AVAILABLE for a claimer to wake and ask.
+    /// One promotion round (docs/design.md, "Gates"), serialised across
+    /// replicas. With a `claim` that grants one, the round also claims for
+    /// that replica, up to its limit, the promoted runs it may execute,
+    /// oldest first: they go from PENDING to RUNNING in the round's
+    /// transaction, with both events, instead of waiting AVAILABLE for a
+    /// claimer to wake and ask.
     async fn run_promote_round(
         &self,
         nodes: &NodeLabels,
@@ -509,7 +510,7 @@ pub trait Store: Send + Sync + 'static {
     /// Events with id > `after_id`, oldest first (history checks, timelines).
     async fn event_list(&self, after_id: i64, limit: i64) -> Result<Vec<EventView>>;
 
-    // ---- liveness (SPEC §5) ----
+    // ---- liveness (docs/design.md, "Liveness") ----
 
     /// Fails every RUNNING run whose replica is stale or gone, or whose
     /// heartbeat deadline or hard deadline passed, creating automatic
@@ -543,7 +544,7 @@ pub trait Store: Send + Sync + 'static {
     async fn lease_release(&self, name: &str, holder: &str) -> Result<()>;
     async fn lease_get(&self, name: &str) -> Result<Option<Lease>>;
 
-    // ---- notifications (SPEC §7) ----
+    // ---- notifications (docs/design.md, "Notifications") ----
 
     /// Takes up to `limit` due deliveries for this replica to send, locked
     /// to it for `lock_for` (SKIP LOCKED on PostgreSQL).
@@ -590,7 +591,7 @@ pub trait Store: Send + Sync + 'static {
     /// transaction.
     async fn plan_prune(&self, ids: &[i64], cutoff: Ts) -> Result<PruneReport>;
 
-    // ---- dashboard sessions (SPEC §9) ----
+    // ---- dashboard sessions (docs/design.md, "Authorization") ----
 
     /// Stores a new sign-in by `by` (audited), and deletes the sessions
     /// expired by `now`.

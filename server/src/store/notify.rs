@@ -1,5 +1,6 @@
-//! Notifications (SPEC §7): the exactly-once claim per plan and phase, and
-//! the outbox rows that carry each notification to its destinations.
+//! Notifications (docs/design.md, "Notifications"): the exactly-once claim
+//! per plan and phase, and the outbox rows that carry each notification to
+//! its destinations.
 //!
 //! A finish, sweep or skip that leaves a plan failed or complete claims the
 //! plan's notification (`INSERT … ON CONFLICT DO NOTHING` on

@@ -1,4 +1,5 @@
-//! Dashboard sessions, SQL shared by both backends (SPEC §9).
+//! Dashboard sessions, SQL shared by both backends (docs/design.md,
+//! "Authorization").
 
 use super::time::Ts;
 

@@ -14,7 +14,8 @@
 //! restarts of the database itself. Then everything heals, the system
 //! settles, and the history is checked (`history.rs`):
 //!
-//! - SPEC §10 invariants 1–3, replayed from the event history of every run;
+//! - invariants 1–3 (docs/design.md, "Invariants"), replayed from the event
+//!   history of every run;
 //! - invariant 4 for processes: no two executions of one task overlap in
 //!   time (from the file);
 //! - invariant 5 at the receiver: one delivery key per plan and phase;

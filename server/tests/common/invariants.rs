@@ -1,8 +1,9 @@
-//! SPEC §10 invariants 1–3, checked by replaying the event history in
-//! event-id order (the order the store serialised the transitions in), plus
-//! "every run ran exactly once". Invariant 3 covers versions (and halt on
-//! failure), dependencies and target capacity; pauses are points in time
-//! that the history does not hold, so their tests check them directly.
+//! Invariants 1–3 (docs/design.md, "Invariants"), checked by replaying the
+//! event history in event-id order (the order the store serialised the
+//! transitions in), plus "every run ran exactly once". Invariant 3 covers
+//! versions (and halt on failure), dependencies and target capacity; pauses
+//! are points in time that the history does not hold, so their tests check
+//! them directly.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -108,8 +109,8 @@ pub fn check_with_capacities(
     }
 }
 
-/// SPEC §10 invariants 1–3 over every run, retries included: the rule
-/// broken and the run that broke it.
+/// Invariants 1–3 (docs/design.md) over every run, retries included: the
+/// rule broken and the run that broke it.
 pub fn replay(events: &[EventView], facts: &HashMap<i64, RunFacts>) -> Result<(), (String, i64)> {
     let mut live: HashSet<i64> = HashSet::new();
     let mut active: HashSet<i64> = HashSet::new();
@@ -239,9 +240,10 @@ pub fn replay(events: &[EventView], facts: &HashMap<i64, RunFacts>) -> Result<()
     Ok(())
 }
 
-/// SPEC §10 invariant 9: schedule `id` made exactly one plan for each
-/// tick of `ticks` (every tick due in the window checked), and none for
-/// any other tick; a trigger's plans (no tick) are left out.
+/// Invariant 9 (docs/design.md, "Invariants"): schedule `id` made exactly
+/// one plan for each tick of `ticks` (every tick due in the window
+/// checked), and none for any other tick; a trigger's plans (no tick) are
+/// left out.
 pub async fn schedule_ticks_once(
     store: &dyn Store,
     id: i64,

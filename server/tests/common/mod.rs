@@ -1,5 +1,6 @@
 //! Shared test helpers: a fresh database per test on either backend, and
-//! the SPEC §10 invariant checks over the event history.
+//! the invariant checks (docs/design.md, "Invariants") over the event
+//! history.
 
 #![allow(dead_code)]
 

@@ -1,6 +1,6 @@
 //! A local webhook receiver that records every POST it is sent, for the
-//! notification tests (SPEC §7): which delivery key, event, signature
-//! and body each attempt carried.
+//! notification tests (docs/design.md, "Notifications"): which delivery
+//! key, event, signature and body each attempt carried.
 
 use std::sync::{Arc, Mutex};
 

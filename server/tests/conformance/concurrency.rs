@@ -1,13 +1,13 @@
-//! The store under real concurrency, on both backends: eight claimers
-//! never share a run, eight promoters keep every gate (dependencies,
-//! capacity, pauses and halts included), racing retries make exactly one
-//! new attempt each. And SPEC §10 invariants 1–3 end to end: eight
-//! replicas (each its own pool and id, all loops running) work through 600
-//! short runs over 24 targets with versions, dependencies, exclusive and
-//! shared tasks, plan limits and capped targets; the event history must
-//! show no overlap on an exclusive target, no plan above its limit,
-//! versions in order, no dependent before its dependencies, no capped
-//! target over capacity, and every run executed exactly once.
+//! The store under real concurrency, on both backends: eight claimers never
+//! share a run, eight promoters keep every gate (dependencies, capacity,
+//! pauses and halts included), racing retries make exactly one new attempt
+//! each. And invariants 1–3 (docs/design.md) end to end: eight replicas
+//! (each its own pool and id, all loops running) work through 600 short
+//! runs over 24 targets with versions, dependencies, exclusive and shared
+//! tasks, plan limits and capped targets; the event history must show no
+//! overlap on an exclusive target, no plan above its limit, versions in
+//! order, no dependent before its dependencies, no capped target over
+//! capacity, and every run executed exactly once.
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
-//! Liveness store operations (SPEC §5), on SQLite and PostgreSQL: the leader
-//! lease, the sweeper, graceful hand-back, run heartbeats, the replica list
-//! with its running counts and heartbeat-row pruning. Time is passed in, so
-//! expiry is tested without waiting for it.
+//! Liveness store operations (docs/design.md, "Liveness"), on SQLite and
+//! PostgreSQL: the leader lease, the sweeper, graceful hand-back, run
+//! heartbeats, the replica list with its running counts and heartbeat-row
+//! pruning. Time is passed in, so expiry is tested without waiting for it.
 
 use std::sync::Arc;
 use std::time::Duration;

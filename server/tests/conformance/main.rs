@@ -29,7 +29,7 @@
 //!   catch-up and overlap policies, daylight-saving days, the operator's
 //!   actions on a schedule;
 //! - `concurrency`: many claimers, promoters and retries at once, and eight
-//!   in-process replicas keeping SPEC §10 invariants 1–3.
+//!   in-process replicas keeping invariants 1–3 (docs/design.md).
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,7 +1,7 @@
-//! Notification claims and the outbox (SPEC §7), on SQLite and PostgreSQL:
-//! one claim per plan and phase, written with the status change that caused
-//! it; Retry opens a new phase; deliveries are taken by one sender at a time
-//! and keep every attempt.
+//! Notification claims and the outbox (docs/design.md, "Notifications"), on
+//! SQLite and PostgreSQL: one claim per plan and phase, written with the
+//! status change that caused it; Retry opens a new phase; deliveries are
+//! taken by one sender at a time and keep every attempt.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Schedules on SQLite and PostgreSQL (SPEC §3, last paragraph; §10
+//! Schedules on SQLite and PostgreSQL (docs/design.md, "Schedules";
 //! invariant 9): each due tick makes exactly one plan however many rounds
 //! race for it; catch-up and overlap policies; daylight-saving days; the
 //! operator's actions. Time is passed in, never slept.

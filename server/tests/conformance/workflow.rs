@@ -1,7 +1,8 @@
-//! The workflow gates on SQLite and PostgreSQL (SPEC §3 gates 2 and 6–9):
-//! halt on failure, dependencies and stages, approvals, pausing a plan or
-//! a target, and target capacity; each with its waiting cause, the action
-//! that releases it, and the refusals that change nothing.
+//! The workflow gates on SQLite and PostgreSQL (docs/design.md, "Gates":
+//! gates 2 and 6–9): halt on failure, dependencies and stages, approvals,
+//! pausing a plan or a target, and target capacity; each with its waiting
+//! cause, the action that releases it, and the refusals that change
+//! nothing.
 
 use app::model::{PlanView, TaskStatus};
 use baton::store::{Store, StoreError, Ts};

@@ -1,6 +1,6 @@
-//! Operator actions on plans and tasks (SPEC §8): start, retry, cancel and
-//! skip, with the status each needs and the refusal when it does not
-//! apply.
+//! Operator actions on plans and tasks (docs/design.md, "Operator
+//! actions"): start, retry, cancel and skip, with the status each needs and
+//! the refusal when it does not apply.
 
 use super::audit::Asked;
 use super::{Arg, Dialect, RowLock, Sql, dependencies, optional, outcomes};
@@ -113,8 +113,9 @@ pub async fn task_skip<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -
     dependencies::completed::<D>(&mut tx, &[id], now).await?;
     if task.status != "NOT_STARTED" {
         // Skipping a failure decides it, as a Retry does: a new phase, so
-        // the plan's completion is notified (SPEC §7) even though its
-        // failure was already (the claim allows one event a phase).
+        // the plan's completion is notified (docs/design.md,
+        // "Notifications") even though its failure was already (the claim
+        // allows one event a phase).
         new_phase::<D>(&mut tx, task.plan_id).await?;
     }
     D::announce(&mut tx, Signal::Changed).await?;
@@ -243,7 +244,7 @@ pub async fn cancel_runs<D: Dialect>(
 }
 
 /// A retry or a start begins a new phase of the plan: its failure or
-/// completion notifies again (seed 002).
+/// completion notifies again (docs/design.md, "Notifications").
 pub async fn new_phase<D: Dialect>(tx: &mut D::Tx, plan_id: i64) -> Result<()> {
     D::execute(tx, notify::CLAIM_DELETE.into(), &[plan_id.into()]).await?;
     Ok(())

@@ -1,7 +1,7 @@
-//! Gate 7 (SPEC §3): a task that requires approval waits until an
-//! operator approves it. `approvers` restricts who may; `two-person`
-//! needs someone other than the plan's submitter. A stage's approval
-//! approves every task of the stage at once.
+//! Gate 7 (docs/design.md, "Gates"): a task that requires approval waits
+//! until an operator approves it. `approvers` restricts who may;
+//! `two-person` needs someone other than the plan's submitter. A stage's
+//! approval approves every task of the stage at once.
 
 use super::actions::{lock_task, lock_tasks};
 use super::audit::Asked;

@@ -1,5 +1,5 @@
-//! Gates 8 and 9 (SPEC §3): an operator pauses a plan or a target (the
-//! brake during an incident) and sets a target's capacity.
+//! Gates 8 and 9 (docs/design.md, "Gates"): an operator pauses a plan or a
+//! target (the brake during an incident) and sets a target's capacity.
 //!
 //! Each change takes the promotion lock first, so it falls between two
 //! promotion rounds: a round that started before a pause has committed

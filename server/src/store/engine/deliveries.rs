@@ -1,5 +1,5 @@
-//! Webhook deliveries (SPEC §7): a replica takes the due ones to send and
-//! keeps each attempt's outcome.
+//! Webhook deliveries (docs/design.md, "Notifications"): a replica takes
+//! the due ones to send and keeps each attempt's outcome.
 
 use super::{Dialect, RowLock, Sql};
 use crate::store::notify::{self, DeliveryOutcome, DueDelivery};

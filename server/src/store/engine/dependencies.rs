@@ -1,5 +1,5 @@
-//! Gate 6 (SPEC §3): a task starts only once every task it depends on is
-//! DONE or SKIPPED.
+//! Gate 6 (docs/design.md, "Gates"): a task starts only once every task it
+//! depends on is DONE or SKIPPED.
 //!
 //! The promoter never reads a run whose task still waits for another
 //! (`task_run.held`): in a 10,000-task chain nearly every run waits, and

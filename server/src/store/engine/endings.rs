@@ -1,7 +1,8 @@
 //! Runs leaving RUNNING: a finish reported by the replica that executed
 //! them, the sweeper failing those whose replica or deadlines lapsed
-//! (SPEC §5), and a replica handing its runs back as it shuts down. Each
-//! is fenced: only runs still RUNNING on the expected replica change.
+//! (docs/design.md, "Liveness"), and a replica handing its runs back as it
+//! shuts down. Each is fenced: only runs still RUNNING on the expected
+//! replica change.
 
 use std::borrow::Cow;
 use std::collections::HashSet;

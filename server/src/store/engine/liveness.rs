@@ -1,5 +1,5 @@
-//! Liveness records (SPEC §5): named leases the singleton loops run under,
-//! and each replica's heartbeat row.
+//! Liveness records (docs/design.md, "Liveness"): named leases the
+//! singleton loops run under, and each replica's heartbeat row.
 
 use std::time::Duration;
 

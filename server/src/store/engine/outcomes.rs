@@ -1,7 +1,7 @@
 //! What follows runs leaving RUNNING (a finish, a sweep) or a task leaving
 //! its plan's open count (a skip): the automatic retry, then the plan's
-//! notification claim and its outbox rows (SPEC §7), in the caller's
-//! transaction.
+//! notification claim and its outbox rows (docs/design.md,
+//! "Notifications"), in the caller's transaction.
 //!
 //! Serialised per plan by the row lock of `notify::PLAN_PROGRESS` (on
 //! SQLite by the write lock). A transaction takes plan rows last (after

@@ -1,10 +1,10 @@
-//! Pins that outlive their node (SPEC §10, invariant 7: nothing waits
-//! forever on a dead node). A promotion round drops the pin of a PENDING
-//! run whose node label no live replica carried for `reassign_after`; this
-//! does the same for AVAILABLE runs, which a round never reads: a run
-//! promoted while its node was alive, whose replica then died or shut down
-//! and handed it back, would otherwise wait for a claimer that never
-//! comes, holding its target and a plan slot.
+//! Pins that outlive their node (docs/design.md, "Invariants", invariant 7:
+//! nothing waits forever on a dead node). A promotion round drops the pin
+//! of a PENDING run whose node label no live replica carried for
+//! `reassign_after`; this does the same for AVAILABLE runs, which a round
+//! never reads: a run promoted while its node was alive, whose replica then
+//! died or shut down and handed it back, would otherwise wait for a claimer
+//! that never comes, holding its target and a plan slot.
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
-//! One promotion round (SPEC §3): read every PENDING run and what holds
-//! its gates, decide ([`gates::evaluate`]), write the promotions, unpins
-//! and waiting causes, all in one transaction that one replica at a time
-//! may run.
+//! One promotion round (docs/design.md, "Gates"): read every PENDING run
+//! and what holds its gates, decide ([`gates::evaluate`]), write the
+//! promotions, unpins and waiting causes, all in one transaction that one
+//! replica at a time may run.
 
 use std::collections::HashSet;
 use std::time::Instant;

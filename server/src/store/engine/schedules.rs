@@ -1,6 +1,6 @@
-//! Schedules (SPEC §3, last paragraph; §10 invariant 9): each due tick
-//! makes exactly one plan, whatever the number of replicas and whoever
-//! dies around the tick.
+//! Schedules (docs/design.md, "Schedules"; invariant 9): each due tick
+//! makes exactly one plan, whatever the number of replicas and whoever dies
+//! around the tick.
 //!
 //! A round ([`schedule_fire_due`]) locks the due schedule rows, and for
 //! each tick first claims `(schedule, tick)` in `schedule_tick` (its

@@ -1,5 +1,5 @@
-//! Dashboard sign-in sessions (SPEC §9), each sign-in and sign-out
-//! recorded in the audit log in the same transaction.
+//! Dashboard sign-in sessions (docs/design.md, "Authorization"), each
+//! sign-in and sign-out recorded in the audit log in the same transaction.
 
 use super::audit::{Asked, Subject};
 use super::{Dialect, read_optional};
