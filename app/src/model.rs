@@ -475,7 +475,7 @@ impl ReplicaView {
     /// "clock 4.0 s ahead of the database", when its host's clock is off by
     /// more than [`CLOCK_SKEW_WARNING_MS`].
     pub fn clock_note(&self) -> Option<String> {
-        (self.clock_skew_ms.unsigned_abs() > CLOCK_SKEW_WARNING_MS).then(|| {
+        clock_skew_is_notable(self.clock_skew_ms).then(|| {
             format!(
                 "clock {} the database",
                 describe_clock_skew(self.clock_skew_ms)
@@ -488,6 +488,12 @@ impl ReplicaView {
 /// operator's attention (Baton keeps to the database's clock; the host's
 /// commands and logs do not).
 pub const CLOCK_SKEW_WARNING_MS: u64 = 1000;
+
+/// Whether a host clock's skew (milliseconds, either way) is beyond
+/// [`CLOCK_SKEW_WARNING_MS`].
+pub fn clock_skew_is_notable(skew_ms: i64) -> bool {
+    skew_ms.unsigned_abs() > CLOCK_SKEW_WARNING_MS
+}
 
 /// "4.0 s ahead of", "2 h 1 min behind": a host clock's skew (host minus
 /// database, in milliseconds) as an operator says it.
@@ -557,6 +563,14 @@ pub struct ErrorBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skews_read_as_an_operator_says_them() {
+        assert_eq!(describe_clock_skew(4_000), "4.0 s ahead of");
+        assert_eq!(describe_clock_skew(-1_240), "1.2 s behind");
+        assert_eq!(describe_clock_skew(125_000), "2 min 5 s ahead of");
+        assert_eq!(describe_clock_skew(-7_260_000), "2 h 1 min behind");
+    }
 
     fn counts(pairs: &[(TaskStatus, i64)]) -> BTreeMap<TaskStatus, i64> {
         pairs.iter().copied().collect()

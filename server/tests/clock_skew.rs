@@ -25,15 +25,6 @@ const SLACK: Duration = Duration::from_secs(3);
 /// Bounds of a few hundred milliseconds: one cluster at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
-fn fast_liveness() -> Options {
-    Options::default()
-        .env("BATON_HEARTBEAT_INTERVAL", "200ms")
-        .env("BATON_STALE_AFTER", "1s")
-        .env("BATON_SWEEP_INTERVAL", "200ms")
-        .env("BATON_LEADER_LEASE", "1s")
-        .env("BATON_POLL_INTERVAL", "100ms")
-}
-
 async fn leader(store: &dyn Store) -> Option<String> {
     store
         .lease_get(LEADER_LEASE)
@@ -55,7 +46,7 @@ async fn replicas_seconds_off_take_no_lease_early_fail_nobody_and_start_nothing_
     let _turn = ONE_AT_A_TIME.lock().await;
     let db = TestDb::new(Kind::Postgres).await;
     let store = db.store().await;
-    let fast = fast_liveness();
+    let fast = Options::fast_liveness();
     // The replica 4 s ahead leads: its promoter decides `run_at` and its
     // sweeper judges the others' heartbeats.
     let ahead = Baton::start(db.url(), &fast.clone().wall_clock_off_by("+4")).await;
@@ -154,7 +145,7 @@ async fn a_leader_hours_ahead_that_dies_hands_the_lease_on_in_one_lease() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let db = TestDb::new(Kind::Postgres).await;
     let store = db.store().await;
-    let fast = fast_liveness();
+    let fast = Options::fast_liveness();
     let mut far = Baton::start(db.url(), &fast.clone().wall_clock_off_by("+2h")).await;
     wait_for_leader(store.as_ref(), &far, Duration::from_secs(10)).await;
     let steady = Baton::start(db.url(), &fast).await;

@@ -16,12 +16,7 @@ use common::process::{Baton, Options};
 use serde_json::json;
 
 fn options() -> Options {
-    Options::default()
-        .env("BATON_HEARTBEAT_INTERVAL", "200ms")
-        .env("BATON_STALE_AFTER", "1s")
-        .env("BATON_SWEEP_INTERVAL", "200ms")
-        .env("BATON_LEADER_LEASE", "1s")
-        .env("BATON_POLL_INTERVAL", "100ms")
+    Options::fast_liveness()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

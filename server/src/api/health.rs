@@ -62,23 +62,21 @@ pub async fn readyz(State(state): State<ApiState>) -> Response {
         }
     }
     let stalled = state.health.stalled();
-    if stalled.is_empty() {
-        let mut body = json!({"status": "ready"});
-        if let Some(note) = clock_note() {
-            body["clock"] = note.into();
-        }
-        return Json(body).into_response();
-    }
-    let names: Vec<_> = stalled.iter().map(|s| s.name).collect();
-    let mut body = json!({
-        "status": "stalled",
-        "error": format!("scheduler loops not completing rounds: {}", names.join(", ")),
-        "stalled": stalled,
-    });
+    let (status, mut body) = if stalled.is_empty() {
+        (StatusCode::OK, json!({"status": "ready"}))
+    } else {
+        let names: Vec<_> = stalled.iter().map(|s| s.name).collect();
+        let body = json!({
+            "status": "stalled",
+            "error": format!("scheduler loops not completing rounds: {}", names.join(", ")),
+            "stalled": stalled,
+        });
+        (StatusCode::SERVICE_UNAVAILABLE, body)
+    };
     if let Some(note) = clock_note() {
         body["clock"] = note.into();
     }
-    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+    (status, Json(body)).into_response()
 }
 
 /// What `/readyz` says of a host clock off from the database's. It stays

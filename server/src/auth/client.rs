@@ -25,10 +25,8 @@ pub struct Client {
     /// `X-Forwarded-For` as sent, control characters dropped and cut to
     /// a bounded length.
     pub forwarded_for: Option<String>,
-    /// The peer's address, and the addresses `X-Forwarded-For` names in
-    /// order (at most [`MAX_HOPS`], the nearest kept), for
-    /// [`Client::source`].
-    peer: Option<IpAddr>,
+    /// The addresses `X-Forwarded-For` names in order (at most
+    /// [`MAX_HOPS`], the nearest kept), for [`Client::source`].
     hops: Vec<IpAddr>,
 }
 
@@ -49,9 +47,6 @@ impl Client {
         let forwarded_for = (!forwarded.is_empty())
             .then(|| client_text(&forwarded.join(", ")))
             .filter(|f| !f.trim().is_empty());
-        let peer = extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(peer)| peer.ip().to_canonical());
         let mut hops: Vec<IpAddr> = forwarded
             .iter()
             .flat_map(|value| value.split(','))
@@ -63,7 +58,6 @@ impl Client {
         Client {
             address,
             forwarded_for,
-            peer,
             hops,
         }
     }
@@ -71,7 +65,8 @@ impl Client {
     /// The address password checks are counted against: the peer's, or
     /// the client's a trusted proxy names.
     pub fn source(&self, trusted: &super::proxies::TrustedProxies) -> Option<String> {
-        super::proxies::source(self.peer, &self.hops, trusted).map(|ip| ip.to_string())
+        let peer = self.address.as_deref().and_then(|a| a.parse().ok());
+        super::proxies::source(peer, &self.hops, trusted).map(|ip| ip.to_string())
     }
 
     /// The person `name`, asking from here.

@@ -48,7 +48,8 @@ impl ClockSync {
         {
             tracing::warn!(
                 moved_ms = by.num_milliseconds(),
-                "re-anchored on the database's clock: this host's clock jumped"
+                "re-anchored on the database's clock: it moved against this process's \
+                 monotonic clock (the database's clock was stepped, or this VM was suspended)"
             );
         }
         self.report_skew();
@@ -72,8 +73,8 @@ impl ClockSync {
         }
     }
 
-    /// Logs a change of the host's skew (after [`clock::anchor`] too).
-    pub fn report_skew(&self) {
+    /// Logs a change of the host's skew.
+    fn report_skew(&self) {
         let skew = clock::skew();
         let notable = clock::skew_is_notable(skew);
         if self.skewed.swap(notable, Ordering::Relaxed) == notable {
@@ -93,18 +94,5 @@ impl ClockSync {
                 "this host's clock agrees with the database's again"
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use app::model::describe_clock_skew;
-
-    #[test]
-    fn skews_read_as_an_operator_says_them() {
-        assert_eq!(describe_clock_skew(4_000), "4.0 s ahead of");
-        assert_eq!(describe_clock_skew(-1_240), "1.2 s behind");
-        assert_eq!(describe_clock_skew(125_000), "2 min 5 s ahead of");
-        assert_eq!(describe_clock_skew(-7_260_000), "2 h 1 min behind");
     }
 }

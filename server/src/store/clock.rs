@@ -69,7 +69,7 @@ pub fn adopt(sample: &Sample) -> Adopted {
 
 /// Whether a skew is beyond [`SKEW_WARNING`] either way.
 pub fn skew_is_notable(skew: chrono::TimeDelta) -> bool {
-    skew.abs().to_std().unwrap_or(Duration::MAX) > SKEW_WARNING
+    app::model::clock_skew_is_notable(skew.num_milliseconds())
 }
 
 /// An anchor of the database's clock on this process's monotonic clock.

@@ -61,12 +61,7 @@ const CLOCK_OFFSETS: [&str; 4] = ["+4", "-4", "+2h", "-2h"];
 /// Replica 0 carries the label pinned tasks ask for; the others take
 /// pinned work once it has waited `reassign_after` for replica 0.
 pub fn options(slot: usize) -> Options {
-    let options = Options::default()
-        .env("BATON_HEARTBEAT_INTERVAL", "200ms")
-        .env("BATON_STALE_AFTER", "1s")
-        .env("BATON_SWEEP_INTERVAL", "200ms")
-        .env("BATON_LEADER_LEASE", "1s")
-        .env("BATON_POLL_INTERVAL", "100ms");
+    let options = Options::fast_liveness();
     if slot == 0 {
         options.label("pinned")
     } else {

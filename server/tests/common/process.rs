@@ -51,6 +51,18 @@ impl Options {
         self
     }
 
+    /// Liveness periods shrunk to fractions of a second (heartbeats and
+    /// sweeps every 200 ms, stale after 1 s, a 1 s lease, polls every
+    /// 100 ms), so a test of failover waits seconds, not minutes.
+    pub fn fast_liveness() -> Self {
+        Options::default()
+            .env("BATON_HEARTBEAT_INTERVAL", "200ms")
+            .env("BATON_STALE_AFTER", "1s")
+            .env("BATON_SWEEP_INTERVAL", "200ms")
+            .env("BATON_LEADER_LEASE", "1s")
+            .env("BATON_POLL_INTERVAL", "100ms")
+    }
+
     /// Runs the process with its host's wall clock off by `offset`
     /// (libfaketime's syntax: `+4`, `-4`, `+2h`), as a host without NTP
     /// would be. Its monotonic clock is left alone, as a stepped wall

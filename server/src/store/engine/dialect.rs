@@ -196,6 +196,10 @@ pub trait Dialect: Send + Sync + Sized + 'static {
 
     const BACKEND: Backend;
 
+    /// The statement that reads the database server's clock; `None` where
+    /// the database has none of its own (SQLite, a file on this host).
+    const CLOCK: Option<&'static str>;
+
     /// The state every store keeps beside its connections.
     fn shared(&self) -> &Shared;
 

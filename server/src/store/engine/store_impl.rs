@@ -68,16 +68,11 @@ impl<D: Dialect> Store for D {
     }
 
     async fn database_clock(&self) -> Result<Option<Ts>> {
-        match D::BACKEND {
-            // One clock for every replica: the server's, as it reads now
-            // (not the transaction's start, which `now()` would give).
-            Backend::Postgres => {
-                let (now,): (Ts,) = read_one(self, "SELECT clock_timestamp()", &[]).await?;
-                Ok(Some(now))
-            }
-            // The database is a file on this host: its clock is this one.
-            Backend::Sqlite => Ok(None),
-        }
+        let Some(sql) = D::CLOCK else {
+            return Ok(None);
+        };
+        let (now,): (Ts,) = read_one(self, sql, &[]).await?;
+        Ok(Some(now))
     }
 
     async fn plan_insert(&self, plan: &NewPlan, by: Person<'_>, now: Ts) -> Result<i64> {

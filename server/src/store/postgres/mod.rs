@@ -579,6 +579,10 @@ impl Dialect for PgStore {
 
     const BACKEND: Backend = Backend::Postgres;
 
+    // The server's clock as it reads now (not the transaction's start,
+    // which `now()` would give).
+    const CLOCK: Option<&'static str> = Some("SELECT clock_timestamp()");
+
     const FINISHED_PER_MINUTE: &'static str =
         dashboard::finished_per_minute_sql!("FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT");
 
