@@ -409,6 +409,12 @@ pub struct TaskView {
     pub approved_by: Option<String>,
     #[serde(default)]
     pub approved_at: Option<DateTime<Utc>>,
+    /// Who asked to cancel the RUNNING latest run, and when: it keeps its
+    /// target until its replica confirms the kill ("canceling").
+    #[serde(default)]
+    pub cancel_requested_by: Option<String>,
+    #[serde(default)]
+    pub cancel_requested_at: Option<DateTime<Utc>>,
 }
 
 /// `GET /api/v1/runs/{id}`: one attempt with its event history.
@@ -433,6 +439,12 @@ pub struct RunView {
     /// Exit code of a command, or HTTP status of a request.
     pub result_code: Option<i64>,
     pub error: Option<String>,
+    /// Who asked to cancel this RUNNING run, and when: it keeps its target
+    /// until its replica confirms the kill ("canceling").
+    #[serde(default)]
+    pub cancel_requested_by: Option<String>,
+    #[serde(default)]
+    pub cancel_requested_at: Option<DateTime<Utc>>,
     pub events: Vec<EventView>,
 }
 

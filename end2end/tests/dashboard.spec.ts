@@ -253,7 +253,17 @@ test('without JavaScript, forms still submit and actions still apply', async ({ 
     // Back on the plan page (leptos leaves an empty `?` where it strips
     // the error parameters).
     await expect(page).toHaveURL(/\/plans\/\d+\??$/);
-    await expect(row).toHaveAttribute('data-status', 'CANCELED');
+    // The replica confirms the kill a moment later: until then the run
+    // holds its target and says "canceling", and Cancel is spent.
+    const status = await row.getAttribute('data-status');
+    if (status === 'RUNNING') {
+      await expect(row.locator('.canceling')).toHaveText('canceling');
+      await expect(row.locator('button[data-action="task_cancel"]')).toBeDisabled();
+    }
+    await expect(async () => {
+      await page.reload();
+      await expect(row).toHaveAttribute('data-status', 'CANCELED', { timeout: 500 });
+    }).toPass({ timeout: 10_000 });
   } finally {
     await context.close();
   }

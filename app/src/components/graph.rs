@@ -244,6 +244,8 @@ mod tests {
             approvers: Vec::new(),
             approved_by: None,
             approved_at: None,
+            cancel_requested_by: None,
+            cancel_requested_at: None,
         }
     }
 

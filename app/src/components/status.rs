@@ -61,6 +61,30 @@ pub fn TaskStatusBadge(status: TaskStatus) -> impl IntoView {
     }
 }
 
+/// Beside a RUNNING badge: an operator asked to cancel the run, and it
+/// holds its target until its replica confirms the kill (docs/design.md,
+/// "Operator actions"). Nothing when no cancel was asked for.
+#[component]
+pub fn Canceling(by: Option<String>, at: Option<chrono::DateTime<chrono::Utc>>) -> impl IntoView {
+    by.map(|by| {
+        let when = at.map(|at| format!(" at {}", at.format("%Y-%m-%d %H:%M:%S UTC")));
+        let title = format!(
+            "{by} asked to cancel this run{}; it keeps its target until its replica confirms \
+             the kill, or is found stale",
+            when.unwrap_or_default()
+        );
+        view! {
+            <span
+                class=format!("{BADGE} canceling ml-1 {}", task_status_class(TaskStatus::Canceled))
+                data-canceling-by=by
+                title=title
+            >
+                "canceling"
+            </span>
+        }
+    })
+}
+
 /// A run's status wears the colour of the task status of the same name.
 #[component]
 pub fn RunStatusBadge(status: RunStatus) -> impl IntoView {

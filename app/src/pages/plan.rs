@@ -16,7 +16,7 @@ use crate::components::graph::PlanGraph;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
-use crate::components::status::{PlanStatusBadge, ProgressBar, TaskStatusBadge};
+use crate::components::status::{Canceling, PlanStatusBadge, ProgressBar, TaskStatusBadge};
 use crate::components::tables::{DataTable, DeliveryTable, LINK, TBODY, TD};
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
@@ -594,7 +594,11 @@ fn TaskRow(
             data-approved-by=task.approved_by.clone()
         >
             <td class=format!("{TD} font-medium")>{name}</td>
-            <td class=TD><TaskStatusBadge status />{approval}</td>
+            <td class=TD>
+                <TaskStatusBadge status />
+                <Canceling by=task.cancel_requested_by.clone() at=task.cancel_requested_at />
+                {approval}
+            </td>
             <td class=TD>{target}{node}</td>
             <td class=format!("{TD} font-mono")>{task.version.unwrap_or_else(|| "—".into())}</td>
             <td class=format!("{TD} tabular-nums")>{task.attempt.map(|a| a.to_string()).unwrap_or_else(|| "—".into())}</td>
@@ -618,7 +622,7 @@ fn TaskRow(
                         action
                         kind=Action::TaskCancel
                         id=task.id
-                        enabled=status.is_active()
+                        enabled=status.is_active() && task.cancel_requested_by.is_none()
                         label="Cancel"
                         subject=subject.clone()
                         confirm="Cancel this task? A running command is killed."

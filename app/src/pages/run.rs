@@ -9,7 +9,7 @@ use leptos_router::hooks::use_params_map;
 use crate::components::feed::Feed;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
-use crate::components::status::RunStatusBadge;
+use crate::components::status::{Canceling, RunStatusBadge};
 use crate::components::tables::LINK;
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
@@ -54,7 +54,10 @@ fn RunBody(r: RunPage) -> impl IntoView {
                 <h1 class="text-2xl font-semibold tracking-tight break-all">
                     {format!("{} · attempt {}", run.task_name, run.attempt)}
                 </h1>
-                <span id="run-status"><RunStatusBadge status=run.status /></span>
+                <span id="run-status">
+                    <RunStatusBadge status=run.status />
+                    <Canceling by=run.cancel_requested_by.clone() at=run.cancel_requested_at />
+                </span>
             </div>
             <p class="text-sm text-slate-600">
                 "Target "

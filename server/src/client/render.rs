@@ -184,11 +184,14 @@ pub fn paused(view: &PausedView) -> String {
 fn detail(task: &TaskView) -> String {
     match task.status {
         TaskStatus::Pending => task.waiting_cause.clone().unwrap_or_default(),
-        TaskStatus::Running => task
-            .replica_id
-            .as_ref()
-            .map(|r| format!("on {r}"))
-            .unwrap_or_default(),
+        TaskStatus::Running => {
+            let on = task.replica_id.as_ref().map(|r| format!("on {r}"));
+            match (&task.cancel_requested_by, on) {
+                (Some(by), Some(on)) => format!("{on}, canceling (asked by {by})"),
+                (Some(by), None) => format!("canceling (asked by {by})"),
+                (None, on) => on.unwrap_or_default(),
+            }
+        }
         TaskStatus::Failed | TaskStatus::Canceled => task.error.clone().unwrap_or_default(),
         _ => String::new(),
     }

@@ -9,6 +9,7 @@ mod replica_heartbeat;
 mod replica_views;
 mod run_heartbeat;
 mod sweeper;
+mod unwritable;
 
 pub use self::clock_sync::ClockSync;
 pub use self::leader::{LeaderLease, Leadership, round_interval};

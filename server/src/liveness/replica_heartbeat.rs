@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::scheduler::{Ownership, Probe};
-use crate::store::{ReplicaInfo, Store, Ts};
+use crate::store::{ReplicaInfo, Store, StoreError, Ts};
 
 pub struct ReplicaHeartbeat {
     store: Arc<dyn Store>,
@@ -40,32 +40,53 @@ impl ReplicaHeartbeat {
         self
     }
 
-    pub async fn run_once(&self) -> anyhow::Result<()> {
+    pub async fn run_once(&self) -> Result<(), StoreError> {
         // Counted from before the write: the row says `Ts::now()` from here,
         // and others judge staleness from that stamp.
         let sent = std::time::Instant::now();
-        self.store.replica_upsert(&self.info, Ts::now()).await?;
-        if let Some(ownership) = &self.ownership {
+        let written = self.store.replica_upsert(&self.info, Ts::now()).await;
+        // A write held up by another client's lock proves as much as one
+        // recorded: the database answers, and the sweeper can neither write
+        // this replica's row nor take the table's lock meanwhile
+        // (docs/design.md, "Liveness").
+        let held = written.as_ref().is_err_and(StoreError::is_lock_wait);
+        if let (true, Some(ownership)) = (written.is_ok() || held, &self.ownership) {
             ownership.proven(sent);
         }
-        Ok(())
+        written
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(self.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut held_up = false;
         loop {
             tokio::select! {
-                _ = tick.tick() => {
-                    match self.run_once().await {
-                        Ok(()) => self.probe.round_done(),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "replica heartbeat failed; will retry");
-                            self.probe.round_failed(&e);
+                _ = tick.tick() => {}
+                _ = shutdown.cancelled() => break,
+            }
+            // Held up by a lock, it asks again at once: a write waiting in
+            // the lock's queue is the first to get the row when it goes.
+            loop {
+                match self.run_once().await {
+                    Ok(()) => {
+                        self.probe.round_done();
+                        held_up = false;
+                    }
+                    Err(e) if e.is_lock_wait() && !shutdown.is_cancelled() => {
+                        if !std::mem::replace(&mut held_up, true) {
+                            tracing::warn!(
+                                "replica heartbeat held up by a lock another client holds; waiting for it"
+                            );
                         }
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "replica heartbeat failed; will retry");
+                        self.probe.round_failed(&e.into());
                     }
                 }
-                _ = shutdown.cancelled() => break,
+                break;
             }
         }
         if let Err(e) = self.store.replica_delete(&self.info.replica_id).await {

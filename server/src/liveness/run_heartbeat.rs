@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Store, Ts};
+use crate::store::{Store, StoreError, Ts};
 
 /// Between attempts after a failed beat: short against the runs'
 /// heartbeat timeouts (seconds), long against a refused connection.
@@ -32,6 +32,9 @@ pub struct RunHandle {
     pub lost: AtomicBool,
     /// Stopped by shutdown: hand the run back instead of failing it.
     pub handing_back: AtomicBool,
+    /// An operator asked to cancel the run: its execution is stopped and
+    /// its finish records it CANCELED (docs/design.md, "Operator actions").
+    pub canceling: AtomicBool,
     /// Stopped because this replica could no longer prove it owns its
     /// runs (no heartbeat recorded for 3/4 of `stale_after`).
     pub cut_off: AtomicBool,
@@ -57,6 +60,15 @@ impl RunHandle {
     /// execution stops before, with a quarter of the timeout to spare.
     pub fn proven_until(&self) -> Instant {
         *self.proven_at.lock().expect("poisoned") + self.beat_timeout * 3 / 4
+    }
+
+    /// Stops the execution of a run an operator asked to cancel; the run
+    /// is still this replica's, and its finish confirms the kill.
+    pub fn cancel_requested(&self, run_id: i64) {
+        if !self.canceling.swap(true, Ordering::SeqCst) {
+            tracing::info!(run_id, "cancel requested; stopping the execution");
+        }
+        self.cancel.cancel();
     }
 
     /// Marks the run lost to another actor (a cancel, a sweep, a takeover)
@@ -93,7 +105,7 @@ impl RunHeartbeat {
     }
 
     /// Beats each run on its interval, and every run at once when a cancel
-    /// may have taken one of them.
+    /// may have asked for one of them (or a sweep taken one).
     pub async fn run(self, stop: CancellationToken) {
         let canceled = self.store.signals().clone();
         loop {
@@ -129,11 +141,25 @@ impl RunHeartbeat {
             .iter()
             .map(|(id, h)| (*id, h.beat_timeout))
             .collect();
-        let beaten = self
+        let beaten = match self
             .store
             .run_heartbeat_many(&self.replica_id, &beats, Ts::now())
-            .await?;
-        let owned: HashSet<i64> = beaten.owned.into_iter().collect();
+            .await
+        {
+            Ok(beaten) => beaten,
+            // Held up by another client's table lock: as good as recorded
+            // (the sweeper cannot take that lock either), and sent again
+            // at once, to wait in the lock's queue.
+            Err(e) if e.is_lock_wait() => {
+                for (_, handle) in &handles {
+                    *handle.proven_at.lock().expect("poisoned") = sent;
+                }
+                return Err(e.into());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let canceling: HashSet<i64> = beaten.canceling.into_iter().collect();
+        let owned: HashSet<i64> = beaten.owned.into_iter().chain(canceling.clone()).collect();
         let busy: HashSet<i64> = beaten.busy.into_iter().collect();
         let mut lost = 0;
         for (id, handle) in handles {
@@ -146,6 +172,9 @@ impl RunHeartbeat {
             *handle.next_beat.lock().expect("poisoned") = now + handle.beat_every;
             if owned.contains(&id) {
                 *handle.proven_at.lock().expect("poisoned") = sent;
+            }
+            if canceling.contains(&id) {
+                handle.cancel_requested(id);
             }
             // A run whose finish was stored meanwhile is not RUNNING either;
             // it is already released or about to be, and losing it is moot.
@@ -167,6 +196,14 @@ impl RunHeartbeat {
         match self.beat_once(all).await {
             Ok(0) => {}
             Ok(lost) => tracing::info!(lost, "stopped runs this replica no longer owns"),
+            Err(e)
+                if e.downcast_ref::<StoreError>()
+                    .is_some_and(StoreError::is_lock_wait) =>
+            {
+                tracing::debug!(
+                    "run heartbeat held up by a lock another client holds; asking again"
+                );
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "run heartbeat failed; will retry");
                 // The runs' beats stay overdue, so without a pause the loop
@@ -205,6 +242,7 @@ mod tests {
             cancel: CancellationToken::new(),
             lost: AtomicBool::new(false),
             handing_back: AtomicBool::new(false),
+            canceling: AtomicBool::new(false),
             cut_off: AtomicBool::new(false),
             finishing: AtomicBool::new(false),
             beat_every: Duration::from_secs(1),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::unwritable::Unwritable;
 use super::{Leadership, round_interval};
 use crate::scheduler::Probe;
 use crate::store::{Store, SweepReport, Ts};
@@ -24,6 +25,8 @@ pub struct Sweeper {
     interval: Duration,
     stale_after: Duration,
     probe: Probe,
+    /// Stretches the database could not be written, which verdicts discount.
+    unwritable: Unwritable,
 }
 
 impl Sweeper {
@@ -39,6 +42,7 @@ impl Sweeper {
             interval,
             stale_after,
             probe: Probe::detached(),
+            unwritable: Unwritable::new(stale_after),
         }
     }
 
@@ -48,10 +52,40 @@ impl Sweeper {
         self
     }
 
-    pub async fn run_once(&self) -> anyhow::Result<SweepReport> {
-        let report = self.store.run_sweep(self.stale_after, Ts::now()).await?;
+    pub async fn run_once(&mut self) -> anyhow::Result<SweepReport> {
+        let began = Instant::now();
+        let grace = self.unwritable.grace(began);
+        let report = match self
+            .store
+            .run_sweep(self.stale_after, grace, Ts::now())
+            .await
+        {
+            Ok(report) => report,
+            Err(e) => {
+                self.unwritable.troubled();
+                return Err(e.into());
+            }
+        };
+        if let Some(waited) = report.blocked {
+            self.unwritable.troubled();
+            tracing::warn!(
+                waited = %humantime::format_duration(waited),
+                "the sweep waited for its table locks (heartbeats were kept waiting too); judging nothing this round"
+            );
+            return Ok(report);
+        }
+        if let Some(stretch) = self.unwritable.judged(began) {
+            tracing::warn!(
+                stretch = %humantime::format_duration(stretch),
+                "sweeps could not judge for a while; for the next stale period verdicts \
+                 discount that stretch, in which heartbeats could not be written either"
+            );
+        }
         for (run_id, cause) in &report.failed {
             tracing::warn!(run_id, %cause, "swept a run: FAILED");
+        }
+        for (run_id, cause) in &report.canceled {
+            tracing::warn!(run_id, %cause, "swept a run asked to cancel: CANCELED");
         }
         for run_id in self
             .store

@@ -233,6 +233,7 @@ impl Worker {
                 cancel: CancellationToken::new(),
                 lost: AtomicBool::new(false),
                 handing_back: AtomicBool::new(false),
+                canceling: AtomicBool::new(false),
                 cut_off: AtomicBool::new(false),
                 finishing: AtomicBool::new(false),
                 beat_every,
@@ -330,9 +331,11 @@ impl Worker {
             self.release(&[run.id]);
             return;
         }
+        let canceling = handle.canceling.load(Ordering::SeqCst);
         // Only work that did not happen goes back: an execution that ended
-        // by itself during the shutdown is recorded as it ended.
-        if handle.handing_back.load(Ordering::SeqCst) && outcome.interrupted {
+        // by itself during the shutdown is recorded as it ended, and one an
+        // operator canceled is recorded CANCELED.
+        if handle.handing_back.load(Ordering::SeqCst) && outcome.interrupted && !canceling {
             self.handed.lock().expect("poisoned").push(run.id);
             self.release(&[run.id]);
             return;
@@ -351,12 +354,16 @@ impl Worker {
         } else {
             outcome
         };
+        // The finish of a run asked to cancel is the kill's confirmation:
+        // it ends CANCELED in the operator's name, unless the execution
+        // succeeded first (the database decides, as the request may have
+        // come after the last beat).
         let finish = Finish {
             run_id: run.id,
-            status: if outcome.success {
-                RunStatus::Done
-            } else {
-                RunStatus::Failed
+            status: match (outcome.success, canceling) {
+                (true, _) => RunStatus::Done,
+                (false, true) => RunStatus::Canceled,
+                (false, false) => RunStatus::Failed,
             },
             result_code: outcome.result_code,
             // Executors build errors from program names and output: stored
@@ -506,10 +513,40 @@ impl Worker {
             .run_hand_back_many(&self.replica_id, &ids, &detail, Ts::now())
             .await
         {
-            Ok(back) => tracing::info!(runs = ?back, "handed runs back for another replica"),
+            Ok(back) => {
+                tracing::info!(runs = ?back, "handed runs back for another replica");
+                self.confirm_cancels(&ids, &back).await;
+            }
             Err(e) => tracing::error!(error = %e, runs = ?ids,
                 "could not hand runs back; the sweeper will fail them once this replica is stale"),
         }
+    }
+
+    /// Runs a hand-back left RUNNING here were asked to cancel (after their
+    /// last beat): their executions are stopped, so they end CANCELED now
+    /// rather than wait for the sweeper. The finish is fenced, and the
+    /// database turns it into the operator's cancel.
+    async fn confirm_cancels(&self, asked: &[i64], back: &[i64]) {
+        let back: HashSet<i64> = back.iter().copied().collect();
+        let mut left: Vec<Finish> = asked
+            .iter()
+            .filter(|id| !back.contains(id))
+            .map(|&run_id| Finish {
+                run_id,
+                status: RunStatus::Canceled,
+                result_code: None,
+                error: Some(format!(
+                    "stopped by replica {} at shutdown",
+                    self.replica_id
+                )),
+            })
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        let stopped = CancellationToken::new();
+        stopped.cancel();
+        self.store_finishes(&mut left, &stopped).await;
     }
 
     fn count_finishes(&self, batch: &[Finish], fenced: &[i64]) {

@@ -36,13 +36,24 @@ pub const REPLICA_PRUNE: &str = "DELETE FROM replica WHERE last_heartbeat < $1";
 
 /// RUNNING runs the sweeper must fail: replica row missing or stale,
 /// heartbeat deadline or hard deadline passed. `$1` = stale since, `$2` =
-/// now. PostgreSQL appends a row lock.
-pub const SWEEP_CANDIDATES: &str =
-    "SELECT r.id, r.replica_id, p.last_heartbeat, r.heartbeat_deadline, r.deadline, r.timeout_ms
-    FROM task_run r LEFT JOIN replica p ON p.replica_id = r.replica_id
-    WHERE r.status = 'RUNNING' AND (p.replica_id IS NULL OR p.last_heartbeat < $1
-        OR r.heartbeat_deadline < $2 OR r.deadline < $2)
-    ORDER BY r.id";
+/// the time verdicts are judged at. `$with` and `$stale` say which replica
+/// rows count as stale (each dialect's `SWEEP_CANDIDATES`); PostgreSQL
+/// appends a row lock.
+macro_rules! sweep_candidates_sql {
+    ($with:literal, $stale:literal) => {
+        concat!(
+            $with,
+            "SELECT r.id, r.replica_id, p.last_heartbeat, r.heartbeat_deadline, r.deadline,
+                r.timeout_ms
+            FROM task_run r LEFT JOIN replica p ON p.replica_id = r.replica_id
+            WHERE r.status = 'RUNNING' AND (p.replica_id IS NULL OR ",
+            $stale,
+            " OR r.heartbeat_deadline < $2 OR r.deadline < $2)
+            ORDER BY r.id"
+        )
+    };
+}
+pub(crate) use sweep_candidates_sql;
 
 /// A RUNNING run that has lost its claim to liveness.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -93,8 +104,16 @@ impl SweepCandidate {
 /// What one sweep did.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct SweepReport {
+    /// The round waited this long for the tables (an outside client's
+    /// `LOCK TABLE`, a migration) and judged nothing: while the heartbeats
+    /// it would judge could not be written either, their absence is no
+    /// evidence against anyone.
+    pub blocked: Option<Duration>,
     /// Runs moved RUNNING → FAILED, with the cause written.
     pub failed: Vec<(i64, String)>,
+    /// Runs an operator had asked to cancel, moved RUNNING → CANCELED (no
+    /// retry) once their replica was found stale, with the cause.
+    pub canceled: Vec<(i64, String)>,
     /// New PENDING attempts created by automatic retry.
     pub retried: Vec<i64>,
     /// Plans whose notification these failures claimed.
@@ -111,15 +130,20 @@ impl SweepReport {
         retried: Vec<i64>,
         notified: Vec<super::Notified>,
     ) -> Self {
-        let moved: std::collections::HashSet<i64> = done.iter().map(|d| d.id).collect();
-        let failed = found
-            .iter()
-            .zip(causes)
-            .filter(|(c, _)| moved.contains(&c.id))
-            .map(|(c, cause)| (c.id, cause))
-            .collect();
+        let moved: std::collections::HashMap<i64, &str> =
+            done.iter().map(|d| (d.id, d.status.as_str())).collect();
+        let (mut failed, mut canceled) = (Vec::new(), Vec::new());
+        for (c, cause) in found.iter().zip(causes) {
+            match moved.get(&c.id) {
+                Some(&"CANCELED") => canceled.push((c.id, cause)),
+                Some(_) => failed.push((c.id, cause)),
+                None => {}
+            }
+        }
         SweepReport {
+            blocked: None,
             failed,
+            canceled,
             retried,
             notified,
         }

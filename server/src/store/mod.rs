@@ -78,7 +78,20 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// PostgreSQL's `lock_not_available`: a `lock_timeout` ran out.
+const LOCK_NOT_AVAILABLE: &str = "55P03";
+
 impl StoreError {
+    /// PostgreSQL said a heartbeat's write waited its `lock_timeout` for a
+    /// lock another client holds (`LOCK TABLE`, a row held `FOR UPDATE`):
+    /// the database answers, and whatever holds the row or table from this
+    /// replica holds it from the sweeper too (docs/design.md, "Liveness").
+    pub fn is_lock_wait(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(db))
+            if db.code().as_deref() == Some(LOCK_NOT_AVAILABLE)
+                && db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_none())
+    }
+
     /// The database could not be reached or could not take the write (a
     /// refused or killed connection, no connection free in time, a full
     /// disk): nothing is wrong with the request, and the same request may
@@ -175,7 +188,7 @@ pub struct ClaimedRun {
 #[derive(Debug, Clone)]
 pub struct Finish {
     pub run_id: i64,
-    /// DONE or FAILED.
+    /// DONE or FAILED; CANCELED confirms a kill an operator asked for.
     pub status: RunStatus,
     /// Exit code or HTTP status.
     pub result_code: Option<i64>,
@@ -218,12 +231,16 @@ pub struct LogLine {
     pub line: String,
 }
 
-/// What one run heartbeat found; a run in neither list is no longer the
-/// replica's.
+/// What one run heartbeat found; a run in none of the lists is no longer
+/// the replica's.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Beaten {
     /// Still the replica's: their deadlines moved.
     pub owned: Vec<i64>,
+    /// Still the replica's, deadlines moved, but an operator asked to
+    /// cancel them: the replica stops their executions and its finish
+    /// records them CANCELED.
+    pub canceling: Vec<i64>,
     /// Rows another transaction holds (an operator's cancel committing, an
     /// outside client's `SELECT … FOR UPDATE`): neither extended nor lost,
     /// to be beaten again shortly. Skipped rather than waited for, so one
@@ -514,8 +531,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// Fails every RUNNING run whose replica is stale or gone, or whose
     /// heartbeat deadline or hard deadline passed, creating automatic
-    /// retries. Conditional on the run still being RUNNING on that replica.
-    async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport>;
+    /// retries; a run an operator asked to cancel ends CANCELED instead.
+    /// Conditional on the run still being RUNNING on that replica. Judged
+    /// `grace` before `now` (time the database could not be written); a
+    /// round kept waiting for its table locks judges nothing.
+    async fn run_sweep(
+        &self,
+        stale_after: Duration,
+        grace: Duration,
+        now: Ts,
+    ) -> Result<SweepReport>;
     /// Drops the pin of every AVAILABLE run whose node label no live
     /// replica carried for its `reassign_after` (its replica died or handed
     /// it back at shutdown), so another replica may claim it. Returns the

@@ -36,6 +36,46 @@ macro_rules! heartbeat_timeout_sql {
 }
 pub(super) use heartbeat_timeout_sql;
 
+/// The status a run leaving RUNNING ends with: an operator asked to
+/// cancel it (`$run.cancel_requested_by`), so it ends CANCELED, unless its
+/// execution succeeded before the kill — work that happened is recorded as
+/// DONE, never offered for a retry (docs/design.md, "Operator actions").
+macro_rules! cancel_status_sql {
+    ($status:literal, $run:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $run,
+            ".cancel_requested_by IS NOT NULL AND ",
+            $status,
+            " <> 'DONE' THEN 'CANCELED' ELSE ",
+            $status,
+            " END"
+        )
+    };
+}
+pub(super) use cancel_status_sql;
+
+/// The error that goes with [`cancel_status_sql`]: who canceled the run,
+/// then (`$why`, SQL text or `''`) what ended it, instead of `$error`.
+macro_rules! cancel_error_sql {
+    ($status:literal, $run:literal, $error:literal, $why:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $run,
+            ".cancel_requested_by IS NOT NULL AND ",
+            $status,
+            " <> 'DONE' THEN 'canceled by ' || ",
+            $run,
+            ".cancel_requested_by || ",
+            $why,
+            " ELSE ",
+            $error,
+            " END"
+        )
+    };
+}
+pub(super) use cancel_error_sql;
+
 /// Plan page: the plan row.
 pub const PLAN_GET: &str = "SELECT id, name, description, parallel_limit, created_at, created_by,
         paused_by, paused_at, stages, schedule_id, schedule_tick_at
@@ -47,7 +87,7 @@ pub const PLAN_TASKS: &str = concat!(
     task_status_sql!(),
     " AS status, r.attempt, r.id AS run_id, r.replica_id, r.waiting_cause, r.started_at,
        r.finished_at, r.error, t.stage, t.approval, t.approvers, t.approved_by, t.approved_at,
-       t.has_dependents
+       t.has_dependents, r.cancel_requested_by, r.cancel_requested_at
      FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
      WHERE t.plan_id = $1 ORDER BY t.id"
 );
@@ -57,7 +97,7 @@ pub const RUN_GET: &str =
     "SELECT r.id, r.task_id, r.plan_id, t.name AS task_name, r.target, r.attempt,
         r.status, r.replica_id, r.created_at, r.run_at, r.started_at, r.finished_at,
         r.last_heartbeat_at, r.heartbeat_deadline, r.deadline, r.waiting_cause, r.result_code,
-        r.error
+        r.error, r.cancel_requested_by, r.cancel_requested_at
     FROM task_run r JOIN task t ON t.id = r.task_id WHERE r.id = $1";
 
 /// Run page: its event history, oldest first.
@@ -129,6 +169,8 @@ pub struct TaskRow {
     pub approved_at: Option<Ts>,
     /// Some task depends on this one: set once, at submit.
     pub has_dependents: bool,
+    pub cancel_requested_by: Option<String>,
+    pub cancel_requested_at: Option<Ts>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -151,6 +193,8 @@ pub struct RunRow {
     pub waiting_cause: Option<String>,
     pub result_code: Option<i64>,
     pub error: Option<String>,
+    pub cancel_requested_by: Option<String>,
+    pub cancel_requested_at: Option<Ts>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -231,6 +275,8 @@ pub fn plan_view(
                     .unwrap_or_default(),
                 approved_by: t.approved_by,
                 approved_at: time(t.approved_at),
+                cancel_requested_by: t.cancel_requested_by,
+                cancel_requested_at: time(t.cancel_requested_at),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -326,6 +372,8 @@ pub fn run_view(r: RunRow, events: Vec<EventRow>) -> Result<RunView> {
         waiting_cause: r.waiting_cause,
         result_code: r.result_code,
         error: r.error,
+        cancel_requested_by: r.cancel_requested_by,
+        cancel_requested_at: time(r.cancel_requested_at),
         events: events.into_iter().map(event_view).collect::<Result<_>>()?,
     })
 }

@@ -1,9 +1,13 @@
 //! The faults a chaos schedule injects, one at a time and healed before
 //! the next, so that the other replicas keep the work moving: a replica
-//! killed (SIGKILL) and restarted, frozen (SIGSTOP) past `stale_after`,
-//! cut off from PostgreSQL by its proxy in one of the ways a network
-//! fails, restarted on a host whose wall clock is seconds or hours off
-//! (libfaketime; docs/design.md, "One clock"), or the whole PostgreSQL
+//! killed (SIGKILL) and restarted, stopped (SIGTERM, a one-second grace)
+//! and restarted, frozen (SIGSTOP) past `stale_after`, cut off from
+//! PostgreSQL by its proxy in one of the ways a network fails, restarted on
+//! a host whose wall clock is seconds or hours off (libfaketime;
+//! docs/design.md, "One clock"), frozen while an operator cancels its
+//! running tasks (`operator.rs`), held up by an outside client's locks
+//! (`LOCK TABLE`, a row `FOR UPDATE`), its connections killed
+//! (`pg_terminate_backend`) again and again, or the whole PostgreSQL
 //! cluster restarted under everyone.
 
 use std::collections::BTreeMap;
@@ -12,6 +16,8 @@ use std::time::{Duration, Instant};
 use crate::common::cluster::Cluster;
 use crate::common::process::{Baton, Options};
 use crate::common::proxy::{Link, Proxy};
+use crate::operator::{self, Operator};
+use crate::outside;
 use crate::{Mode, STALE_AFTER};
 
 /// One replica: its process (absent while killed), behind its own proxy
@@ -61,7 +67,8 @@ const CLOCK_OFFSETS: [&str; 4] = ["+4", "-4", "+2h", "-2h"];
 /// Replica 0 carries the label pinned tasks ask for; the others take
 /// pinned work once it has waited `reassign_after` for replica 0.
 pub fn options(slot: usize) -> Options {
-    let options = Options::fast_liveness();
+    // A short grace, so a rolling SIGTERM hands work back under load.
+    let options = Options::fast_liveness().env("BATON_SHUTDOWN_GRACE", "1s");
     if slot == 0 {
         options.label("pinned")
     } else {
@@ -78,6 +85,9 @@ pub struct Faults {
     /// Each SIGKILL, for invariant 6: the replica, when it was dead and
     /// when its replacement answered.
     pub kills: Vec<Kill>,
+    /// What the operator did during "cancel while frozen" faults.
+    pub operator: Operator,
+    pub spans: Vec<Span>,
 }
 
 impl Faults {
@@ -97,6 +107,40 @@ impl std::fmt::Display for Faults {
     }
 }
 
+/// One fault as it hit: what, which replica (`None`: every one), and
+/// when, for the check that no success ran twice.
+pub struct Span {
+    pub kind: &'static str,
+    pub replica: Option<String>,
+    pub from: chrono::DateTime<chrono::Utc>,
+    pub to: chrono::DateTime<chrono::Utc>,
+}
+
+impl Faults {
+    /// Whether a fault that may legitimately run a finished command again
+    /// hit `replica` around `at`: one that kills or freezes the replica, or
+    /// cuts it off, between its command's exit and the finish it could
+    /// not record (docs/operations.md). An outside lock, killed
+    /// connections and a SIGTERM are not among them: a replica that lives
+    /// records what its command did.
+    pub fn excuse(&self, replica: &str, at: chrono::DateTime<chrono::Utc>) -> Option<&Span> {
+        let slack = chrono::TimeDelta::seconds(2);
+        let settle = chrono::TimeDelta::from_std(STALE_AFTER * 3).unwrap();
+        self.spans.iter().find(|s| {
+            !KEEPS_FINISHES.contains(&s.kind)
+                && s.replica.as_deref().is_none_or(|r| r == replica)
+                && s.from - slack <= at
+                && at <= s.to + settle
+        })
+    }
+}
+
+/// Faults under which a replica keeps and records every execution.
+const KEEPS_FINISHES: [&str; 3] = [ROLLING_SIGTERM, OUTSIDE_LOCK, CONNECTION_KILLS];
+const ROLLING_SIGTERM: &str = "rolling SIGTERM";
+const OUTSIDE_LOCK: &str = "outside lock";
+const CONNECTION_KILLS: &str = "connection kills";
+
 pub struct Kill {
     pub replica: String,
     pub at: chrono::DateTime<chrono::Utc>,
@@ -113,7 +157,13 @@ const POSTGRES_KINDS: &[&str] = &[
     "reset",
     "PostgreSQL restart",
     "clock skew",
+    CANCEL_WHILE_FROZEN,
+    ROLLING_SIGTERM,
+    OUTSIDE_LOCK,
+    CONNECTION_KILLS,
 ];
+/// SQLite has one replica: frozen, nobody is left to take the cancel.
+const CANCEL_WHILE_FROZEN: &str = "cancel while frozen";
 const SQLITE_KINDS: &[&str] = &["SIGKILL", "SIGSTOP"];
 
 /// Injects one fault and heals it before returning.
@@ -131,24 +181,39 @@ pub async fn inject(
     };
     let kind = kinds[rng.usize(0..kinds.len())];
     let index = rng.usize(0..slots.len());
-    let slot = &mut slots[index];
-    let Some(baton) = slot.baton.as_mut() else {
+    let Some(replica_id) = slots[index].baton.as_ref().map(|b| b.replica_id.clone()) else {
         return;
     };
     // Longer than stale_after, so other replicas may sweep and retry.
     let outage = STALE_AFTER * 2 + Duration::from_millis(rng.u64(0..1500));
-    let wall = chrono::Utc::now().format("%H:%M:%S%.3f");
+    let from = chrono::Utc::now();
+    let wall = from.format("%H:%M:%S%.3f");
     let began = Instant::now();
+    let hit = (kind != "PostgreSQL restart").then(|| replica_id.clone());
     faults.log.push(format!(
         "{wall} (+{:.1}s) {kind} {}",
         started.elapsed().as_secs_f64(),
         if kind == "PostgreSQL restart" {
             "of every replica's database"
         } else {
-            &baton.replica_id
+            &replica_id
         }
     ));
     *faults.by_kind.entry(kind).or_default() += 1;
+    if kind == CANCEL_WHILE_FROZEN {
+        let frozen = slots[index].baton.as_ref().expect("checked above");
+        let other = slots
+            .iter()
+            .filter(|s| s.index != index)
+            .find_map(|s| s.baton.as_ref());
+        if let Some(other) = other {
+            operator::cancel_while_frozen(rng, frozen, other, outage, &mut faults.operator).await;
+        }
+        healed(faults, kind, hit, from, began);
+        return;
+    }
+    let slot = &mut slots[index];
+    let baton = slot.baton.as_mut().expect("checked above");
     let link = |link: Link| slot.proxy.as_ref().expect("a proxy").set(link);
     match kind {
         "SIGKILL" => {
@@ -178,6 +243,36 @@ pub async fn inject(
             tokio::time::sleep(outage).await;
             slot.restart_with_clock(None, faults).await;
         }
+        ROLLING_SIGTERM => {
+            let status = baton.sigterm_and_wait(Duration::from_secs(20)).await;
+            assert!(
+                status.success(),
+                "{replica_id} exited {status} after SIGTERM"
+            );
+            slot.baton = None;
+            tokio::time::sleep(Duration::from_millis(rng.u64(0..1000))).await;
+            slot.restart_if_down().await;
+        }
+        OUTSIDE_LOCK => {
+            let url = cluster.expect("PostgreSQL mode").url();
+            let lock = match rng.u8(0..4) {
+                0 => "LOCK TABLE task_run IN ACCESS EXCLUSIVE MODE".to_owned(),
+                1 => "LOCK TABLE replica IN ACCESS EXCLUSIVE MODE".to_owned(),
+                2 => format!("SELECT FROM replica WHERE replica_id = '{replica_id}' FOR UPDATE"),
+                _ => format!(
+                    "SELECT FROM task_run WHERE status = 'RUNNING' AND replica_id = '{replica_id}' \
+                     ORDER BY id LIMIT 1 FOR UPDATE"
+                ),
+            };
+            if let Some(entry) = faults.log.last_mut() {
+                entry.push_str(&format!(" ({lock})"));
+            }
+            outside::hold(&url, &lock, outage).await;
+        }
+        CONNECTION_KILLS => {
+            let url = cluster.expect("PostgreSQL mode").url();
+            outside::kill_connections(&url, outage).await;
+        }
         "PostgreSQL restart" => {
             let cluster = cluster.expect("PostgreSQL mode runs its own cluster");
             // pg_ctl blocks; the proxies and replicas' clients live on
@@ -198,7 +293,23 @@ pub async fn inject(
             link(Link::Open);
         }
     }
+    healed(faults, kind, hit, from, began);
+}
+
+fn healed(
+    faults: &mut Faults,
+    kind: &'static str,
+    replica: Option<String>,
+    from: chrono::DateTime<chrono::Utc>,
+    began: Instant,
+) {
     if let Some(entry) = faults.log.last_mut() {
         entry.push_str(&format!(", healed after {:.1?}", began.elapsed()));
     }
+    faults.spans.push(Span {
+        kind,
+        replica,
+        from,
+        to: chrono::Utc::now(),
+    });
 }

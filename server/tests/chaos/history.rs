@@ -21,6 +21,8 @@ pub struct Summary {
     pub tasks: usize,
     pub runs: usize,
     pub executions: usize,
+    /// Executions whose command exited 0.
+    pub successes: usize,
     /// Webhook POSTs received, and how many repeated a delivery key (a
     /// receiver's 503 or an answer lost to a fault; same key each time).
     pub posts: usize,
@@ -44,9 +46,11 @@ pub async fn check(
         let view = store.plan_get(plan.id).await.unwrap();
         for task in &view.tasks {
             tasks += 1;
+            let skipped = faults.operator.skipped.contains(&task.id);
             match plan.expect {
                 Expect::Ends => assert!(
-                    matches!(task.status, TaskStatus::Done | TaskStatus::Failed),
+                    matches!(task.status, TaskStatus::Done | TaskStatus::Failed)
+                        || (skipped && task.status == TaskStatus::Skipped),
                     "nothing lost or stuck: plan {} task {} is {} ({:?})",
                     plan.id,
                     task.name,
@@ -95,7 +99,17 @@ pub async fn check(
         Ok(slowest) => slowest,
         Err((why, run)) => panic!("{why}\n{}", run_history(store, run).await),
     };
-    let executions = match no_execution_overlaps(record) {
+    let executions = match no_execution_overlaps(record, &facts) {
+        Ok(n) => n,
+        Err((why, runs)) => {
+            let mut report = format!("{why}\nfaults:\n  {}\n", faults.log.join("\n  "));
+            for run in runs {
+                report.push_str(&run_history(store, run).await);
+            }
+            panic!("{report}");
+        }
+    };
+    let successes = match no_success_twice(store, record, faults).await {
         Ok(n) => n,
         Err((why, runs)) => {
             let mut report = format!("{why}\nfaults:\n  {}\n", faults.log.join("\n  "));
@@ -110,6 +124,7 @@ pub async fn check(
         tasks,
         runs: facts.len(),
         executions,
+        successes,
         posts,
         repeats,
         slowest_sweep,
@@ -203,47 +218,143 @@ fn killed_runs_resolved(
     Ok(slowest)
 }
 
-/// Invariant 4 for processes: per task, the spans (first to last line) of
-/// its executions never overlap. How many executions there were, or what
-/// overlapped.
-fn no_execution_overlaps(record: &Path) -> Result<usize, (String, Vec<i64>)> {
+/// Invariants 4 and 1 for processes: per task, the spans (first to last
+/// line) of its executions never overlap; nor do an exclusive run's and
+/// any other run's on its target — a cancel included, whose target stays
+/// held until its command is dead. How many executions there were, or
+/// what overlapped.
+fn no_execution_overlaps(
+    record: &Path,
+    facts: &HashMap<i64, RunFacts>,
+) -> Result<usize, (String, Vec<i64>)> {
     let text = std::fs::read_to_string(record).unwrap_or_default();
-    let mut spans: BTreeMap<&str, BTreeMap<i64, (u128, u128)>> = BTreeMap::new();
+    let mut spans: BTreeMap<i64, (u128, u128)> = BTreeMap::new();
+    let mut by_task: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for line in text.lines() {
-        let mut parts = line.split(' ');
-        let (Some(key), Some(run), Some(at)) = (parts.next(), parts.next(), parts.next()) else {
-            panic!("a torn line in the record: {line:?}");
-        };
-        let (run, at): (i64, u128) = (run.parse().unwrap(), at.parse().unwrap());
-        let span = spans.entry(key).or_default().entry(run).or_insert((at, at));
+        let (key, run, at, _) = record_line(line);
+        let span = spans.entry(run).or_insert_with(|| {
+            by_task.entry(key).or_default().push(run);
+            (at, at)
+        });
         span.0 = span.0.min(at);
         span.1 = span.1.max(at);
     }
-    let mut executions = 0;
-    for (task, runs) in &spans {
-        executions += runs.len();
-        let mut ordered: Vec<_> = runs.iter().collect();
-        ordered.sort_by_key(|(_, (first, _))| *first);
-        for pair in ordered.windows(2) {
-            let ((a, (_, a_last)), (b, (b_first, _))) = (pair[0], pair[1]);
-            if a_last >= b_first {
+    for (task, runs) in &by_task {
+        overlap(runs, &spans, |_, _| true)
+            .map_err(|(why, runs)| (format!("invariant 4: task {task}: {why}"), runs))?;
+    }
+    let mut by_target: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for run in spans.keys() {
+        if let Some(f) = facts.get(run) {
+            by_target.entry(f.target.as_str()).or_default().push(*run);
+        }
+    }
+    for (target, runs) in &by_target {
+        let exclusive = |a: i64, b: i64| facts[&a].exclusive || facts[&b].exclusive;
+        overlap(runs, &spans, exclusive)
+            .map_err(|(why, runs)| (format!("invariant 1: target {target}: {why}"), runs))?;
+    }
+    Ok(spans.len())
+}
+
+/// One line of the record: task key, run, when (ns), and whether the
+/// command said it was about to exit 0.
+fn record_line(line: &str) -> (&str, i64, u128, bool) {
+    let mut parts = line.split(' ');
+    let (Some(key), Some(run), Some(at)) = (parts.next(), parts.next(), parts.next()) else {
+        panic!("a torn line in the record: {line:?}");
+    };
+    let exit0 = parts.next() == Some("exit0");
+    (key, run.parse().unwrap(), at.parse().unwrap(), exit0)
+}
+
+/// No success twice: once a task's command said it was exiting 0, no
+/// execution of that task starts later — unless a fault that may lose a
+/// finished command's record (a kill, a freeze, a cut-off) hit its
+/// replica between that exit and its record. How many successes there
+/// were, or the two runs.
+async fn no_success_twice(
+    store: &dyn Store,
+    record: &Path,
+    faults: &Faults,
+) -> Result<usize, (String, Vec<i64>)> {
+    let text = std::fs::read_to_string(record).unwrap_or_default();
+    let mut first_seen: BTreeMap<&str, BTreeMap<i64, u128>> = BTreeMap::new();
+    let mut exited: Vec<(&str, i64, u128)> = Vec::new();
+    for line in text.lines() {
+        let (key, run, at, exit0) = record_line(line);
+        let first = first_seen.entry(key).or_default().entry(run).or_insert(at);
+        *first = (*first).min(at);
+        if exit0 {
+            exited.push((key, run, at));
+        }
+    }
+    for &(key, run, at) in &exited {
+        let Some((&later, _)) = first_seen[key]
+            .iter()
+            .find(|(r, first)| **r != run && **first > at)
+        else {
+            continue;
+        };
+        let when = chrono::DateTime::from_timestamp_nanos(at as i64);
+        let replica = store
+            .run_get(run)
+            .await
+            .unwrap()
+            .replica_id
+            .unwrap_or_default();
+        if let Some(span) = faults.excuse(&replica, when) {
+            eprintln!(
+                "chaos: task {key}: run {run} exited 0 at {}, and run {later} ran it again: excused by {} of {replica}",
+                when.format("%H:%M:%S%.3f"),
+                span.kind
+            );
+            continue;
+        }
+        return Err((
+            format!(
+                "no success twice: task {key}: run {run} exited 0 at {} on {replica}, yet run {later} ran it again, with no fault on that replica to excuse it",
+                when.format("%H:%M:%S%.3f")
+            ),
+            vec![run, later],
+        ));
+    }
+    Ok(exited.len())
+}
+
+/// The first two of `runs` whose spans overlap while `excludes` says they
+/// may not run together.
+fn overlap(
+    runs: &[i64],
+    spans: &BTreeMap<i64, (u128, u128)>,
+    excludes: impl Fn(i64, i64) -> bool,
+) -> Result<(), (String, Vec<i64>)> {
+    let mut ordered: Vec<i64> = runs.to_vec();
+    ordered.sort_by_key(|run| spans[run].0);
+    for (i, &a) in ordered.iter().enumerate() {
+        let a_last = spans[&a].1;
+        for &b in &ordered[i + 1..] {
+            let b_first = spans[&b].0;
+            if b_first > a_last {
+                break;
+            }
+            if excludes(a, b) {
                 let at = |nanos: u128| {
                     chrono::DateTime::from_timestamp_nanos(nanos as i64).format("%H:%M:%S%.3f")
                 };
                 return Err((
                     format!(
-                        "invariant 4: task {task}: run {a} still ran {} ms after run {b} started \
-                         (run {a} last seen {}, run {b} first seen {})",
+                        "run {a} still ran {} ms after run {b} started (run {a} last seen {}, run {b} first seen {})",
                         (a_last - b_first) / 1_000_000,
-                        at(*a_last),
-                        at(*b_first)
+                        at(a_last),
+                        at(b_first)
                     ),
-                    vec![*a, *b],
+                    vec![a, b],
                 ));
             }
         }
     }
-    Ok(executions)
+    Ok(())
 }
 
 /// Invariant 5 as a receiver sees it: a plan that ended DONE was announced

@@ -11,13 +11,18 @@
 //! schedule injects faults one at a time (`faults.rs`): SIGKILL and a
 //! restart, SIGSTOP past `stale_after`, and on PostgreSQL network faults
 //! (partition, answers lost, requests lost, delay, connection resets) and
-//! restarts of the database itself. Then everything heals, the system
+//! restarts of the database itself, an operator canceling a frozen
+//! replica's tasks, rolling SIGTERMs, an outside client's locks and
+//! connection kills. Then everything heals, the system
 //! settles, and the history is checked (`history.rs`):
 //!
 //! - invariants 1–3 (docs/design.md, "Invariants"), replayed from the event
 //!   history of every run;
-//! - invariant 4 for processes: no two executions of one task overlap in
-//!   time (from the file);
+//! - invariants 4 and 1 for processes: no two executions of one task, nor
+//!   of an exclusive target, overlap in time (from the file);
+//! - no success twice: a command that exited 0 never runs again, unless a
+//!   fault that kills, freezes or cuts off its replica came between its
+//!   exit and its record;
 //! - invariant 5 at the receiver: one delivery key per plan and phase;
 //! - invariant 6: a killed replica's RUNNING runs resolved in time;
 //! - invariant 10: each submit, retried with its key, made one plan;
@@ -34,6 +39,8 @@
 mod common;
 mod faults;
 mod history;
+mod operator;
+mod outside;
 mod stream;
 
 use std::time::{Duration, Instant};
@@ -225,7 +232,8 @@ async fn chaos(mode: Mode, seed: u64) {
     one_plan_per_submit(store.as_ref(), &submits).await;
     eprintln!(
         "chaos: {mode:?}, seed {seed}: {faults} in {:?}; {} plans accepted ({} hostile, {} due in 9999), {} refused, {} unanswered; \
-         {} tasks, {} runs, {} executions, {} webhook POSTs ({} repeats of a key); a killed replica's runs resolved within {:?}; settled in {settled:?}; 0 violations",
+         {} tasks, {} runs, {} executions ({} exited 0), {} webhook POSTs ({} repeats of a key); a killed replica's runs resolved within {:?}; \
+         {} runs canceled while their replica was frozen ({} skips refused meanwhile; then {} skipped, {} retried); settled in {settled:?}; 0 violations",
         duration(),
         submits.accepted.len(),
         submits.hostile,
@@ -239,9 +247,14 @@ async fn chaos(mode: Mode, seed: u64) {
         summary.tasks,
         summary.runs,
         summary.executions,
+        summary.successes,
         summary.posts,
         summary.repeats,
         summary.slowest_sweep,
+        faults.operator.canceled,
+        faults.operator.refused_skips,
+        faults.operator.skipped.len(),
+        faults.operator.retried,
     );
     assert!(faults.total() > 0, "the schedule injected nothing");
     drop(slots);

@@ -76,8 +76,9 @@ pub fn next_plan(
 }
 
 /// A command that appends its span to `record` (start, a line every
-/// 100 ms, end) under the task's key, and fails its first attempt when
-/// asked: how executions are seen outside the database. Its output
+/// 100 ms, end, and `exit0` when it is about to exit 0) under the task's
+/// key, and fails its first attempt when asked: how executions are seen
+/// outside the database. Its output
 /// starts and ends with a line naming the key: a DONE run's log must
 /// hold both (invariant 8).
 fn recorded_command(rng: &mut fastrand::Rng, key: &str, record: &Path, extra: &str) -> Value {
@@ -87,7 +88,8 @@ fn recorded_command(rng: &mut fastrand::Rng, key: &str, record: &Path, extra: &s
         "argv": ["sh", "-c", format!("echo \"started $KEY\"; echo \"$KEY $BATON_RUN_ID $(date +%s%N)\" >> \"$RECORD\"; \
             i=0; while [ $i -lt $TICKS ]; do sleep 0.1; \
             echo \"$KEY $BATON_RUN_ID $(date +%s%N)\" >> \"$RECORD\"; i=$((i+1)); done; {extra} \
-            echo \"ended $KEY\"; if [ \"$FAIL_FIRST\" = 1 ] && [ \"$BATON_ATTEMPT\" = 1 ]; then exit 3; fi")],
+            echo \"ended $KEY\"; if [ \"$FAIL_FIRST\" = 1 ] && [ \"$BATON_ATTEMPT\" = 1 ]; then exit 3; fi; \
+            echo \"$KEY $BATON_RUN_ID $(date +%s%N) exit0\" >> \"$RECORD\"")],
         "env": {
             "KEY": key, "RECORD": record.to_str().unwrap(),
             "TICKS": ticks.to_string(), "FAIL_FIRST": if fail_first { "1" } else { "0" },

@@ -145,6 +145,11 @@ mod cases {
         s.plan_pause(id, OPS, Ts::now()).await.unwrap();
         s.plan_resume(id, OPS, Ts::now()).await.unwrap();
         s.plan_cancel(id, OPS, Ts::now()).await.unwrap();
+        // The other task's run was RUNNING: r-1 kills it and confirms.
+        let other = claimed.iter().find(|c| c.task_id != migrate).unwrap().id;
+        s.run_finish_many("r-1", &[failed(other)], Ts::now())
+            .await
+            .unwrap();
         s.plan_retry(id, OPS, Ts::now()).await.unwrap();
         let plans = written_since(
             s,

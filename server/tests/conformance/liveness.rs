@@ -102,7 +102,7 @@ mod cases {
         let t1 = t0.plus(8 * SECOND);
         s.replica_upsert(&replica("r-fine", &[]), t1).await.unwrap();
         // Nothing is stale yet except the vanished replica.
-        let report = s.run_sweep(10 * SECOND, t1).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, Duration::ZERO, t1).await.unwrap();
         assert_eq!(report.failed.len(), 1);
         assert!(
             report.failed[0].1.starts_with("replica r-gone is gone"),
@@ -117,7 +117,7 @@ mod cases {
         s.run_heartbeat_many("r-fine", &[(fine_run, 10 * SECOND)], t2)
             .await
             .unwrap();
-        let report = s.run_sweep(10 * SECOND, t2).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, Duration::ZERO, t2).await.unwrap();
         let stale_run = task_named(&view, "stale").run_id.unwrap();
         let cause = format!("replica r-stale stopped heart-beating at {}", t0.clock());
         assert_eq!(report.failed, vec![(stale_run, cause.clone())]);
@@ -157,7 +157,7 @@ mod cases {
         assert_eq!(finish.fenced, vec![stale_run]);
         // A second sweep finds nothing more.
         assert!(
-            s.run_sweep(10 * SECOND, t2)
+            s.run_sweep(10 * SECOND, Duration::ZERO, t2)
                 .await
                 .unwrap()
                 .failed
@@ -195,7 +195,7 @@ mod cases {
         s.run_heartbeat_many("r-1", &[(slow, 10 * SECOND)], t1)
             .await
             .unwrap();
-        let report = s.run_sweep(10 * SECOND, t1).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, Duration::ZERO, t1).await.unwrap();
         assert_eq!(report.failed.len(), 1);
         assert_eq!(report.failed[0].0, quiet);
         assert!(
@@ -209,7 +209,7 @@ mod cases {
         s.run_heartbeat_many("r-1", &[(slow, 10 * SECOND)], t2)
             .await
             .unwrap();
-        let report = s.run_sweep(10 * SECOND, t2).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, Duration::ZERO, t2).await.unwrap();
         assert_eq!(report.failed.len(), 1);
         assert_eq!(report.failed[0].0, slow);
         assert!(

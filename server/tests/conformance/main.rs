@@ -5,6 +5,8 @@
 //!
 //! - `plans`: submit, the plan list and a plan's view, the operator's
 //!   actions (start, cancel, retry, skip), not-found answers;
+//! - `cancel`: a cancel of a RUNNING run holds its target until its
+//!   replica confirms the kill or is found stale;
 //! - `gates`: exclusive and shared targets, versions, plan limits, `run_at`,
 //!   node pins and losing them, as promotion rounds apply them;
 //! - `claim_finish`: claims and labels, fenced finishes, automatic retries
@@ -36,6 +38,7 @@ mod common;
 
 mod audit;
 mod bulk;
+mod cancel;
 mod claim_finish;
 mod concurrency;
 mod dashboard;

@@ -280,13 +280,15 @@ mod cases {
         let view = s.plan_get(id).await.unwrap();
         let running = task_named(&view, "running");
         assert_eq!(claimed[0].id, running.run_id.unwrap());
-        for name in ["pending", "available", "running"] {
+        // Runs not executing end CANCELED at once.
+        for name in ["pending", "available"] {
             let task = task_named(&view, name);
             s.task_cancel(task.id, "carol".into(), Ts::now())
                 .await
                 .unwrap();
             let run = s.run_get(task.run_id.unwrap()).await.unwrap();
             assert_eq!(run.status, RunStatus::Canceled, "{name}");
+            assert_eq!(run.error.as_deref(), Some("canceled by carol"));
             let last = run.events.last().unwrap();
             assert_eq!(last.actor, "carol");
             assert_eq!(last.to, RunStatus::Canceled);
@@ -294,9 +296,22 @@ mod cases {
                 s.task_cancel(task.id, "carol".into(), Ts::now()).await,
                 Err(StoreError::Conflict(_))
             ));
+            assert_eq!(s.run_log(run.id).await.unwrap(), "");
         }
-        // The replica that ran it is fenced out everywhere.
+        // A RUNNING one ends when its replica confirms the kill (`cancel`).
+        s.task_cancel(running.id, "carol".into(), Ts::now())
+            .await
+            .unwrap();
         let run = claimed[0].id;
+        assert_eq!(
+            s.run_finish_many("r-test", &[failed(run)], Ts::now())
+                .await
+                .unwrap()
+                .finished,
+            vec![run]
+        );
+        assert_eq!(s.run_get(run).await.unwrap().status, RunStatus::Canceled);
+        // The replica that ran it is fenced out everywhere now.
         assert!(
             s.run_heartbeat_many("r-test", &[(run, Duration::from_secs(10))], Ts::now())
                 .await
@@ -317,7 +332,6 @@ mod cases {
                 .fenced,
             vec![run]
         );
-        assert_eq!(s.run_log(run).await.unwrap(), "");
         assert_eq!(s.plan_get(id).await.unwrap().status, PlanStatus::Canceled);
         assert!(matches!(
             s.plan_cancel(id, "carol".into(), Ts::now()).await,

@@ -243,6 +243,10 @@ mod cases {
         let g_task = task_named(&s.plan_get(nightly).await.unwrap(), "g").id;
         assert_eq!(run_of(s, nightly, "g").await, g);
         s.task_cancel(g_task, "dave".into(), t0).await.unwrap();
+        // r-1 kills it and confirms: CANCELED in dave's name.
+        s.run_finish_many("r-1", &[failed_with(g, "killed")], t0)
+            .await
+            .unwrap();
 
         // The history, read plainly: every run with its plan's name.
         let mut history: Vec<Seen> = Vec::new();

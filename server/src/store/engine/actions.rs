@@ -37,7 +37,8 @@ pub async fn plan_cancel<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts)
         let canceled = cancel_runs::<D>(&mut tx, &live, actor, now).await?;
         if canceled == 0 {
             return Err(StoreError::Conflict(format!(
-                "plan {id} has nothing PENDING, AVAILABLE or RUNNING to cancel"
+                "plan {id} has nothing PENDING, AVAILABLE or RUNNING to cancel \
+                 (a RUNNING run already being canceled is waiting for its replica)"
             )));
         }
         asked.done::<D>(&mut tx, &run_count(canceled), now).await?;
@@ -70,7 +71,8 @@ pub async fn task_retry<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) 
     Ok(task.plan_id)
 }
 
-/// Cancels the task's PENDING, AVAILABLE or RUNNING run; returns its plan id.
+/// Cancels the task's PENDING or AVAILABLE run, or asks its replica to
+/// stop its RUNNING one; returns its plan id.
 pub async fn task_cancel<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<i64> {
     let actor = asked.by.name;
     let mut tx = d.begin().await?;
@@ -82,8 +84,15 @@ pub async fn task_cancel<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts)
             task.status
         )));
     };
-    cancel_runs::<D>(&mut tx, &[run], actor, now).await?;
-    let was = format!("run {run} was {}", task.status);
+    if cancel_runs::<D>(&mut tx, &[run], actor, now).await? == 0 {
+        return Err(StoreError::Conflict(format!(
+            "task {id} is already being canceled: run {run} is waiting for its replica to stop it"
+        )));
+    }
+    let was = match task.status.as_str() {
+        "RUNNING" => format!("run {run} was RUNNING; its replica was asked to stop it"),
+        status => format!("run {run} was {status}"),
+    };
     asked.done::<D>(&mut tx, &was, now).await?;
     D::commit(tx).await?;
     d.signals().raise(Signal::Canceled);

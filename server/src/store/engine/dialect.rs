@@ -247,6 +247,13 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// [`Dialect::write`] for a statement that returns rows.
     async fn write_returning<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>>;
 
+    /// [`Dialect::write`] for a replica heartbeat: on PostgreSQL a lock
+    /// held elsewhere is waited for briefly, then reported
+    /// ([`StoreError::is_lock_wait`]) rather than waited out.
+    async fn heartbeat_write(&self, sql: Sql, args: &[Arg<'_>]) -> Result<u64> {
+        self.write(sql, args).await
+    }
+
     /// The overview's per-minute count of finished runs (`$1`: the window's
     /// start); the minute of a timestamp is the backend's own SQL.
     const FINISHED_PER_MINUTE: &'static str;
@@ -276,9 +283,10 @@ pub trait Dialect: Send + Sync + Sized + 'static {
         now: Ts,
     ) -> Result<Vec<i64>>;
 
-    /// Moves those of `run_ids` that are PENDING, AVAILABLE or RUNNING to
-    /// CANCELED, each with an event naming its previous status. Returns
-    /// how many moved.
+    /// Moves those of `run_ids` that are PENDING or AVAILABLE to CANCELED,
+    /// each with an event naming its previous status, and marks RUNNING
+    /// ones not yet asked as asked to cancel (their replica ends them).
+    /// Returns how many changed.
     async fn runs_cancel(
         tx: &mut Self::Tx,
         run_ids: &[i64],
@@ -405,8 +413,18 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// does not, and then nothing is written.
     async fn log_append(&self, replica_id: &str, run_id: i64, lines: &[LogLine]) -> Result<bool>;
 
-    /// The sweeper's transaction, set up for its reads.
+    /// The sweeper's transaction, set up for its reads, holding the
+    /// table locks a heartbeat's write needs: whatever keeps heartbeats
+    /// from being written keeps the sweeper from judging them.
     async fn sweep_begin(&self) -> Result<Self::Tx>;
+
+    /// RUNNING runs the sweeper must fail ([`liveness::sweep_candidates_sql`]):
+    /// on PostgreSQL a replica counts as stale only once the sweeper holds
+    /// its row, so a row an outside client holds (and its heartbeat waits
+    /// for) is judged by nobody.
+    ///
+    /// [`liveness::sweep_candidates_sql`]: crate::store::liveness
+    const SWEEP_CANDIDATES: &'static str;
 
     /// Fails the `found` runs still RUNNING on the replica they were seen
     /// on, each with its cause as error and event detail.

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::{Dialect, RowLock, Sql, outcomes};
-use crate::store::liveness::{self, SweepCandidate, SweepReport};
+use crate::store::liveness::{SweepCandidate, SweepReport};
 use crate::store::signals::Signal;
 use crate::store::{Finish, FinishReport, Result, Ts};
 
@@ -62,23 +62,50 @@ fn first_per_run(finishes: &[Finish]) -> Cow<'_, [Finish]> {
     )
 }
 
+/// A sweep that waited longer than this for its table locks judges
+/// nothing: heartbeats were kept waiting as long.
+const BLOCKED_AFTER: Duration = Duration::from_millis(250);
+
 /// Fails every RUNNING run whose replica is stale or gone, or whose
 /// heartbeat deadline or hard deadline passed, with the rule that fired as
 /// its error, and creates the automatic retries.
-pub async fn run_sweep<D: Dialect>(d: &D, stale_after: Duration, now: Ts) -> Result<SweepReport> {
-    let stale_since = now.minus(stale_after);
+///
+/// Verdicts are judged `grace` before `now`: the sweeper's own longest
+/// stretch without a successful round lately (docs/design.md, "Liveness"),
+/// during which nobody's heartbeat could be written either. A round that
+/// had to wait for its table locks judges nothing and says so.
+pub async fn run_sweep<D: Dialect>(
+    d: &D,
+    stale_after: Duration,
+    grace: Duration,
+    now: Ts,
+) -> Result<SweepReport> {
+    let asked = std::time::Instant::now();
     let mut tx = d.sweep_begin().await?;
+    let waited = asked.elapsed();
+    if waited > BLOCKED_AFTER {
+        return Ok(SweepReport {
+            blocked: Some(waited),
+            ..SweepReport::default()
+        });
+    }
+    let judged = now.minus(grace);
+    let stale_since = judged.minus(stale_after);
     let sql = format!(
         "{} {}",
-        liveness::SWEEP_CANDIDATES,
+        D::SWEEP_CANDIDATES,
         D::row_lock(RowLock::SweptRuns)
     );
-    let found: Vec<SweepCandidate> =
-        D::fetch_all(&mut tx, Sql::built(sql), &[stale_since.into(), now.into()]).await?;
+    let found: Vec<SweepCandidate> = D::fetch_all(
+        &mut tx,
+        Sql::built(sql),
+        &[stale_since.into(), judged.into()],
+    )
+    .await?;
     if found.is_empty() {
         return Ok(SweepReport::default());
     }
-    let causes: Vec<String> = found.iter().map(|c| c.cause(stale_since, now)).collect();
+    let causes: Vec<String> = found.iter().map(|c| c.cause(stale_since, judged)).collect();
     let done = D::runs_fail(&mut tx, &found, &causes, now).await?;
     let targets = d.notify_targets();
     let (retried, notified) = outcomes::runs_ended::<D>(&mut tx, &targets, &done, now).await?;

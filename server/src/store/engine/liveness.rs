@@ -44,7 +44,7 @@ pub async fn lease_get<D: Dialect>(d: &D, name: &str) -> Result<Option<Lease>> {
 
 pub async fn replica_upsert<D: Dialect>(d: &D, replica: &ReplicaInfo, now: Ts) -> Result<()> {
     let labels = serde_json::to_string(&replica.labels).unwrap_or_else(|_| "[]".into());
-    d.write(
+    d.heartbeat_write(
         rows::REPLICA_UPSERT.into(),
         &[
             replica.replica_id.as_str().into(),

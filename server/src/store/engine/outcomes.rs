@@ -47,8 +47,8 @@ pub async fn runs_ended<D: Dialect>(
 }
 
 /// Tasks others wait for: a DONE one releases them; one that failed for
-/// good shows in their causes (one with attempts left has a new run, which
-/// `create_runs` announced).
+/// good or was canceled shows in their causes (one with attempts left has
+/// a new run, which `create_runs` announced).
 async fn dependencies_moved<D: Dialect>(
     tx: &mut D::Tx,
     done: &[FinishedRow],
@@ -59,7 +59,7 @@ async fn dependencies_moved<D: Dialect>(
         awaited.partition(|d| d.status == RunStatus::Done.as_str());
     let failed: Vec<i64> = failed
         .into_iter()
-        .filter(|d| d.attempt >= d.max_attempts)
+        .filter(|d| d.attempt >= d.max_attempts || d.status == RunStatus::Canceled.as_str())
         .map(|d| d.task_id)
         .collect();
     let completed: Vec<i64> = completed.into_iter().map(|d| d.task_id).collect();

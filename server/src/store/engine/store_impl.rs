@@ -397,8 +397,13 @@ impl<D: Dialect> Store for D {
         reads::event_list(self, after_id, limit).await
     }
 
-    async fn run_sweep(&self, stale_after: Duration, now: Ts) -> Result<SweepReport> {
-        endings::run_sweep(self, stale_after, now).await
+    async fn run_sweep(
+        &self,
+        stale_after: Duration,
+        grace: Duration,
+        now: Ts,
+    ) -> Result<SweepReport> {
+        endings::run_sweep(self, stale_after, grace, now).await
     }
 
     async fn run_unpin_stranded(&self, stale_after: Duration, now: Ts) -> Result<Vec<i64>> {

@@ -18,7 +18,7 @@ use crate::store::engine::audit::Asked;
 use crate::store::engine::dialect::arguments;
 use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
 use crate::store::gates::{self, ContextRow, Decisions, PendingRun};
-use crate::store::liveness::SweepCandidate;
+use crate::store::liveness::{self, SweepCandidate};
 use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::signals::{CHANNEL, Signal};
 use crate::store::{
@@ -155,6 +155,25 @@ macro_rules! hash_joined_sql {
 
 const BEGIN_INDEX_ONLY: &str = concat!("BEGIN; ", index_only_sql!());
 const BEGIN_HASH_JOINED: &str = concat!("BEGIN; ", hash_joined_sql!());
+/// A heartbeat waits this long for a lock, then says so
+/// ([`StoreError::is_lock_wait`]) and is sent again: proof to its replica
+/// that the database answers and that the sweeper is held up as it is.
+/// Each proof counts from when its attempt was sent, so this must stay
+/// well under half of what a replica trusts a proof for (three quarters
+/// of `stale_after`, 750 ms in the fastest settings the tests use).
+macro_rules! heartbeat_lock_timeout_sql {
+    () => {
+        "SET LOCAL lock_timeout = '200ms'"
+    };
+}
+const BEGIN_HEARTBEAT: &str = concat!("BEGIN; ", heartbeat_lock_timeout_sql!());
+/// The sweeper's first statements: the write lock on both tables a
+/// heartbeat writes, waited for a second at most (a round that waits is
+/// judged by `engine::endings::run_sweep`, one that times out fails), then
+/// no limit. Not part of its `BEGIN`: a `BEGIN` string that fails leaves
+/// its connection in the aborted transaction, back in the pool.
+const SWEEP_LOCKS: &str = "SET LOCAL lock_timeout = '1s'; \
+    LOCK TABLE replica, task_run IN ROW EXCLUSIVE MODE; SET LOCAL lock_timeout = 0";
 
 /// A hot statement and the `BEGIN` of its transaction, which sets the
 /// planner up for it (`index_only_sql` or [`PgStore::hash_joined`]).
@@ -291,20 +310,30 @@ const CLAIM_AROUND: Planned = Planned {
 /// cheaper.
 const FINISH: Planned = Planned {
     begin: BEGIN_HASH_JOINED,
-    sql: "WITH f AS (
+    // A run an operator asked to cancel ends CANCELED in their name,
+    // unless its execution succeeded first ([`rows::cancel_status_sql`]).
+    sql: concat!(
+        "WITH f AS (
         SELECT * FROM UNNEST($2::bigint[], $3::text[], $4::bigint[], $5::text[])
             AS f(id, status, code, error)),
     done AS (
-        UPDATE task_run r SET status = f.status, finished_at = $6, result_code = f.code,
-            error = f.error
+        UPDATE task_run r SET status = ",
+        rows::cancel_status_sql!("f.status", "r"),
+        ", finished_at = $6, result_code = f.code,
+            error = ",
+        rows::cancel_error_sql!("f.status", "r", "f.error", "''"),
+        "
         FROM f WHERE r.id = f.id AND r.id = ANY($2) AND r.status = 'RUNNING'
             AND r.replica_id = $1
         RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.dependents,
-            r.error),
+            r.error, r.cancel_requested_by),
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-        SELECT id, 'RUNNING', status, $1, $1, $6, error FROM done)
-    SELECT id, plan_id, status, task_id, attempt, max_attempts, dependents FROM done",
+        SELECT id, 'RUNNING', status, $1,
+            CASE WHEN status = 'CANCELED' THEN cancel_requested_by ELSE $1 END, $6, error
+        FROM done)
+    SELECT id, plan_id, status, task_id, attempt, max_attempts, dependents FROM done"
+    ),
 };
 
 /// Who: the promoter, for the runs its round let through (each batch
@@ -405,7 +434,12 @@ impl<'r> sqlx::FromRow<'r, PgRow> for RoundRow {
 /// Who: each replica's run heartbeat, one statement for all its runs.
 /// Hash-joined, like [`FINISH`].
 const RUN_HEARTBEAT: Planned = Planned {
-    begin: BEGIN_HASH_JOINED,
+    begin: concat!(
+        "BEGIN; ",
+        hash_joined_sql!(),
+        "; ",
+        heartbeat_lock_timeout_sql!()
+    ),
     // Rows another transaction holds are skipped, not waited for: one held
     // row (an outside client's `SELECT … FOR UPDATE`) made every run of the
     // replica miss its beat and fail. Each run asked for comes back as
@@ -418,8 +452,9 @@ const RUN_HEARTBEAT: Planned = Planned {
         FROM UNNEST($2::bigint[], $3::bigint[]) AS b(id, timeout_ms)
         WHERE r.id = b.id AND r.id IN (SELECT id FROM free) AND r.status = 'RUNNING'
             AND r.replica_id = $1
-        RETURNING r.id)
-    SELECT p.id, p.id IN (SELECT id FROM beaten) AS owned
+        RETURNING r.id, r.cancel_requested_by IS NOT NULL AS canceling)
+    SELECT p.id, p.id IN (SELECT id FROM beaten) AS owned,
+        p.id IN (SELECT id FROM beaten WHERE canceling) AS canceling
     FROM task_run p WHERE p.id = ANY($2)
         AND (p.id IN (SELECT id FROM beaten) OR p.id NOT IN (SELECT id FROM free))",
 };
@@ -640,6 +675,13 @@ impl Dialect for PgStore {
         self.read(sql, args).await
     }
 
+    async fn heartbeat_write(&self, sql: Sql, args: &[Arg<'_>]) -> Result<u64> {
+        let mut tx = self.begin(BEGIN_HEARTBEAT).await?;
+        let n = Self::execute(&mut tx, sql, args).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
     fn row_lock(lock: RowLock) -> &'static str {
         match lock {
             RowLock::Tasks => "FOR UPDATE OF t",
@@ -708,9 +750,12 @@ impl Dialect for PgStore {
         actor: Actor<'_>,
         now: Ts,
     ) -> Result<u64> {
-        // Who: operator cancel of a task or a plan. A RUNNING run's replica
-        // notices through its fence (heartbeat or the NOTIFY below).
-        let moved = sqlx::query(
+        // Who: operator cancel of a task or a plan. A run not yet executing
+        // ends CANCELED here; a RUNNING one is only asked to stop: it keeps
+        // its status (and its target, slot and version) until its replica
+        // confirms the kill in its finish, or the sweeper finds that
+        // replica stale. The replica hears it by NOTIFY or its next beat.
+        let changed: i64 = sqlx::query_scalar(
             "WITH old AS (
                 SELECT id, status FROM task_run
                 WHERE id = ANY($1) AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')
@@ -718,18 +763,25 @@ impl Dialect for PgStore {
             moved AS (
                 UPDATE task_run r SET status = 'CANCELED', finished_at = $2, waiting_cause = NULL,
                     error = 'canceled by ' || $3
-                FROM old WHERE r.id = old.id
-                RETURNING r.id, old.status AS from_status, r.replica_id)
-            INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-            SELECT id, from_status, 'CANCELED', replica_id, $3, $2, 'canceled by ' || $3 FROM moved",
+                FROM old WHERE r.id = old.id AND old.status <> 'RUNNING'
+                RETURNING r.id, old.status AS from_status, r.replica_id),
+            asked AS (
+                UPDATE task_run r SET cancel_requested_by = $3, cancel_requested_at = $2
+                FROM old WHERE r.id = old.id AND old.status = 'RUNNING'
+                    AND r.cancel_requested_by IS NULL
+                RETURNING r.id),
+            logged AS (
+                INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
+                SELECT id, from_status, 'CANCELED', replica_id, $3, $2, 'canceled by ' || $3
+                FROM moved)
+            SELECT (SELECT COUNT(*) FROM moved) + (SELECT COUNT(*) FROM asked)",
         )
         .bind(run_ids)
         .bind(now)
         .bind(actor)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
-        Ok(moved)
+        .fetch_one(&mut **tx)
+        .await?;
+        Ok(changed as u64)
     }
 
     async fn listen(&self) -> Result<()> {
@@ -936,7 +988,7 @@ impl Dialect for PgStore {
         now: Ts,
     ) -> Result<Beaten> {
         let mut tx = self.begin(RUN_HEARTBEAT.begin).await?;
-        let found: Vec<(i64, bool)> = sqlx::query_as(RUN_HEARTBEAT.sql)
+        let found: Vec<(i64, bool, bool)> = sqlx::query_as(RUN_HEARTBEAT.sql)
             .bind(replica_id)
             .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
             .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
@@ -944,11 +996,15 @@ impl Dialect for PgStore {
             .fetch_all(&mut *tx)
             .await?;
         tx.commit().await?;
-        let (owned, busy): (Vec<_>, Vec<_>) = found.into_iter().partition(|(_, owned)| *owned);
-        Ok(Beaten {
-            owned: owned.into_iter().map(|(id, _)| id).collect(),
-            busy: busy.into_iter().map(|(id, _)| id).collect(),
-        })
+        let mut beaten = Beaten::default();
+        for (id, owned, canceling) in found {
+            match (owned, canceling) {
+                (true, true) => beaten.canceling.push(id),
+                (true, false) => beaten.owned.push(id),
+                (false, _) => beaten.busy.push(id),
+            }
+        }
+        Ok(beaten)
     }
 
     async fn log_append(&self, replica_id: &str, run_id: i64, lines: &[LogLine]) -> Result<bool> {
@@ -975,8 +1031,16 @@ impl Dialect for PgStore {
     }
 
     async fn sweep_begin(&self) -> Result<Self::Tx> {
-        self.begin(BEGIN_INDEX_ONLY).await
+        let mut tx = self.begin(BEGIN_INDEX_ONLY).await?;
+        sqlx::raw_sql(SWEEP_LOCKS).execute(&mut *tx).await?;
+        Ok(tx)
     }
+
+    const SWEEP_CANDIDATES: &'static str = liveness::sweep_candidates_sql!(
+        "WITH stale AS (SELECT replica_id FROM replica WHERE last_heartbeat < $1
+            FOR NO KEY UPDATE SKIP LOCKED) ",
+        "p.replica_id IN (SELECT replica_id FROM stale)"
+    );
 
     async fn runs_fail(
         tx: &mut Self::Tx,
@@ -988,18 +1052,26 @@ impl Dialect for PgStore {
         // RUNNING on the replica it was seen on.
         Self::hash_joined(tx).await?;
         let done: Vec<FinishedRow> = sqlx::query_as(
-            "WITH f AS (
+            concat!(
+                "WITH f AS (
                 SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[]) AS f(id, replica, cause)),
             done AS (
-                UPDATE task_run r SET status = 'FAILED', finished_at = $4, error = f.cause
+                UPDATE task_run r SET status = ",
+                rows::cancel_status_sql!("'FAILED'", "r"),
+                ", finished_at = $4, error = ",
+                rows::cancel_error_sql!("'FAILED'", "r", "f.cause", "'; ' || f.cause"),
+                "
                 FROM f WHERE r.id = f.id AND r.status = 'RUNNING'
                     AND r.replica_id IS NOT DISTINCT FROM f.replica
                 RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts,
-                    r.dependents, r.replica_id, r.error),
+                    r.dependents, r.replica_id, r.error, r.cancel_requested_by),
             logged AS (
                 INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-                SELECT id, 'RUNNING', 'FAILED', replica_id, $5, $4, error FROM done)
-            SELECT id, plan_id, status, task_id, attempt, max_attempts, dependents FROM done",
+                SELECT id, 'RUNNING', status, replica_id,
+                    CASE WHEN status = 'CANCELED' THEN cancel_requested_by ELSE $5 END, $4, error
+                FROM done)
+            SELECT id, plan_id, status, task_id, attempt, max_attempts, dependents FROM done"
+            ),
         )
         .bind(found.iter().map(|c| c.id).collect::<Vec<_>>())
         .bind(found.iter().map(|c| c.replica_id.clone()).collect::<Vec<_>>())
@@ -1025,7 +1097,9 @@ impl Dialect for PgStore {
             "WITH back AS (
                 UPDATE task_run SET status = 'AVAILABLE', replica_id = NULL, started_at = NULL,
                     last_heartbeat_at = NULL, heartbeat_deadline = NULL, deadline = NULL
-                WHERE id = ANY($2) AND status = 'RUNNING' AND replica_id = $1 RETURNING id)
+                WHERE id = ANY($2) AND status = 'RUNNING' AND replica_id = $1
+                    AND cancel_requested_by IS NULL
+                RETURNING id)
             INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
             SELECT id, 'RUNNING', 'AVAILABLE', $1, $1, $3, $4 FROM back RETURNING run_id",
         )

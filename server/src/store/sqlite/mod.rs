@@ -26,7 +26,7 @@ use crate::store::dashboard::{self};
 use crate::store::engine::dialect::arguments;
 use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
 use crate::store::gates::{self, Decisions};
-use crate::store::liveness::SweepCandidate;
+use crate::store::liveness::{self, SweepCandidate};
 use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::signals::Signal;
 use crate::store::{
@@ -262,7 +262,9 @@ impl SqliteStore {
         let ids: Vec<i64> = done.iter().map(|d| d.id).collect();
         sqlx::query(
             "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-             SELECT id, 'RUNNING', status, replica_id, $2, $3, error FROM task_run
+             SELECT id, 'RUNNING', status, replica_id,
+                CASE WHEN status = 'CANCELED' THEN cancel_requested_by ELSE $2 END, $3, error
+             FROM task_run
              WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id",
         )
         .bind(id_list(&ids))
@@ -436,6 +438,23 @@ impl Dialect for SqliteStore {
         if old.is_empty() {
             return Ok(0);
         }
+        // A RUNNING run is only asked to stop: it keeps its status (and
+        // its target, slot and version) until its replica confirms the
+        // kill in its finish, or the sweeper finds that replica stale.
+        let (running, old): (Vec<_>, Vec<_>) = old
+            .into_iter()
+            .partition(|(_, status, _)| status == "RUNNING");
+        let running: Vec<i64> = running.into_iter().map(|(id, _, _)| id).collect();
+        let asked = sqlx::query(
+            "UPDATE task_run SET cancel_requested_by = $2, cancel_requested_at = $3
+             WHERE id IN (SELECT value FROM json_each($1)) AND cancel_requested_by IS NULL",
+        )
+        .bind(id_list(&running))
+        .bind(actor)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
         let detail = format!("canceled by {actor}");
         let ids: Vec<i64> = old.iter().map(|(id, _, _)| *id).collect();
         sqlx::query(
@@ -462,7 +481,7 @@ impl Dialect for SqliteStore {
         .bind(&detail)
         .execute(&mut **tx)
         .await?;
-        Ok(old.len() as u64)
+        Ok(old.len() as u64 + asked)
     }
 
     /// One process owns the file: there is nobody else to hear.
@@ -607,25 +626,29 @@ impl Dialect for SqliteStore {
         // Fenced: only runs still RUNNING and owned by this replica change.
         // They are read before the update, under the write lock it shares,
         // as one JSON text rather than a row per run ([`packed`]).
-        let fenced: String = sqlx::query_scalar(
-            "SELECT json_group_array(json_array(r.id, r.plan_id, x.value ->> 1, r.task_id,
-                r.attempt, r.max_attempts, r.dependents))
+        let fenced: String = sqlx::query_scalar(concat!(
+            "SELECT json_group_array(json_array(r.id, r.plan_id, ",
+            rows::cancel_status_sql!("(x.value ->> 1)", "r"),
+            ", r.task_id, r.attempt, r.max_attempts, r.dependents))
              FROM json_each($2) AS x JOIN task_run r ON r.id = x.value ->> 0
-             WHERE r.status = 'RUNNING' AND r.replica_id = $1",
-        )
+             WHERE r.status = 'RUNNING' AND r.replica_id = $1"
+        ))
         .bind(replica_id)
         .bind(&asked)
         .fetch_one(&mut **tx)
         .await?;
         let done = packed::finished_rows(&fenced)?;
         if !done.is_empty() {
-            let ended = sqlx::query(
-                "UPDATE task_run SET status = x.value ->> 1, finished_at = $3,
-                    result_code = x.value ->> 2, error = x.value ->> 3
+            let ended = sqlx::query(concat!(
+                "UPDATE task_run SET status = ",
+                rows::cancel_status_sql!("(x.value ->> 1)", "task_run"),
+                ", finished_at = $3, result_code = x.value ->> 2, error = ",
+                rows::cancel_error_sql!("(x.value ->> 1)", "task_run", "(x.value ->> 3)", "''"),
+                "
                  FROM json_each($2) AS x
                  WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
-                   AND task_run.replica_id = $1",
-            )
+                   AND task_run.replica_id = $1"
+            ))
             .bind(replica_id)
             .bind(&asked)
             .bind(now)
@@ -655,13 +678,13 @@ impl Dialect for SqliteStore {
             .iter()
             .map(|(id, t)| json!([id, millis(*t)]))
             .collect();
-        let owned = sqlx::query_scalar(
+        let found: Vec<(i64, bool)> = sqlx::query_as(
             "UPDATE task_run SET last_heartbeat_at = $3,
                 heartbeat_deadline = $3 + (x.value ->> 1) * 1000
              FROM json_each($2) AS x
              WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
                AND task_run.replica_id = $1
-             RETURNING task_run.id",
+             RETURNING task_run.id, task_run.cancel_requested_by IS NOT NULL",
         )
         .bind(replica_id)
         .bind(serde_json::Value::Array(beats).to_string())
@@ -670,8 +693,10 @@ impl Dialect for SqliteStore {
         .await?;
         tx.commit().await?;
         // The write lock is the database's: no row is ever busy here.
+        let (canceling, owned): (Vec<_>, Vec<_>) = found.into_iter().partition(|(_, c)| *c);
         Ok(Beaten {
-            owned,
+            owned: owned.into_iter().map(|(id, _)| id).collect(),
+            canceling: canceling.into_iter().map(|(id, _)| id).collect(),
             busy: Vec::new(),
         })
     }
@@ -709,6 +734,11 @@ impl Dialect for SqliteStore {
         self.begin_write().await
     }
 
+    // The write lock is the whole database's: a heartbeat that cannot be
+    // written keeps the sweeper waiting too.
+    const SWEEP_CANDIDATES: &'static str =
+        liveness::sweep_candidates_sql!("", "p.last_heartbeat < $1");
+
     async fn runs_fail(
         tx: &mut Self::Tx,
         found: &[SweepCandidate],
@@ -724,15 +754,24 @@ impl Dialect for SqliteStore {
             .collect();
         // Conditional on the run still being RUNNING on the replica it was
         // seen on (`IS`: NULL-safe equality).
-        let done: Vec<FinishedRow> = sqlx::query_as(
-            "UPDATE task_run SET status = 'FAILED', finished_at = $2, error = x.value ->> 2
+        let done: Vec<FinishedRow> = sqlx::query_as(concat!(
+            "UPDATE task_run SET status = ",
+            rows::cancel_status_sql!("'FAILED'", "task_run"),
+            ", finished_at = $2, error = ",
+            rows::cancel_error_sql!(
+                "'FAILED'",
+                "task_run",
+                "(x.value ->> 2)",
+                "'; ' || (x.value ->> 2)"
+            ),
+            "
              FROM json_each($1) AS x
              WHERE task_run.id = x.value ->> 0 AND task_run.status = 'RUNNING'
                AND task_run.replica_id IS x.value ->> 1
              RETURNING task_run.id, task_run.plan_id, task_run.status, task_run.task_id,
                 task_run.attempt,
-                task_run.max_attempts, task_run.dependents",
-        )
+                task_run.max_attempts, task_run.dependents"
+        ))
         .bind(serde_json::Value::Array(failing).to_string())
         .bind(now)
         .fetch_all(&mut **tx)
@@ -754,7 +793,7 @@ impl Dialect for SqliteStore {
             "UPDATE task_run SET status = 'AVAILABLE', replica_id = NULL, started_at = NULL,
                 last_heartbeat_at = NULL, heartbeat_deadline = NULL, deadline = NULL
              WHERE id IN (SELECT value FROM json_each($2)) AND status = 'RUNNING'
-               AND replica_id = $1
+               AND replica_id = $1 AND cancel_requested_by IS NULL
              RETURNING id",
         )
         .bind(replica_id)
