@@ -122,6 +122,11 @@ pub struct Settings {
     /// it, that user's new ones are refused with 503 (their pages poll).
     #[arg(long, env = "BATON_LIVE_MAX_PER_USER", default_value_t = crate::dashboard::live::DEFAULT_MAX_PER_USER, global = true)]
     pub live_max_per_user: usize,
+    /// How many costly reads (runs and audit searches, bulk counts) one
+    /// user may have in flight on one replica; a search through error
+    /// texts or names, or a bulk count, weighs 2. Past it: 429.
+    #[arg(long, env = "BATON_SEARCH_SHARES_PER_USER", default_value_t = crate::fair_share::DEFAULT_PER_USER, global = true)]
+    pub search_shares_per_user: usize,
     /// The dashboard's address as operators reach it, for links in
     /// notifications. Default: http://<BATON_LISTEN>.
     #[arg(long, env = "BATON_PUBLIC_URL", global = true)]
@@ -240,6 +245,15 @@ impl Settings {
     }
 
     /// The dashboard's live feed settings, checked.
+    /// Each user's share of the costly reads.
+    pub fn search_shares(&self) -> anyhow::Result<crate::fair_share::Shares> {
+        anyhow::ensure!(
+            self.search_shares_per_user >= 1,
+            "BATON_SEARCH_SHARES_PER_USER must be at least 1 (got 0: nobody could search)"
+        );
+        Ok(crate::fair_share::Shares::new(self.search_shares_per_user))
+    }
+
     pub fn live(&self) -> anyhow::Result<crate::dashboard::live::LiveConfig> {
         crate::dashboard::live::LiveConfig::new(
             self.live_interval,

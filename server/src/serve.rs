@@ -179,6 +179,11 @@ pub fn router_over(
             Arc::new(error_links(settings)?),
         ))
         .merge(sign_in)
+        // Inside the guard: it needs the person the guard names.
+        .layer(axum::middleware::from_fn_with_state(
+            settings.search_shares()?,
+            crate::fair_share::fair_share,
+        ))
         .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
         // Pages, JSON and the wasm bundle shrink several times over.
         .layer(tower_http::compression::CompressionLayer::new());

@@ -170,12 +170,15 @@ impl LeaderLease {
         // Hand leadership over at once rather than after the lease runs out.
         if self.leading.send_replace(false) {
             tracing::info!(replica = %self.replica_id, "shutting down: giving up the leader lease");
-            if let Err(e) = self
-                .store
-                .lease_release(LEADER_LEASE, &self.replica_id)
-                .await
-            {
-                tracing::warn!(error = %e, "could not release the leader lease; it expires by itself");
+            let release = self.store.lease_release(LEADER_LEASE, &self.replica_id);
+            match tokio::time::timeout(super::LAST_WRITE, release).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "could not release the leader lease; it expires by itself")
+                }
+                Err(_) => tracing::warn!(
+                    "the database did not take the lease's release in time; it expires by itself"
+                ),
             }
         }
     }

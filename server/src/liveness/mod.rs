@@ -11,6 +11,13 @@ mod run_heartbeat;
 mod sweeper;
 mod unwritable;
 
+/// At shutdown, how long a last write (finishes, the hand-back, the
+/// lease's release, the heartbeat row's removal) may take: a database that
+/// is gone must not keep the process from exiting. What could not be
+/// written resolves itself: the lease expires, the row goes stale, the
+/// sweeper fails or retries the runs.
+pub const LAST_WRITE: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub use self::clock_sync::ClockSync;
 pub use self::leader::{LeaderLease, Leadership, round_interval};
 pub use self::replica_heartbeat::ReplicaHeartbeat;

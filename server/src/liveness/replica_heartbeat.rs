@@ -89,8 +89,15 @@ impl ReplicaHeartbeat {
                 break;
             }
         }
-        if let Err(e) = self.store.replica_delete(&self.info.replica_id).await {
-            tracing::warn!(error = %e, "could not remove this replica's heartbeat row");
+        let delete = self.store.replica_delete(&self.info.replica_id);
+        match tokio::time::timeout(super::LAST_WRITE, delete).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not remove this replica's heartbeat row")
+            }
+            Err(_) => {
+                tracing::warn!("the database did not take the heartbeat row's removal in time")
+            }
         }
     }
 }

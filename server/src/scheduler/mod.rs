@@ -38,7 +38,7 @@ pub use self::signals::SignalForwarder;
 pub use self::ticker::Ticker;
 pub use self::worker::Worker;
 use crate::executor::Registry;
-use crate::liveness::{ClockSync, LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
+use crate::liveness::{ClockSync, LAST_WRITE, LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
 use crate::notifications::{DELIVERY_ROUND_BOUND, Deliverer, DeliveryConfig};
 use crate::retention::Pruner;
 use crate::store::{ReplicaInfo, Store, Ts};
@@ -182,6 +182,13 @@ pub struct Replica {
     pub health: Arc<LoopHealth>,
     /// Fires when the replica is told to stop.
     stopping: CancellationToken,
+    /// Fires once the worker has drained (its runs finished or handed back).
+    drained: CancellationToken,
+    /// How long after the stop its loops may take to end at most: the
+    /// grace, the executions' stop, the last writes. Once drained, the
+    /// others get one last write's time. A loop still waiting on a
+    /// database that is gone is left behind after that.
+    stop_within: Duration,
 }
 
 impl Replica {
@@ -214,6 +221,7 @@ impl Replica {
             &config,
         ));
         let drained = CancellationToken::new();
+        let drained_view = drained.clone();
         let health = LoopHealth::new();
         let mut loops = Loops {
             tasks: JoinSet::new(),
@@ -264,6 +272,9 @@ impl Replica {
         // the sweeper to fail.
         let claims_stopped = CancellationToken::new();
         let claiming_done = Arc::new(claims_stopped.clone().drop_guard());
+        // Unless the database is gone: a claim waiting on it a second
+        // after the stop is left behind (the sweeper resolves its runs).
+        tokio::spawn(drain_anyway(shutdown.clone(), claims_stopped.clone()));
         let promoting = probe("promoter", config.poll_interval);
         let promoter = Promoter::new(store.clone(), leadership.clone(), &config)
             .claiming_for(worker.clone(), info.labels.clone())
@@ -346,6 +357,8 @@ impl Replica {
             leadership,
             health,
             stopping,
+            drained: drained_view,
+            stop_within: config.shutdown_grace + worker::STOP_WAIT + 3 * LAST_WRITE,
         })
     }
 
@@ -364,11 +377,32 @@ impl Replica {
     /// restarts it.
     pub async fn join(mut self) -> anyhow::Result<()> {
         let mut panicked = Vec::new();
-        while let Some(result) = self.tasks.join_next().await {
+        let (drained, stop_within) = (self.drained.clone(), self.stop_within);
+        let overdue = async {
+            self.stopping.cancelled().await;
+            tokio::select! {
+                _ = drained.cancelled() => tokio::time::sleep(LAST_WRITE).await,
+                _ = tokio::time::sleep(stop_within) => {}
+            }
+        };
+        tokio::pin!(overdue);
+        loop {
+            let result = tokio::select! {
+                result = self.tasks.join_next() => result,
+                _ = &mut overdue => {
+                    tracing::error!(
+                        loops = self.tasks.len(),
+                        "loops still waiting on the database after the stop; leaving them"
+                    );
+                    self.tasks.abort_all();
+                    break;
+                }
+            };
             match result {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => panicked.push(e),
-                Err(e) => panicked.push(e.to_string()),
+                None => break,
+                Some(Ok(Ok(()))) => {}
+                Some(Ok(Err(e))) => panicked.push(e),
+                Some(Err(e)) => panicked.push(e.to_string()),
             }
         }
         anyhow::ensure!(panicked.is_empty(), "{}", panicked.join("; "));
@@ -428,4 +462,19 @@ pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// Cancels `claims_stopped` a second after `shutdown` if the claimer and
+/// the promoter have not returned by then (a claim waiting on a database
+/// that is gone; one that answers takes milliseconds), so the worker
+/// drains within its grace anyway.
+async fn drain_anyway(shutdown: CancellationToken, claims_stopped: CancellationToken) {
+    shutdown.cancelled().await;
+    tokio::select! {
+        _ = claims_stopped.cancelled() => {}
+        _ = tokio::time::sleep(Duration::from_secs(1)) => {
+            tracing::warn!("a claim is still waiting on the database; draining without it");
+            claims_stopped.cancel();
+        }
+    }
 }

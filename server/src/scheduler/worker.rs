@@ -27,7 +27,7 @@ use super::SchedulerConfig;
 use super::counters::{Claimant, RunCounters};
 use super::ownership::Ownership;
 use crate::executor::{LogSink, Outcome, Registry, RunContext, output};
-use crate::liveness::{RunHandle, RunHeartbeat, RunTable};
+use crate::liveness::{LAST_WRITE, RunHandle, RunHeartbeat, RunTable};
 use crate::store::{ClaimedRun, Finish, LogLine, Store, Ts};
 
 /// Finishes written per transaction, at most.
@@ -36,7 +36,7 @@ const FINISH_BATCH: usize = 2048;
 const LOG_BATCH: usize = 512;
 /// After the grace period, how long stopped executions get to end before
 /// the replica hands back whatever is left and exits anyway.
-const STOP_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const STOP_WAIT: Duration = Duration::from_secs(10);
 
 pub struct Worker {
     store: Arc<dyn Store>,
@@ -371,10 +371,12 @@ impl Worker {
             // it rides in would fail on every retry.
             error: outcome.error.as_deref().map(output::clean_line),
         };
-        handle.finishing.store(true, Ordering::SeqCst);
+        // Queued before it counts as finishing: once no execution is
+        // unfinished, the shutdown drains the queue, and must find it.
         if self.finishes.send(finish).is_err() {
             self.release(&[run.id]);
         }
+        handle.finishing.store(true, Ordering::SeqCst);
     }
 
     async fn write_logs(
@@ -445,6 +447,11 @@ impl Worker {
             if shutdown.is_cancelled() && self.running.lock().expect("poisoned").is_empty() {
                 break;
             }
+            // Past the grace, every execution ended: what is left is only
+            // storing their finishes, which the last words below try.
+            if stopped_at.is_some() && self.unfinished_ids().is_empty() {
+                break;
+            }
             if stopped_at.is_some_and(|at| at.elapsed() >= STOP_WAIT) {
                 // Those finishing ended already: their finishes are stored
                 // below, never handed back to run again.
@@ -456,7 +463,13 @@ impl Worker {
             tokio::select! {
                 n = queue.recv_many(&mut batch, FINISH_BATCH) => {
                     if n == 0 { break; }
-                    self.store_finishes(&mut batch, &shutdown).await;
+                    tokio::select! {
+                        _ = self.store_finishes(&mut batch, &shutdown) => {}
+                        // A write that hangs (the database gone) must not
+                        // hold the stop up: the batch stays for the last
+                        // drain, which is bounded.
+                        _ = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
+                    }
                 }
                 _ = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
                 _ = &mut grace, if stopped_at.is_none() => {
@@ -481,9 +494,18 @@ impl Worker {
         if !batch.is_empty() {
             self.store_finishes(&mut batch, &shutdown).await;
         }
+        // A beat in flight proves nothing now, and one to a database that
+        // is gone never returns.
         stop_beats.cancel();
-        let _ = beats.await;
-        self.hand_back().await;
+        beats.abort();
+        if tokio::time::timeout(LAST_WRITE, self.hand_back())
+            .await
+            .is_err()
+        {
+            tracing::error!(
+                "the database did not take the hand-back in time; the sweeper will resolve those runs"
+            );
+        }
     }
 
     /// The runs executing here whose execution has not ended.
@@ -561,12 +583,29 @@ impl Worker {
     /// is never dropped while the process lives.
     async fn store_finishes(&self, batch: &mut Vec<Finish>, shutdown: &CancellationToken) {
         let mut delay = Duration::from_millis(50);
+        let began = Instant::now();
         loop {
-            match self
+            // Shutting down, a database that is gone gets `LAST_WRITE`
+            // from the first try, and the batch stays for the last drain.
+            let left = LAST_WRITE.saturating_sub(began.elapsed());
+            let write = self
                 .store
-                .run_finish_many(&self.replica_id, batch, Ts::now())
-                .await
-            {
+                .run_finish_many(&self.replica_id, batch, Ts::now());
+            let written = if shutdown.is_cancelled() {
+                match tokio::time::timeout(left, write).await {
+                    Ok(written) => written,
+                    Err(_) => {
+                        tracing::error!(
+                            runs = batch.len(),
+                            "the database did not take these finishes in time; leaving them to the sweeper"
+                        );
+                        return;
+                    }
+                }
+            } else {
+                write.await
+            };
+            match written {
                 Ok(report) => {
                     if !report.notified.is_empty() && crate::faults::exit_after_notification_claim()
                     {
@@ -583,7 +622,7 @@ impl Worker {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, runs = batch.len(), "could not store finished runs; retrying");
-                    if shutdown.is_cancelled() && delay > self.shutdown_grace {
+                    if shutdown.is_cancelled() && began.elapsed() + delay >= LAST_WRITE {
                         return;
                     }
                     tokio::time::sleep(delay).await;

@@ -123,15 +123,27 @@ impl Faults {
     /// not record (docs/operations.md). An outside lock, killed
     /// connections and a SIGTERM are not among them: a replica that lives
     /// records what its command did.
-    pub fn excuse(&self, replica: &str, at: chrono::DateTime<chrono::Utc>) -> Option<&Span> {
+    pub fn excuse(&self, replica: &str, at: chrono::DateTime<chrono::Utc>) -> Option<&'static str> {
         let slack = chrono::TimeDelta::seconds(2);
         let settle = chrono::TimeDelta::from_std(STALE_AFTER * 3).unwrap();
-        self.spans.iter().find(|s| {
-            !KEEPS_FINISHES.contains(&s.kind)
-                && s.replica.as_deref().is_none_or(|r| r == replica)
-                && s.from - slack <= at
-                && at <= s.to + settle
-        })
+        let near = |from, to| from - slack <= at && at <= to + settle;
+        // Every SIGKILL, those a clock-skew fault gives the replicas it
+        // starts (under ids of their own) included.
+        if self
+            .kills
+            .iter()
+            .any(|k| k.replica == replica && near(k.at, k.at))
+        {
+            return Some("SIGKILL");
+        }
+        self.spans
+            .iter()
+            .find(|s| {
+                !KEEPS_FINISHES.contains(&s.kind)
+                    && s.replica.as_deref().is_none_or(|r| r == replica)
+                    && near(s.from, s.to)
+            })
+            .map(|s| s.kind)
     }
 }
 

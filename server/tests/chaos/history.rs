@@ -303,11 +303,10 @@ async fn no_success_twice(
             .unwrap()
             .replica_id
             .unwrap_or_default();
-        if let Some(span) = faults.excuse(&replica, when) {
+        if let Some(kind) = faults.excuse(&replica, when) {
             eprintln!(
-                "chaos: task {key}: run {run} exited 0 at {}, and run {later} ran it again: excused by {} of {replica}",
+                "chaos: task {key}: run {run} exited 0 at {}, and run {later} ran it again: excused by {kind} of {replica}",
                 when.format("%H:%M:%S%.3f"),
-                span.kind
             );
             continue;
         }
