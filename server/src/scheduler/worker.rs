@@ -580,7 +580,9 @@ impl Worker {
     }
 
     /// Writes one batch of finishes, retrying until it is stored: a finish
-    /// is never dropped while the process lives.
+    /// is never dropped while the replica runs. Once it is stopping, the
+    /// tries end after [`LAST_WRITE`] with the batch left as it was (the
+    /// last drain tries it again; past that, the sweeper resolves it).
     async fn store_finishes(&self, batch: &mut Vec<Finish>, shutdown: &CancellationToken) {
         let mut delay = Duration::from_millis(50);
         let began = Instant::now();
