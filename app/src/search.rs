@@ -84,6 +84,9 @@ pub struct RunSummary {
     pub finished_at: Option<DateTime<Utc>>,
     /// The error's first 300 characters; the run's page has all of it.
     pub error: Option<String>,
+    /// Who asked to cancel the run: "canceling" while it is RUNNING.
+    #[serde(default)]
+    pub cancel_requested_by: Option<String>,
 }
 
 /// A page of runs, newest first.

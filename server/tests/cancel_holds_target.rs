@@ -167,9 +167,16 @@ async fn a_frozen_owners_canceled_run_holds_its_target_until_the_owner_is_stale(
     tokio::time::sleep(STALE_AFTER / 4).await;
     let next = task(asker, plan, "next").await.unwrap();
     assert_eq!(next.status, TaskStatus::Pending, "{next:?}");
-    // The dashboard says so, on the plan's page and the run's.
+    // The dashboard says so, on the plan's page, the run's and the runs
+    // search; the search's API answer names who asked.
     let by = asked.cancel_requested_by.clone().unwrap();
-    for page in [format!("/plans/{plan}"), format!("/runs/{run_id}")] {
+    let (_, found) = asker.get_json("/api/v1/runs?status=RUNNING").await;
+    assert_eq!(found["runs"][0]["cancel_requested_by"], by.as_str(), "{found}");
+    for page in [
+        format!("/plans/{plan}"),
+        format!("/runs/{run_id}"),
+        "/runs?status=RUNNING".to_owned(),
+    ] {
         let html = reqwest::get(format!("{}{page}", asker.base))
             .await
             .unwrap()

@@ -63,7 +63,8 @@ pub fn TaskStatusBadge(status: TaskStatus) -> impl IntoView {
 
 /// Beside a RUNNING badge: an operator asked to cancel the run, and it
 /// holds its target until its replica confirms the kill (docs/design.md,
-/// "Operator actions"). Nothing when no cancel was asked for.
+/// "Operator actions"). Nothing when no cancel was asked for; callers pass
+/// `None` once the run has ended.
 #[component]
 pub fn Canceling(by: Option<String>, at: Option<chrono::DateTime<chrono::Utc>>) -> impl IntoView {
     by.map(|by| {

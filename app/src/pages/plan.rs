@@ -596,7 +596,10 @@ fn TaskRow(
             <td class=format!("{TD} font-medium")>{name}</td>
             <td class=TD>
                 <TaskStatusBadge status />
-                <Canceling by=task.cancel_requested_by.clone() at=task.cancel_requested_at />
+                <Canceling
+                    by=task.cancel_requested_by.clone().filter(|_| status == TaskStatus::Running)
+                    at=task.cancel_requested_at
+                />
                 {approval}
             </td>
             <td class=TD>{target}{node}</td>

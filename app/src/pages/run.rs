@@ -13,7 +13,7 @@ use crate::components::status::{Canceling, RunStatusBadge};
 use crate::components::tables::LINK;
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
-use crate::model::{EventView, RunView};
+use crate::model::{EventView, RunStatus, RunView};
 use crate::pages::plan::path_id;
 use crate::pages::runs::runs_with;
 use crate::views::{LogTail, RunPage};
@@ -56,7 +56,10 @@ fn RunBody(r: RunPage) -> impl IntoView {
                 </h1>
                 <span id="run-status">
                     <RunStatusBadge status=run.status />
-                    <Canceling by=run.cancel_requested_by.clone() at=run.cancel_requested_at />
+                    <Canceling
+                        by=run.cancel_requested_by.clone().filter(|_| run.status == RunStatus::Running)
+                        at=run.cancel_requested_at
+                    />
                 </span>
             </div>
             <p class="text-sm text-slate-600">

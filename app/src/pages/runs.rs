@@ -15,7 +15,7 @@ use crate::components::feed::Feed;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
-use crate::components::status::RunStatusBadge;
+use crate::components::status::{Canceling, RunStatusBadge};
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::MaybeAgo;
 use crate::error::DashboardError;
@@ -343,7 +343,10 @@ fn RunRow(run: RunSummary, now: chrono::DateTime<chrono::Utc>) -> impl IntoView 
             <td class=format!("{TD} font-mono")>
                 <a class=LINK href=runs_with("target", &run.target)>{run.target.clone()}</a>
             </td>
-            <td class=TD><RunStatusBadge status=run.status /></td>
+            <td class=TD>
+                <RunStatusBadge status=run.status />
+                <Canceling by=run.cancel_requested_by.clone().filter(|_| run.status == RunStatus::Running) at=None />
+            </td>
             <td class=format!("{TD} font-mono")>{replica}</td>
             <td class=TD><MaybeAgo at=run.finished_at now /></td>
             <td class=format!("{TD} max-w-xs truncate text-slate-700") title=error.clone()>{error.clone()}</td>

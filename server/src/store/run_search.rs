@@ -288,7 +288,7 @@ fn select(scope: &[&str], tests: &[&str]) -> String {
     format!(
         "SELECT r.id, r.plan_id, p.name AS plan_name, r.task_id, t.name AS task_name, r.target,
             r.attempt, r.status, r.replica_id, r.created_at, r.finished_at,
-            SUBSTR(r.error, 1, {ERROR_CHARS}) AS error
+            SUBSTR(r.error, 1, {ERROR_CHARS}) AS error, r.cancel_requested_by
         FROM (SELECT r.id FROM task_run r WHERE {}
             ORDER BY r.id DESC LIMIT $3) page
         JOIN task_run r ON r.id = page.id
@@ -313,6 +313,7 @@ pub struct RunSummaryRow {
     pub created_at: Ts,
     pub finished_at: Option<Ts>,
     pub error: Option<String>,
+    pub cancel_requested_by: Option<String>,
 }
 
 /// The page: the first `limit` rows, and the cursor past them when more
@@ -336,6 +337,7 @@ pub fn page(rows: Vec<RunSummaryRow>, limit: usize) -> Result<RunList> {
                 created_at: r.created_at.0,
                 finished_at: r.finished_at.map(|t| t.0),
                 error: r.error,
+                cancel_requested_by: r.cancel_requested_by,
             })
         })
         .collect::<Result<Vec<_>>>()?;
