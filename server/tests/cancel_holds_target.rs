@@ -171,7 +171,11 @@ async fn a_frozen_owners_canceled_run_holds_its_target_until_the_owner_is_stale(
     // search; the search's API answer names who asked.
     let by = asked.cancel_requested_by.clone().unwrap();
     let (_, found) = asker.get_json("/api/v1/runs?status=RUNNING").await;
-    assert_eq!(found["runs"][0]["cancel_requested_by"], by.as_str(), "{found}");
+    assert_eq!(
+        found["runs"][0]["cancel_requested_by"],
+        by.as_str(),
+        "{found}"
+    );
     for page in [
         format!("/plans/{plan}"),
         format!("/runs/{run_id}"),
