@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use app::model::{RunStatus, TaskStatus, TaskView};
-use common::process::{Baton, Options};
+use common::process::{Baton, Options, process_running};
 use common::{Kind, TestDb, eventually};
 use serde_json::json;
 use tokio::sync::Mutex;
@@ -46,59 +46,100 @@ async fn task(baton: &Baton, plan: i64, name: &str) -> Option<TaskView> {
         .find(|t| t.name == name)
 }
 
-/// Waits for `long` to run and its command to write its pid.
-async fn running_long(baton: &Baton, plan: i64, pid_file: &Path) -> (TaskView, i32) {
-    let long = eventually(Duration::from_secs(10), "`long` RUNNING", || async {
-        let t = task(baton, plan, "long").await?;
-        (t.status == TaskStatus::Running).then_some(t)
-    })
-    .await;
-    let pid = eventually(Duration::from_secs(10), "the command's pid", || async {
-        std::fs::read_to_string(pid_file).ok()?.trim().parse().ok()
-    })
-    .await;
-    (long, pid)
+/// Two replicas on a fresh database running `long_then_next`, once `long`
+/// runs and its command wrote its pid.
+struct Scene {
+    store: std::sync::Arc<dyn baton::store::Store>,
+    batons: [Baton; 2],
+    plan: i64,
+    long: TaskView,
+    pid: i32,
+    _scratch: tempfile::TempDir,
+    _db: TestDb,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
-/// Whether a process with this pid runs (exists and is not a zombie).
-fn process_running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    })
-}
+impl Scene {
+    async fn start(name: &str) -> Scene {
+        let turn = ONE_AT_A_TIME.lock().await;
+        let db = TestDb::new(Kind::Postgres).await;
+        let store = db.store().await;
+        let fast = Options::fast_liveness();
+        let batons = [
+            Baton::start(db.url(), &fast).await,
+            Baton::start(db.url(), &fast).await,
+        ];
+        let scratch = tempfile::tempdir().unwrap();
+        let pid_file = scratch.path().join("long.pid");
+        let plan = batons[0].submit(long_then_next(name, &pid_file)).await.id;
+        let long = eventually(Duration::from_secs(10), "`long` RUNNING", || async {
+            let t = task(&batons[0], plan, "long").await?;
+            (t.status == TaskStatus::Running).then_some(t)
+        })
+        .await;
+        let pid = eventually(Duration::from_secs(10), "the command's pid", || async {
+            std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+        })
+        .await;
+        Scene {
+            store,
+            batons,
+            plan,
+            long,
+            pid,
+            _scratch: scratch,
+            _db: db,
+            _turn: turn,
+        }
+    }
 
-/// The replica among `batons` that is not `owner`.
-fn other<'a>(batons: &'a [Baton], owner: &str) -> &'a Baton {
-    batons.iter().find(|b| b.replica_id != owner).unwrap()
+    /// The replica that runs `long`.
+    fn owner(&self) -> &Baton {
+        let owner = self.long.replica_id.as_deref().unwrap();
+        self.batons.iter().find(|b| b.replica_id == owner).unwrap()
+    }
+
+    /// The other replica, through which the cancel is asked.
+    fn asker(&self) -> &Baton {
+        let owner = self.long.replica_id.as_deref().unwrap();
+        self.batons.iter().find(|b| b.replica_id != owner).unwrap()
+    }
+
+    async fn cancel_long(&self) {
+        let (status, body) = self
+            .asker()
+            .post_json(&format!("/api/v1/tasks/{}/cancel", self.long.id), None)
+            .await;
+        assert!(status.is_success(), "{status}: {body}");
+    }
+
+    /// `next` DONE, and only after `long`'s run ended at `ended`; `long`
+    /// ended CANCELED on its first attempt, not retried.
+    async fn next_ran_after(&self, ended: chrono::DateTime<chrono::Utc>) {
+        let next = eventually(Duration::from_secs(10), "`next` DONE", || async {
+            let t = task(self.asker(), self.plan, "next").await?;
+            (t.status == TaskStatus::Done).then_some(t)
+        })
+        .await;
+        assert!(next.started_at.unwrap() >= ended);
+        let long = task(self.asker(), self.plan, "long").await.unwrap();
+        assert_eq!(
+            (long.status, long.run_id, long.attempt),
+            (TaskStatus::Canceled, self.long.run_id, Some(1))
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cancel_frees_the_target_only_once_the_owner_killed_the_command() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let store = db.store().await;
-    let fast = Options::fast_liveness();
-    let batons = [
-        Baton::start(db.url(), &fast).await,
-        Baton::start(db.url(), &fast).await,
-    ];
-    let scratch = tempfile::tempdir().unwrap();
-    let pid_file = scratch.path().join("long.pid");
-    let plan = batons[0]
-        .submit(long_then_next("killed", &pid_file))
-        .await
-        .id;
-    let (long, pid) = running_long(&batons[0], plan, &pid_file).await;
-    let owner = long.replica_id.clone().unwrap();
+    let scene = Scene::start("killed").await;
+    let (store, pid) = (scene.store.as_ref(), scene.pid);
+    let owner = scene.owner().replica_id.clone();
 
     // Asked through the replica that does not run it: the owner hears it
     // by NOTIFY, kills the command and confirms.
-    let (status, body) = other(&batons, &owner)
-        .post_json(&format!("/api/v1/tasks/{}/cancel", long.id), None)
-        .await;
-    assert!(status.is_success(), "{status}: {body}");
-    let run_id = long.run_id.unwrap();
+    scene.cancel_long().await;
+    let run_id = scene.long.run_id.unwrap();
     let canceled = eventually(Duration::from_secs(5), "`long` CANCELED", || async {
         let run = store.run_get(run_id).await.ok()?;
         (run.status == RunStatus::Canceled).then_some(run)
@@ -118,47 +159,20 @@ async fn a_cancel_frees_the_target_only_once_the_owner_killed_the_command() {
     assert_eq!(canceled.error, Some(format!("canceled by {by}")));
 
     // Only then does `next` get the target; `long` is not retried.
-    let next = eventually(Duration::from_secs(10), "`next` DONE", || async {
-        let t = task(&batons[0], plan, "next").await?;
-        (t.status == TaskStatus::Done).then_some(t)
-    })
-    .await;
-    assert!(next.started_at.unwrap() >= canceled.finished_at.unwrap());
-    let long = task(&batons[0], plan, "long").await.unwrap();
-    assert_eq!(
-        (long.status, long.run_id, long.attempt),
-        (TaskStatus::Canceled, Some(run_id), Some(1))
-    );
+    scene.next_ran_after(canceled.finished_at.unwrap()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_frozen_owners_canceled_run_holds_its_target_until_the_owner_is_stale() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let store = db.store().await;
-    let fast = Options::fast_liveness();
-    let batons = [
-        Baton::start(db.url(), &fast).await,
-        Baton::start(db.url(), &fast).await,
-    ];
-    let scratch = tempfile::tempdir().unwrap();
-    let pid_file = scratch.path().join("long.pid");
-    let plan = batons[0]
-        .submit(long_then_next("frozen", &pid_file))
-        .await
-        .id;
-    let (long, pid) = running_long(&batons[0], plan, &pid_file).await;
-    let owner_id = long.replica_id.clone().unwrap();
-    let owner = batons.iter().find(|b| b.replica_id == owner_id).unwrap();
-    let asker = other(&batons, &owner_id);
-    let run_id = long.run_id.unwrap();
+    let scene = Scene::start("frozen").await;
+    let (store, pid, plan) = (scene.store.as_ref(), scene.pid, scene.plan);
+    let (owner, asker) = (scene.owner(), scene.asker());
+    let owner_id = owner.replica_id.clone();
+    let run_id = scene.long.run_id.unwrap();
 
     owner.sigstop();
     let frozen_at = Instant::now();
-    let (status, body) = asker
-        .post_json(&format!("/api/v1/tasks/{}/cancel", long.id), None)
-        .await;
-    assert!(status.is_success(), "{status}: {body}");
+    scene.cancel_long().await;
     // The frozen owner cannot confirm: the run stays RUNNING, asked to
     // cancel, and `next` waits, while the command may still be alive.
     let asked = store.run_get(run_id).await.unwrap();
@@ -219,17 +233,7 @@ async fn a_frozen_owners_canceled_run_holds_its_target_until_the_owner_is_stale(
         )),
         "{error}"
     );
-    let next = eventually(Duration::from_secs(10), "`next` DONE", || async {
-        let t = task(asker, plan, "next").await?;
-        (t.status == TaskStatus::Done).then_some(t)
-    })
-    .await;
-    assert!(next.started_at.unwrap() >= canceled.finished_at.unwrap());
-    let long = task(asker, plan, "long").await.unwrap();
-    assert_eq!(
-        (long.status, long.run_id),
-        (TaskStatus::Canceled, Some(run_id))
-    );
+    scene.next_ran_after(canceled.finished_at.unwrap()).await;
 
     // The owner, thawed, is fenced out: nothing it writes changes the run.
     owner.sigcont();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use app::model::{PlanStatus, RunStatus, RunView, TaskStatus, TaskView};
 use baton::store::Store;
-use common::process::{Baton, Options};
+use common::process::{Baton, Options, process_running};
 use common::{Kind, TestDb, eventually};
 use serde_json::json;
 use tokio::sync::{Mutex, MutexGuard};
@@ -129,19 +129,6 @@ async fn wait_for_run(
 
 fn running(t: &TaskView) -> bool {
     t.status == TaskStatus::Running
-}
-
-/// Whether a process with this pid runs: exists and is not a zombie (a
-/// killed command whose parent died with it waits for init to reap it,
-/// which some container inits do only now and then).
-fn process_running(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

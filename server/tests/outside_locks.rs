@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use app::model::{PlanStatus, RunStatus, TaskStatus};
 use common::process::{Baton, Options};
-use common::{Kind, TestDb, eventually};
+use common::{Kind, TestDb, eventually, kill_other_connections};
 use serde_json::json;
 use sqlx::Connection;
 
@@ -52,70 +52,94 @@ async fn hold(db: &TestDb, batons: &[Baton], lock: &str, hold: Duration) {
     tx.commit().await.unwrap();
 }
 
+/// Two replicas on a fresh database, running `n` commands that sleep
+/// `secs` and print "finished", one attempt each.
+struct Scene {
+    db: TestDb,
+    store: std::sync::Arc<dyn baton::store::Store>,
+    batons: [Baton; 2],
+    plan: i64,
+    /// The plan once every command runs.
+    running: app::model::PlanView,
+}
+
+impl Scene {
+    async fn start(name: &str, n: usize, secs: u32) -> Scene {
+        let db = TestDb::new(Kind::Postgres).await;
+        let store = db.store().await;
+        let fast = Options::fast_liveness();
+        let batons = [
+            Baton::start(db.url(), &fast).await,
+            Baton::start(db.url(), &fast).await,
+        ];
+        let tasks: Vec<_> = (0..n)
+            .map(|i| {
+                json!({"name": format!("t{i}"), "target": format!("db/{i}"), "max_attempts": 1,
+                       "command": {"argv": ["sh", "-c", format!("sleep {secs}; echo finished")]}})
+            })
+            .collect();
+        let plan = batons[0]
+            .submit(json!({"name": name, "tasks": tasks}))
+            .await
+            .id;
+        let batons_ref = &batons;
+        let running = eventually(
+            Duration::from_secs(10),
+            "every command RUNNING",
+            || async move {
+                let view = batons_ref[0].plan(plan).await?;
+                view.tasks
+                    .iter()
+                    .all(|t| t.status == TaskStatus::Running)
+                    .then_some(view)
+            },
+        )
+        .await;
+        Scene {
+            db,
+            store,
+            batons,
+            plan,
+            running,
+        }
+    }
+
+    /// Every command ran once and was recorded DONE on its first attempt,
+    /// its whole output kept.
+    async fn every_run_done_once(&self) {
+        let done = eventually(Duration::from_secs(30), "the plan ended", || async {
+            let view = self.batons[1].plan(self.plan).await?;
+            matches!(view.status, PlanStatus::Done | PlanStatus::Failed).then_some(view)
+        })
+        .await;
+        for task in &done.tasks {
+            let run = self.store.run_get(task.run_id.unwrap()).await.unwrap();
+            assert_eq!(
+                (task.status, task.attempt, run.error.as_deref()),
+                (TaskStatus::Done, Some(1), None),
+                "{} was stopped or failed although its replica lived: {:#?}",
+                task.name,
+                run.events
+            );
+            assert!(run.events.iter().all(|e| e.to != RunStatus::Failed));
+            assert_eq!(self.store.run_log(run.id).await.unwrap(), "finished\n");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn outside_locks_fail_no_run_and_stop_no_command() {
-    let db = TestDb::new(Kind::Postgres).await;
-    let store = db.store().await;
-    let fast = Options::fast_liveness();
-    let batons = [
-        Baton::start(db.url(), &fast).await,
-        Baton::start(db.url(), &fast).await,
-    ];
-    let tasks: Vec<_> = (0..4)
-        .map(|i| {
-            json!({"name": format!("t{i}"), "target": format!("db/{i}"), "max_attempts": 1,
-                   "command": {"argv": ["sh", "-c", "sleep 14; echo finished"]}})
-        })
-        .collect();
-    let plan = batons[0]
-        .submit(json!({"name": "locked-out", "tasks": tasks}))
-        .await
-        .id;
-    let running = eventually(Duration::from_secs(10), "all four RUNNING", || async {
-        let view = batons[0].plan(plan).await?;
-        view.tasks
-            .iter()
-            .all(|t| t.status == TaskStatus::Running)
-            .then_some(view)
-    })
-    .await;
-    let owner = running.tasks[0].replica_id.clone().unwrap();
-
+    let scene = Scene::start("locked-out", 4, 14).await;
+    let owner = scene.running.tasks[0].replica_id.clone().unwrap();
     let long = 3 * STALE_AFTER;
-    hold(
-        &db,
-        &batons,
-        "LOCK TABLE task_run IN ACCESS EXCLUSIVE MODE",
-        long,
-    )
-    .await;
-    hold(
-        &db,
-        &batons,
-        "LOCK TABLE replica IN ACCESS EXCLUSIVE MODE",
-        long,
-    )
-    .await;
-    let row = format!("SELECT * FROM replica WHERE replica_id = '{owner}' FOR UPDATE");
-    hold(&db, &batons, &row, long).await;
-
-    let done = eventually(Duration::from_secs(30), "the plan ended", || async {
-        let view = batons[1].plan(plan).await?;
-        matches!(view.status, PlanStatus::Done | PlanStatus::Failed).then_some(view)
-    })
-    .await;
-    for task in &done.tasks {
-        let run = store.run_get(task.run_id.unwrap()).await.unwrap();
-        assert_eq!(
-            (task.status, task.attempt, run.error.as_deref()),
-            (TaskStatus::Done, Some(1), None),
-            "{} was stopped or failed although its replica lived: {:#?}",
-            task.name,
-            run.events
-        );
-        assert!(run.events.iter().all(|e| e.to != RunStatus::Failed));
-        assert_eq!(store.run_log(run.id).await.unwrap(), "finished\n");
+    for lock in [
+        "LOCK TABLE task_run IN ACCESS EXCLUSIVE MODE".to_owned(),
+        "LOCK TABLE replica IN ACCESS EXCLUSIVE MODE".to_owned(),
+        format!("SELECT * FROM replica WHERE replica_id = '{owner}' FOR UPDATE"),
+    ] {
+        hold(&scene.db, &scene.batons, &lock, long).await;
     }
+    scene.every_run_done_once().await;
 }
 
 /// Connections killed every 300 ms (`pg_terminate_backend`, as an
@@ -124,47 +148,15 @@ async fn outside_locks_fail_no_run_and_stop_no_command() {
 /// every command runs once, DONE on its first attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_connections_answer_503_and_cost_no_run() {
-    let db = TestDb::new(Kind::Postgres).await;
-    let store = db.store().await;
-    let fast = Options::fast_liveness();
-    let batons = [
-        Baton::start(db.url(), &fast).await,
-        Baton::start(db.url(), &fast).await,
-    ];
-    let tasks: Vec<_> = (0..3)
-        .map(|i| {
-            json!({"name": format!("t{i}"), "target": format!("db/{i}"), "max_attempts": 1,
-                   "command": {"argv": ["sh", "-c", "sleep 6; echo finished"]}})
-        })
-        .collect();
-    let plan = batons[0]
-        .submit(json!({"name": "killed", "tasks": tasks}))
-        .await
-        .id;
-    eventually(Duration::from_secs(10), "all three RUNNING", || async {
-        let view = batons[0].plan(plan).await?;
-        view.tasks
-            .iter()
-            .all(|t| t.status == TaskStatus::Running)
-            .then_some(())
-    })
-    .await;
-
-    let mut killer = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    let scene = Scene::start("killed", 3, 6).await;
+    let mut killer = sqlx::PgConnection::connect(scene.db.url()).await.unwrap();
     let until = Instant::now() + 3 * STALE_AFTER;
     let mut answers = std::collections::BTreeMap::new();
     while Instant::now() < until {
-        sqlx::query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = current_database() AND pid <> pg_backend_pid()
-               AND backend_type = 'client backend'",
-        )
-        .execute(&mut killer)
-        .await
-        .unwrap();
-        for baton in &batons {
+        kill_other_connections(&mut killer).await;
+        for baton in &scene.batons {
             for path in [
-                format!("/api/v1/plans/{plan}"),
+                format!("/api/v1/plans/{}", scene.plan),
                 "/api/v1/runs?limit=5".into(),
             ] {
                 let (status, body) = baton.get_json(&path).await;
@@ -178,23 +170,8 @@ async fn killed_connections_answer_503_and_cost_no_run() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     eprintln!("answers while connections were killed: {answers:?}");
-
-    let done = eventually(Duration::from_secs(30), "the plan ended", || async {
-        let view = batons[1].plan(plan).await?;
-        matches!(view.status, PlanStatus::Done | PlanStatus::Failed).then_some(view)
-    })
-    .await;
-    for task in &done.tasks {
-        let run = store.run_get(task.run_id.unwrap()).await.unwrap();
-        assert_eq!(
-            (task.status, task.attempt, run.error.as_deref()),
-            (TaskStatus::Done, Some(1), None),
-            "{} was stopped or failed although its replica lived: {:#?}",
-            task.name,
-            run.events
-        );
-    }
-    for baton in &batons {
+    scene.every_run_done_once().await;
+    for baton in &scene.batons {
         eventually(Duration::from_secs(5), "/readyz 200 again", || async {
             let (status, _) = baton.get_json("/readyz").await;
             status.is_success().then_some(())

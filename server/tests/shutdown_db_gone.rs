@@ -48,6 +48,10 @@ async fn stops_in_time_with_the_database(link: Link) {
     let took = asked.elapsed();
     eprintln!("{link:?}: stopped in {took:?} ({status})");
     assert!(
+        status.success(),
+        "with the database {link:?}, baton exited {status}"
+    );
+    assert!(
         took <= GRACE + BEYOND_GRACE,
         "with the database {link:?}, stopping took {took:?}"
     );

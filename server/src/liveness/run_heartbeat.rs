@@ -121,7 +121,7 @@ impl RunHeartbeat {
     /// Extends the heartbeat deadline of the runs due for a beat (every run
     /// when `all`) and stops those this replica no longer owns. Returns how
     /// many were lost.
-    pub async fn beat_once(&self, all: bool) -> anyhow::Result<usize> {
+    pub async fn beat_once(&self, all: bool) -> Result<usize, StoreError> {
         let now = Instant::now();
         let handles: Vec<(i64, Arc<RunHandle>)> = self
             .running
@@ -150,13 +150,14 @@ impl RunHeartbeat {
             // Held up by another client's table lock: as good as recorded
             // (the sweeper cannot take that lock either), and sent again
             // at once, to wait in the lock's queue.
-            Err(e) if e.is_lock_wait() => {
-                for (_, handle) in &handles {
-                    *handle.proven_at.lock().expect("poisoned") = sent;
+            Err(e) => {
+                if e.is_lock_wait() {
+                    for (_, handle) in &handles {
+                        *handle.proven_at.lock().expect("poisoned") = sent;
+                    }
                 }
-                return Err(e.into());
+                return Err(e);
             }
-            Err(e) => return Err(e.into()),
         };
         let canceling: HashSet<i64> = beaten.canceling.into_iter().collect();
         let owned: HashSet<i64> = beaten.owned.into_iter().chain(canceling.clone()).collect();
@@ -196,10 +197,7 @@ impl RunHeartbeat {
         match self.beat_once(all).await {
             Ok(0) => {}
             Ok(lost) => tracing::info!(lost, "stopped runs this replica no longer owns"),
-            Err(e)
-                if e.downcast_ref::<StoreError>()
-                    .is_some_and(StoreError::is_lock_wait) =>
-            {
+            Err(e) if e.is_lock_wait() => {
                 tracing::debug!(
                     "run heartbeat held up by a lock another client holds; asking again"
                 );

@@ -79,7 +79,7 @@ pub enum StoreError {
 }
 
 /// PostgreSQL's `lock_not_available`: a `lock_timeout` ran out.
-const LOCK_NOT_AVAILABLE: &str = "55P03";
+pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
 
 impl StoreError {
     /// PostgreSQL said a heartbeat's write waited its `lock_timeout` for a

@@ -101,23 +101,11 @@ pub async fn check(
     };
     let executions = match no_execution_overlaps(record, &facts) {
         Ok(n) => n,
-        Err((why, runs)) => {
-            let mut report = format!("{why}\nfaults:\n  {}\n", faults.log.join("\n  "));
-            for run in runs {
-                report.push_str(&run_history(store, run).await);
-            }
-            panic!("{report}");
-        }
+        Err(violation) => panic!("{}", report(store, faults, violation).await),
     };
     let successes = match no_success_twice(store, record, faults).await {
         Ok(n) => n,
-        Err((why, runs)) => {
-            let mut report = format!("{why}\nfaults:\n  {}\n", faults.log.join("\n  "));
-            for run in runs {
-                report.push_str(&run_history(store, run).await);
-            }
-            panic!("{report}");
-        }
+        Err(violation) => panic!("{}", report(store, faults, violation).await),
     };
     let (posts, repeats) = webhooks_once(store, plans, receiver).await;
     Summary {
@@ -141,6 +129,15 @@ async fn log_kept(store: &dyn Store, run: i64) {
         "invariant 8: run {run} ended DONE but its log lost its first or last line: {:?}",
         log.chars().take(500).collect::<String>()
     );
+}
+
+/// A violation with every fault and the history of the runs concerned.
+async fn report(store: &dyn Store, faults: &Faults, (why, runs): (String, Vec<i64>)) -> String {
+    let mut report = format!("{why}\nfaults:\n  {}\n", faults.log.join("\n  "));
+    for run in runs {
+        report.push_str(&run_history(store, run).await);
+    }
+    report
 }
 
 async fn run_history(store: &dyn Store, run: i64) -> String {

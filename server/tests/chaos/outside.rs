@@ -26,14 +26,7 @@ pub async fn kill_connections(url: &str, lasting: Duration) {
     let mut outside = sqlx::PgConnection::connect(url).await.unwrap();
     let until = Instant::now() + lasting;
     while Instant::now() < until {
-        sqlx::query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = current_database() AND pid <> pg_backend_pid()
-               AND backend_type = 'client backend'",
-        )
-        .execute(&mut outside)
-        .await
-        .unwrap();
+        crate::common::kill_other_connections(&mut outside).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -219,3 +219,16 @@ macro_rules! per_backend {
         }
     };
 }
+
+/// Terminates every other client connection to `conn`'s database (as an
+/// administrator or a pooler might): Baton's replicas must take it.
+pub async fn kill_other_connections(conn: &mut sqlx::PgConnection) {
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()
+           AND backend_type = 'client backend'",
+    )
+    .execute(conn)
+    .await
+    .unwrap();
+}

@@ -314,3 +314,16 @@ impl Baton {
         response.error_for_status().ok()?.json().await.ok()
     }
 }
+
+/// Whether a process with this pid runs: exists and is not a zombie (a
+/// killed command whose parent died with it waits for init to reap it,
+/// which some container inits do only now and then).
+pub fn process_running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}

@@ -74,6 +74,13 @@ async fn second_still_waits(s: &dyn baton::store::Store, id: i64) {
     );
 }
 
+/// Once the first run ended, the second task gets the target.
+async fn second_gets_the_target(s: &dyn baton::store::Store, id: i64) {
+    promote(s).await;
+    let view = s.plan_get(id).await.unwrap();
+    assert_eq!(task_named(&view, "second").status, TaskStatus::Available);
+}
+
 mod cases {
     use super::*;
 
@@ -190,9 +197,7 @@ mod cases {
         assert_eq!((got.status, got.error), (RunStatus::Done, None));
         assert_eq!(got.events.last().unwrap().actor, "r-1");
         // And the target passes on to the next task.
-        promote(s.as_ref()).await;
-        let view = s.plan_get(id).await.unwrap();
-        assert_eq!(task_named(&view, "second").status, TaskStatus::Available);
+        second_gets_the_target(s.as_ref(), id).await;
     }
 
     pub async fn a_stale_owners_canceling_run_ends_canceled_without_a_retry(kind: Kind) {
@@ -249,9 +254,7 @@ mod cases {
                 .fenced,
             vec![run]
         );
-        promote(s.as_ref()).await;
-        let view = s.plan_get(id).await.unwrap();
-        assert_eq!(task_named(&view, "second").status, TaskStatus::Available);
+        second_gets_the_target(s.as_ref(), id).await;
     }
 
     pub async fn a_shutdown_does_not_hand_back_a_run_asked_to_cancel(kind: Kind) {

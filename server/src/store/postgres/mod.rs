@@ -459,9 +459,10 @@ const RUN_HEARTBEAT: Planned = Planned {
         AND (p.id IN (SELECT id FROM beaten) OR p.id NOT IN (SELECT id FROM free))",
 };
 
-/// PostgreSQL's `lock_not_available`: a `lock_timeout` ran out.
+/// A `lock_timeout` ran out ([`crate::store::LOCK_NOT_AVAILABLE`]).
 fn is_lock_timeout(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03"))
+    matches!(e, sqlx::Error::Database(db)
+        if db.code().as_deref() == Some(crate::store::LOCK_NOT_AVAILABLE))
 }
 
 pub struct PgStore {
