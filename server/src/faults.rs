@@ -29,6 +29,16 @@ pub fn exit_after_tick_commit() -> bool {
     std::env::var("BATON_FAULT").is_ok_and(|f| f == "exit-after-tick-commit")
 }
 
+/// `BATON_FAULT=finishes-unrecorded-for=SECS`: every batch of finishes
+/// fails to be stored for its first SECS seconds (as through connections
+/// killed again and again), while every other write succeeds — a finish
+/// retried for longer than its run's heartbeat timeout.
+pub fn finishes_unrecorded_for() -> Option<std::time::Duration> {
+    let fault = std::env::var("BATON_FAULT").ok()?;
+    let secs = fault.strip_prefix("finishes-unrecorded-for=")?;
+    Some(std::time::Duration::from_secs(secs.parse().ok()?))
+}
+
 /// Dies the way a machine loses power: no destructors, no clean-up.
 pub fn die_now(why: &str) -> ! {
     tracing::error!("BATON_FAULT: {why}; killing this process");

@@ -1,8 +1,8 @@
 //! A database nobody could write to is no evidence against a replica
 //! (docs/design.md, "Liveness"): real `baton serve` processes on one
 //! PostgreSQL database while an outside client holds `LOCK TABLE` on the
-//! runs table, then on the replica table, then one replica's row
-//! `FOR UPDATE`, each for three times `stale_after`. Heartbeats wait
+//! runs table, then on the replica table, then one replica's row and
+//! one run's row `FOR UPDATE`, each for three times `stale_after`. Heartbeats wait
 //! behind those locks, and so does the sweeper; every command, started
 //! before the locks, must finish DONE on its first attempt, and `/readyz`
 //! must answer within a second throughout.
@@ -65,9 +65,12 @@ struct Scene {
 
 impl Scene {
     async fn start(name: &str, n: usize, secs: u32) -> Scene {
+        Scene::start_with(name, n, secs, Options::fast_liveness()).await
+    }
+
+    async fn start_with(name: &str, n: usize, secs: u32, fast: Options) -> Scene {
         let db = TestDb::new(Kind::Postgres).await;
         let store = db.store().await;
-        let fast = Options::fast_liveness();
         let batons = [
             Baton::start(db.url(), &fast).await,
             Baton::start(db.url(), &fast).await,
@@ -129,13 +132,15 @@ impl Scene {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn outside_locks_fail_no_run_and_stop_no_command() {
-    let scene = Scene::start("locked-out", 4, 14).await;
+    let scene = Scene::start("locked-out", 4, 18).await;
     let owner = scene.running.tasks[0].replica_id.clone().unwrap();
+    let run = scene.running.tasks[0].run_id.unwrap();
     let long = 3 * STALE_AFTER;
     for lock in [
         "LOCK TABLE task_run IN ACCESS EXCLUSIVE MODE".to_owned(),
         "LOCK TABLE replica IN ACCESS EXCLUSIVE MODE".to_owned(),
         format!("SELECT * FROM replica WHERE replica_id = '{owner}' FOR UPDATE"),
+        format!("SELECT * FROM task_run WHERE id = {run} FOR UPDATE"),
     ] {
         hold(&scene.db, &scene.batons, &lock, long).await;
     }
@@ -178,4 +183,27 @@ async fn killed_connections_answer_503_and_cost_no_run() {
         })
         .await;
     }
+}
+
+/// A command that exited 0 is not failed while its finish is retried: the
+/// replica's finishes cannot be stored for four times `stale_after` (a
+/// fault standing in for connections killed at every try), and the run is
+/// still beaten meanwhile, so the sweeper leaves it, and it is recorded
+/// DONE on its first attempt once the finish goes through. Before, beats
+/// stopped when the command ended, and the sweeper failed the success as
+/// "run heartbeat missed" and ran it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_retried_past_the_heartbeat_timeout_keeps_its_success() {
+    let unrecorded = 4 * STALE_AFTER;
+    let fault = format!("finishes-unrecorded-for={}", unrecorded.as_secs());
+    let options = Options::fast_liveness().env("BATON_FAULT", &fault);
+    let scene = Scene::start_with("unrecorded", 2, 1, options).await;
+    tokio::time::sleep(Duration::from_secs(1) + unrecorded / 2).await;
+    let view = scene.batons[0].plan(scene.plan).await.unwrap();
+    assert!(
+        view.tasks.iter().all(|t| t.status == TaskStatus::Running),
+        "the commands ended but their finishes are not stored yet: {:?}",
+        view.tasks
+    );
+    scene.every_run_done_once().await;
 }

@@ -4,6 +4,7 @@
 //! leader runs.
 
 mod clock_sync;
+mod last_words;
 mod leader;
 mod replica_heartbeat;
 mod replica_views;
@@ -19,6 +20,7 @@ mod unwritable;
 pub const LAST_WRITE: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub use self::clock_sync::ClockSync;
+pub use self::last_words::LastWords;
 pub use self::leader::{LeaderLease, Leadership, round_interval};
 pub use self::replica_heartbeat::ReplicaHeartbeat;
 pub use self::replica_views::replica_views;

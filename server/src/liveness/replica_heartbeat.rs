@@ -15,6 +15,7 @@ pub struct ReplicaHeartbeat {
     interval: Duration,
     probe: Probe,
     ownership: Option<Arc<Ownership>>,
+    last_words: super::LastWords,
 }
 
 impl ReplicaHeartbeat {
@@ -25,7 +26,15 @@ impl ReplicaHeartbeat {
             interval,
             probe: Probe::detached(),
             ownership: None,
+            last_words: super::LastWords::default(),
         }
+    }
+
+    /// The row's removal at shutdown comes last among the replica's last
+    /// writes and shares their deadline.
+    pub fn ending_with(mut self, last_words: super::LastWords) -> Self {
+        self.last_words = last_words;
+        self
     }
 
     /// Each recorded beat proves this replica still owns its runs.
@@ -89,8 +98,12 @@ impl ReplicaHeartbeat {
                 break;
             }
         }
+        // After the runs' last words, in what is left of their time: the
+        // row must outlive every finish, or the sweeper would take the runs
+        // of a replica without a row for dead.
         let delete = self.store.replica_delete(&self.info.replica_id);
-        match tokio::time::timeout(super::LAST_WRITE, delete).await {
+        let deadline = tokio::time::Instant::from_std(self.last_words.begin());
+        match tokio::time::timeout_at(deadline, delete).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "could not remove this replica's heartbeat row")

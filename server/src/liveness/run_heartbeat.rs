@@ -38,9 +38,10 @@ pub struct RunHandle {
     /// Stopped because this replica could no longer prove it owns its
     /// runs (no heartbeat recorded for 3/4 of `stale_after`).
     pub cut_off: AtomicBool,
-    /// The execution ended and its finish is on its way: nothing runs to
-    /// beat for, and the finish transaction holds the run's row, which a
-    /// heartbeat of all runs would wait on (with every other run's beat).
+    /// The execution ended and its finish is on its way. The run is still
+    /// beaten until the finish is stored: a finish retried through killed
+    /// connections or held up by a lock must not let the sweeper fail a
+    /// command that already succeeded (and run it again).
     pub finishing: AtomicBool,
     pub beat_every: Duration,
     pub beat_timeout: Duration,
@@ -53,7 +54,13 @@ pub struct RunHandle {
 impl RunHandle {
     /// Still this replica's to run: not lost, and not over.
     pub fn executing(&self) -> bool {
-        !self.lost.load(Ordering::SeqCst) && !self.finishing.load(Ordering::SeqCst)
+        self.owned() && !self.finishing.load(Ordering::SeqCst)
+    }
+
+    /// Still this replica's as far as it knows: executing, or ended with
+    /// its finish not yet stored. Such a run needs its heartbeat.
+    pub fn owned(&self) -> bool {
+        !self.lost.load(Ordering::SeqCst)
     }
 
     /// After this the run's heartbeat may have lapsed in the database: the
@@ -128,7 +135,7 @@ impl RunHeartbeat {
             .lock()
             .expect("poisoned")
             .iter()
-            .filter(|(_, h)| h.executing())
+            .filter(|(_, h)| h.owned())
             .filter(|(_, h)| all || *h.next_beat.lock().expect("poisoned") <= now)
             .map(|(id, h)| (*id, h.clone()))
             .collect();
@@ -161,13 +168,15 @@ impl RunHeartbeat {
         };
         let canceling: HashSet<i64> = beaten.canceling.into_iter().collect();
         let owned: HashSet<i64> = beaten.owned.into_iter().chain(canceling.clone()).collect();
-        let busy: HashSet<i64> = beaten.busy.into_iter().collect();
+        let held: HashSet<i64> = beaten.held.into_iter().collect();
         let mut lost = 0;
         for (id, handle) in handles {
-            if busy.contains(&id) {
-                // Its row is held elsewhere: neither proven nor lost. Soon
-                // again, as after a failed beat; its proof ages meanwhile.
-                *handle.next_beat.lock().expect("poisoned") = now + RETRY_PAUSE;
+            if held.contains(&id) {
+                // Its row is held elsewhere, from the sweeper too: proven,
+                // as by a table lock, and at once again, to stay first in
+                // the row's lock queue.
+                *handle.proven_at.lock().expect("poisoned") = sent;
+                *handle.next_beat.lock().expect("poisoned") = now;
                 continue;
             }
             *handle.next_beat.lock().expect("poisoned") = now + handle.beat_every;
@@ -179,7 +188,12 @@ impl RunHeartbeat {
             }
             // A run whose finish was stored meanwhile is not RUNNING either;
             // it is already released or about to be, and losing it is moot.
-            if !owned.contains(&id) && self.running.lock().expect("poisoned").contains_key(&id) {
+            // So is a finishing run taken meanwhile: nothing executes, and
+            // its fenced finish will not be recorded.
+            if !owned.contains(&id)
+                && !handle.finishing.load(Ordering::SeqCst)
+                && self.running.lock().expect("poisoned").contains_key(&id)
+            {
                 handle.lose(id);
                 lost += 1;
             }
@@ -213,19 +227,19 @@ impl RunHeartbeat {
     }
 }
 
-/// The earliest beat due among the runs still executing, or `cap`.
+/// The earliest beat due among the runs this replica still owns, or `cap`.
 ///
 /// Only runs [`beat_once`](RunHeartbeat::beat_once) would beat count: a
-/// run whose finish is on its way (or that was lost) stays in the table
-/// until its finish is stored, which can take long when the database is
-/// slow or gone; counting its overdue beat made the loop wake at once,
-/// find nothing to beat, and spin on a core until then.
+/// lost run stays in the table until its finish is fenced, which can take
+/// long when the database is slow or gone; counting its overdue beat made
+/// the loop wake at once, find nothing to beat, and spin on a core until
+/// then.
 fn next_due(running: &RunTable, cap: Instant) -> Instant {
     running
         .lock()
         .expect("poisoned")
         .values()
-        .filter(|h| h.executing())
+        .filter(|h| h.owned())
         .map(|h| *h.next_beat.lock().expect("poisoned"))
         .min()
         .map_or(cap, |due| due.min(cap))
@@ -251,21 +265,15 @@ mod tests {
     }
 
     #[test]
-    fn runs_that_no_longer_execute_do_not_make_the_loop_spin() {
+    fn lost_runs_do_not_make_the_loop_spin() {
         let now = Instant::now();
         let cap = now + Duration::from_secs(2);
         let overdue = now - Duration::from_secs(5);
         let table: RunTable = Arc::default();
-        let finishing = handle(overdue);
-        finishing.finishing.store(true, Ordering::SeqCst);
         let lost = handle(overdue);
         lost.lost.store(true, Ordering::SeqCst);
-        table.lock().unwrap().extend([(1, finishing), (2, lost)]);
-        assert_eq!(
-            next_due(&table, cap),
-            cap,
-            "nothing executing waits for a beat"
-        );
+        table.lock().unwrap().insert(2, lost);
+        assert_eq!(next_due(&table, cap), cap, "a lost run waits for no beat");
 
         let soon = now + Duration::from_millis(300);
         table.lock().unwrap().insert(3, handle(soon));
@@ -279,6 +287,22 @@ mod tests {
             next_due(&table, cap),
             overdue,
             "an overdue executing run is beaten at once"
+        );
+    }
+
+    #[test]
+    fn a_run_whose_finish_is_on_its_way_is_still_beaten() {
+        let now = Instant::now();
+        let cap = now + Duration::from_secs(2);
+        let due = now + Duration::from_millis(300);
+        let table: RunTable = Arc::default();
+        let finishing = handle(due);
+        finishing.finishing.store(true, Ordering::SeqCst);
+        table.lock().unwrap().insert(1, finishing);
+        assert_eq!(
+            next_due(&table, cap),
+            due,
+            "until its finish is stored, the sweeper may still fail it"
         );
     }
 }

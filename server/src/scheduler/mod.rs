@@ -248,6 +248,7 @@ impl Replica {
             ReplicaHeartbeat::new(store.clone(), info.clone(), config.heartbeat_interval)
                 .reporting_to(beat)
                 .proving(worker.ownership())
+                .ending_with(worker.last_words())
                 .run(drained.clone()),
         );
         loops.spawn(
@@ -381,7 +382,11 @@ impl Replica {
         let overdue = async {
             self.stopping.cancelled().await;
             tokio::select! {
-                _ = drained.cancelled() => tokio::time::sleep(LAST_WRITE).await,
+                // The heartbeat row's removal shares the runs' last words.
+                _ = drained.cancelled() => {
+                    let done_by = self.worker.last_words().begin() + Duration::from_millis(100);
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(done_by)).await;
+                }
                 _ = tokio::time::sleep(stop_within) => {}
             }
         };

@@ -27,8 +27,8 @@ use super::SchedulerConfig;
 use super::counters::{Claimant, RunCounters};
 use super::ownership::Ownership;
 use crate::executor::{LogSink, Outcome, Registry, RunContext, output};
-use crate::liveness::{LAST_WRITE, RunHandle, RunHeartbeat, RunTable};
-use crate::store::{ClaimedRun, Finish, LogLine, Store, Ts};
+use crate::liveness::{LAST_WRITE, LastWords, RunHandle, RunHeartbeat, RunTable};
+use crate::store::{ClaimedRun, Finish, LogLine, Store, StoreError, Ts};
 
 /// Finishes written per transaction, at most.
 const FINISH_BATCH: usize = 2048;
@@ -52,6 +52,8 @@ pub struct Worker {
     claiming: Arc<AsyncMutex<()>>,
     /// Runs stopped by shutdown, to hand back once their executions ended.
     handed: Mutex<Vec<i64>>,
+    /// When shutdown's last writes must be done by.
+    last_words: LastWords,
     finishes: mpsc::UnboundedSender<Finish>,
     finish_queue: Mutex<Option<mpsc::UnboundedReceiver<Finish>>>,
     /// Raised when a slot frees up, for the claimer.
@@ -80,6 +82,7 @@ impl Worker {
             running: RunTable::default(),
             claiming: Arc::default(),
             handed: Mutex::new(Vec::new()),
+            last_words: LastWords::default(),
             finishes,
             finish_queue: Mutex::new(Some(queue)),
             slot_freed: Notify::new(),
@@ -464,41 +467,38 @@ impl Worker {
                 n = queue.recv_many(&mut batch, FINISH_BATCH) => {
                     if n == 0 { break; }
                     tokio::select! {
-                        _ = self.store_finishes(&mut batch, &shutdown) => {}
+                        _ = self.store_finishes(&mut batch, &shutdown, None) => {}
                         // A write that hangs (the database gone) must not
-                        // hold the stop up: the batch stays for the last
-                        // drain, which is bounded.
+                        // hold the stop up, nor the grace's end: the batch
+                        // stays for the last drain, which is bounded.
                         _ = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
+                        _ = &mut grace, if stopped_at.is_none() => stopped_at = Some(self.stop_to_hand_back()),
                     }
                 }
                 _ = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
-                _ = &mut grace, if stopped_at.is_none() => {
-                    let left = self.running_ids();
-                    tracing::warn!(runs = ?left, grace = %humantime::format_duration(self.shutdown_grace),
-                        "shutdown grace period over; stopping executions to hand their runs back");
-                    for handle in self.running.lock().expect("poisoned").values() {
-                        handle.handing_back.store(true, Ordering::SeqCst);
-                        handle.cancel.cancel();
-                    }
-                    stopped_at = Some(Instant::now());
-                }
+                _ = &mut grace, if stopped_at.is_none() => stopped_at = Some(self.stop_to_hand_back()),
                 _ = tokio::time::sleep(Duration::from_millis(100)), if stopped_at.is_some() => {}
             }
         }
         // Finishes still queued are stored before the replica goes: each
         // is an execution that ended, which a hand-back or the sweeper
-        // would otherwise run again.
+        // would otherwise run again. They and the hand-back share one
+        // `LAST_WRITE`, so a stop with the database gone ends that long
+        // after the executions, not that long for each write.
+        let last_words = self.last_words.begin();
         while let Ok(finish) = queue.try_recv() {
             batch.push(finish);
         }
         if !batch.is_empty() {
-            self.store_finishes(&mut batch, &shutdown).await;
+            self.store_finishes(&mut batch, &shutdown, Some(last_words))
+                .await;
         }
         // A beat in flight proves nothing now, and one to a database that
         // is gone never returns.
         stop_beats.cancel();
         beats.abort();
-        if tokio::time::timeout(LAST_WRITE, self.hand_back())
+        let deadline = tokio::time::Instant::from_std(last_words);
+        if tokio::time::timeout_at(deadline, self.hand_back(last_words))
             .await
             .is_err()
         {
@@ -506,6 +506,24 @@ impl Worker {
                 "the database did not take the hand-back in time; the sweeper will resolve those runs"
             );
         }
+    }
+
+    /// The grace is over: stops every execution still running, for its
+    /// run to be handed back. Returns when.
+    fn stop_to_hand_back(&self) -> Instant {
+        let left = self.running_ids();
+        tracing::warn!(runs = ?left, grace = %humantime::format_duration(self.shutdown_grace),
+            "shutdown grace period over; stopping executions to hand their runs back");
+        for handle in self.running.lock().expect("poisoned").values() {
+            handle.handing_back.store(true, Ordering::SeqCst);
+            handle.cancel.cancel();
+        }
+        Instant::now()
+    }
+
+    /// When shutdown's last writes must be done by, once they begin.
+    pub fn last_words(&self) -> LastWords {
+        self.last_words.clone()
     }
 
     /// The runs executing here whose execution has not ended.
@@ -519,8 +537,9 @@ impl Worker {
             .collect()
     }
 
-    /// Returns the runs stopped by shutdown to AVAILABLE (same attempt).
-    async fn hand_back(&self) {
+    /// Returns the runs stopped by shutdown to AVAILABLE (same attempt),
+    /// its last write done by `last_words`.
+    async fn hand_back(&self, last_words: Instant) {
         let ids = std::mem::take(&mut *self.handed.lock().expect("poisoned"));
         if ids.is_empty() {
             return;
@@ -537,7 +556,7 @@ impl Worker {
         {
             Ok(back) => {
                 tracing::info!(runs = ?back, "handed runs back for another replica");
-                self.confirm_cancels(&ids, &back).await;
+                self.confirm_cancels(&ids, &back, last_words).await;
             }
             Err(e) => tracing::error!(error = %e, runs = ?ids,
                 "could not hand runs back; the sweeper will fail them once this replica is stale"),
@@ -548,7 +567,7 @@ impl Worker {
     /// last beat): their executions are stopped, so they end CANCELED now
     /// rather than wait for the sweeper. The finish is fenced, and the
     /// database turns it into the operator's cancel.
-    async fn confirm_cancels(&self, asked: &[i64], back: &[i64]) {
+    async fn confirm_cancels(&self, asked: &[i64], back: &[i64], last_words: Instant) {
         let back: HashSet<i64> = back.iter().copied().collect();
         let mut left: Vec<Finish> = asked
             .iter()
@@ -568,7 +587,8 @@ impl Worker {
         }
         let stopped = CancellationToken::new();
         stopped.cancel();
-        self.store_finishes(&mut left, &stopped).await;
+        self.store_finishes(&mut left, &stopped, Some(last_words))
+            .await;
     }
 
     fn count_finishes(&self, batch: &[Finish], fenced: &[i64]) {
@@ -581,19 +601,31 @@ impl Worker {
 
     /// Writes one batch of finishes, retrying until it is stored: a finish
     /// is never dropped while the replica runs. Once it is stopping, the
-    /// tries end after [`LAST_WRITE`] with the batch left as it was (the
-    /// last drain tries it again; past that, the sweeper resolves it).
-    async fn store_finishes(&self, batch: &mut Vec<Finish>, shutdown: &CancellationToken) {
+    /// tries end at `last_words`, else [`LAST_WRITE`] after the first, with
+    /// the batch left as it was (the last drain tries it again; past that,
+    /// the sweeper resolves it).
+    async fn store_finishes(
+        &self,
+        batch: &mut Vec<Finish>,
+        shutdown: &CancellationToken,
+        last_words: Option<Instant>,
+    ) {
         let mut delay = Duration::from_millis(50);
         let began = Instant::now();
+        let until = last_words.unwrap_or(began + LAST_WRITE);
         loop {
-            // Shutting down, a database that is gone gets `LAST_WRITE`
+            // Shutting down, a database that is gone gets until `until`
             // from the first try, and the batch stays for the last drain.
-            let left = LAST_WRITE.saturating_sub(began.elapsed());
+            let left = until.saturating_duration_since(Instant::now());
+            let unrecorded = crate::faults::finishes_unrecorded_for()
+                .is_some_and(|unrecorded| began.elapsed() < unrecorded);
             let write = self
                 .store
                 .run_finish_many(&self.replica_id, batch, Ts::now());
-            let written = if shutdown.is_cancelled() {
+            let written = if unrecorded {
+                drop(write);
+                Err(StoreError::Database(sqlx::Error::PoolTimedOut))
+            } else if shutdown.is_cancelled() {
                 match tokio::time::timeout(left, write).await {
                     Ok(written) => written,
                     Err(_) => {
@@ -624,11 +656,11 @@ impl Worker {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, runs = batch.len(), "could not store finished runs; retrying");
-                    if shutdown.is_cancelled() && began.elapsed() + delay >= LAST_WRITE {
+                    if shutdown.is_cancelled() && Instant::now() + delay >= until {
                         return;
                     }
                     tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
+                    delay = (delay * 2).min(Duration::from_secs(2));
                 }
             }
         }

@@ -241,11 +241,12 @@ pub struct Beaten {
     /// cancel them: the replica stops their executions and its finish
     /// records them CANCELED.
     pub canceling: Vec<i64>,
-    /// Rows another transaction holds (an operator's cancel committing, an
-    /// outside client's `SELECT … FOR UPDATE`): neither extended nor lost,
-    /// to be beaten again shortly. Skipped rather than waited for, so one
-    /// held row delays only its own run's beat, not the replica's others.
-    pub busy: Vec<i64>,
+    /// Rows another client held for the whole lock timeout (an outside
+    /// `SELECT … FOR UPDATE`): neither extended nor lost. The beat waited
+    /// in the row's lock queue, after beating the replica's other runs, so
+    /// one held row delays only its own run; and as the sweeper cannot take
+    /// a held row either, the wait is as good as recorded.
+    pub held: Vec<i64>,
 }
 
 /// A replica's identity, as written by its heartbeat.

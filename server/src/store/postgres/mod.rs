@@ -459,6 +459,20 @@ const RUN_HEARTBEAT: Planned = Planned {
         AND (p.id IN (SELECT id FROM beaten) OR p.id NOT IN (SELECT id FROM free))",
 };
 
+/// Who: a run heartbeat, for the rows [`RUN_HEARTBEAT`] found held. It
+/// waits in each row's lock queue (for the heartbeat lock timeout, then is
+/// sent again), so when an outside client lets go the beat is first to the
+/// row; the sweeper skips held rows and never queues ahead of it. Rows of
+/// runs another actor ended meanwhile come back as no longer owned.
+const RUN_HEARTBEAT_HELD: Planned = Planned {
+    begin: BEGIN_HEARTBEAT,
+    sql: "UPDATE task_run r SET last_heartbeat_at = $4,
+            heartbeat_deadline = $4 + b.timeout_ms * INTERVAL '1 millisecond'
+        FROM UNNEST($2::bigint[], $3::bigint[]) AS b(id, timeout_ms)
+        WHERE r.id = b.id AND r.status = 'RUNNING' AND r.replica_id = $1
+        RETURNING r.id, r.cancel_requested_by IS NOT NULL AS canceling",
+};
+
 /// A `lock_timeout` ran out ([`crate::store::LOCK_NOT_AVAILABLE`]).
 fn is_lock_timeout(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db)
@@ -471,6 +485,43 @@ pub struct PgStore {
 }
 
 impl PgStore {
+    /// Beats the runs whose rows [`RUN_HEARTBEAT`] found held, waiting for
+    /// them (see [`RUN_HEARTBEAT_HELD`]); those still held after the lock
+    /// timeout are [`Beaten::held`].
+    async fn held_runs_heartbeat(
+        &self,
+        replica_id: &str,
+        beats: &[(i64, Duration)],
+        now: Ts,
+        beaten: &mut Beaten,
+    ) -> Result<()> {
+        let mut tx = self.begin(RUN_HEARTBEAT_HELD.begin).await?;
+        let found: sqlx::Result<Vec<(i64, bool)>> = sqlx::query_as(RUN_HEARTBEAT_HELD.sql)
+            .bind(replica_id)
+            .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
+            .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await;
+        match found {
+            Ok(found) => {
+                tx.commit().await?;
+                for (id, canceling) in found {
+                    if canceling {
+                        beaten.canceling.push(id);
+                    } else {
+                        beaten.owned.push(id);
+                    }
+                }
+            }
+            Err(e) if is_lock_timeout(&e) => {
+                beaten.held.extend(beats.iter().map(|b| b.0));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(())
+    }
+
     pub async fn connect(url: &str) -> Result<Self> {
         Self::connect_with(url, None).await
     }
@@ -998,12 +1049,22 @@ impl Dialect for PgStore {
             .await?;
         tx.commit().await?;
         let mut beaten = Beaten::default();
+        let mut busy = Vec::new();
         for (id, owned, canceling) in found {
             match (owned, canceling) {
                 (true, true) => beaten.canceling.push(id),
                 (true, false) => beaten.owned.push(id),
-                (false, _) => beaten.busy.push(id),
+                (false, _) => busy.push(id),
             }
+        }
+        if !busy.is_empty() {
+            let held: Vec<(i64, Duration)> = beats
+                .iter()
+                .filter(|(id, _)| busy.contains(id))
+                .copied()
+                .collect();
+            self.held_runs_heartbeat(replica_id, &held, now, &mut beaten)
+                .await?;
         }
         Ok(beaten)
     }

@@ -697,7 +697,7 @@ impl Dialect for SqliteStore {
         Ok(Beaten {
             owned: owned.into_iter().map(|(id, _)| id).collect(),
             canceling: canceling.into_iter().map(|(id, _)| id).collect(),
-            busy: Vec::new(),
+            held: Vec::new(),
         })
     }
 
