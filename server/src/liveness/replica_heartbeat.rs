@@ -26,7 +26,7 @@ impl ReplicaHeartbeat {
             interval,
             probe: Probe::detached(),
             ownership: None,
-            last_words: super::LastWords::default(),
+            last_words: super::LastWords::within(super::LAST_WRITE * 2),
         }
     }
 
@@ -102,7 +102,11 @@ impl ReplicaHeartbeat {
         // row must outlive every finish, or the sweeper would take the runs
         // of a replica without a row for dead.
         let delete = self.store.replica_delete(&self.info.replica_id);
-        let deadline = tokio::time::Instant::from_std(self.last_words.begin());
+        let deadline = self
+            .last_words
+            .begin()
+            .min(std::time::Instant::now() + super::LAST_WRITE);
+        let deadline = tokio::time::Instant::from_std(deadline);
         match tokio::time::timeout_at(deadline, delete).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {

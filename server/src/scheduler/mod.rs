@@ -24,7 +24,7 @@ mod worker;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -275,7 +275,11 @@ impl Replica {
         let claiming_done = Arc::new(claims_stopped.clone().drop_guard());
         // Unless the database is gone: a claim waiting on it a second
         // after the stop is left behind (the sweeper resolves its runs).
-        tokio::spawn(drain_anyway(shutdown.clone(), claims_stopped.clone()));
+        tokio::spawn(drain_anyway(
+            shutdown.clone(),
+            claims_stopped.clone(),
+            (config.shutdown_grace / 4).min(Duration::from_secs(1)),
+        ));
         let promoting = probe("promoter", config.poll_interval);
         let promoter = Promoter::new(store.clone(), leadership.clone(), &config)
             .claiming_for(worker.clone(), info.labels.clone())
@@ -345,11 +349,12 @@ impl Replica {
             .run(shutdown.clone()),
         );
         let draining = worker.clone();
+        let asked = shutdown.clone();
         loops.spawn("worker", Probe::detached(), async move {
             // Cancelled on unwind too: a panicking worker must still let
             // the heartbeat and listener stop, or join would never return.
             let _drained = drained.drop_guard();
-            draining.run(claims_stopped).await;
+            draining.run(claims_stopped, asked).await;
         });
         Ok(Replica {
             tasks: loops.tasks,
@@ -382,9 +387,10 @@ impl Replica {
         let overdue = async {
             self.stopping.cancelled().await;
             tokio::select! {
-                // The heartbeat row's removal shares the runs' last words.
+                // The heartbeat row's removal shares the runs' last words;
+                // loops still waiting on the database then are left.
                 _ = drained.cancelled() => {
-                    let done_by = self.worker.last_words().begin() + Duration::from_millis(100);
+                    let done_by = self.worker.last_words().begin().min(Instant::now() + LAST_WRITE);
                     tokio::time::sleep_until(tokio::time::Instant::from_std(done_by)).await;
                 }
                 _ = tokio::time::sleep(stop_within) => {}
@@ -469,15 +475,19 @@ pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
-/// Cancels `claims_stopped` a second after `shutdown` if the claimer and
-/// the promoter have not returned by then (a claim waiting on a database
-/// that is gone; one that answers takes milliseconds), so the worker
-/// drains within its grace anyway.
-async fn drain_anyway(shutdown: CancellationToken, claims_stopped: CancellationToken) {
+/// Cancels `claims_stopped` `after` `shutdown` (a second, or a quarter of
+/// a shorter grace) if the claimer and the promoter have not returned by
+/// then (a claim waiting on a database that is gone; one that answers
+/// takes milliseconds), so the worker drains within its grace anyway.
+async fn drain_anyway(
+    shutdown: CancellationToken,
+    claims_stopped: CancellationToken,
+    after: Duration,
+) {
     shutdown.cancelled().await;
     tokio::select! {
         _ = claims_stopped.cancelled() => {}
-        _ = tokio::time::sleep(Duration::from_secs(1)) => {
+        _ = tokio::time::sleep(after) => {
             tracing::warn!("a claim is still waiting on the database; draining without it");
             claims_stopped.cancel();
         }

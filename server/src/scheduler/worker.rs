@@ -82,7 +82,7 @@ impl Worker {
             running: RunTable::default(),
             claiming: Arc::default(),
             handed: Mutex::new(Vec::new()),
-            last_words: LastWords::default(),
+            last_words: LastWords::within(config.shutdown_grace),
             finishes,
             finish_queue: Mutex::new(Some(queue)),
             slot_freed: Notify::new(),
@@ -428,9 +428,10 @@ impl Worker {
     }
 
     /// Stores finishes in batches and runs the run heartbeat, until
-    /// shutdown; then waits up to the grace period for executions to end,
-    /// stops the rest and hands their runs back.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+    /// shutdown (`shutdown`: claims have stopped); then waits for
+    /// executions to end until the grace since `asked` (the signal) less
+    /// its last words' reserve, stops the rest and hands their runs back.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken, asked: CancellationToken) {
         let Some(mut queue) = self.finish_queue.lock().expect("poisoned").take() else {
             return;
         };
@@ -441,8 +442,13 @@ impl Worker {
         let beats = tokio::spawn(self.run_heartbeat().run(stop_beats.clone()));
         let mut batch = Vec::new();
         let grace = async {
+            asked.cancelled().await;
+            self.last_words.end_by(Instant::now() + self.shutdown_grace);
+            let executions = self.shutdown_grace - self.last_words.reserve();
+            tokio::time::sleep(executions).await;
+            // Claims stop long before (`drain_anyway`), but the drain must
+            // have begun: runs a late claim adds are stopped too.
             shutdown.cancelled().await;
-            tokio::time::sleep(self.shutdown_grace).await;
         };
         tokio::pin!(grace);
         let mut stopped_at: Option<Instant> = None;
@@ -647,6 +653,13 @@ impl Worker {
                     }
                     if !report.fenced.is_empty() {
                         tracing::info!(runs = ?report.fenced, "finished runs were no longer ours; not recorded");
+                    }
+                    if !report.succeeded_late.is_empty() {
+                        tracing::warn!(
+                            runs = ?report.succeeded_late,
+                            "commands exited 0 after their runs were failed (this replica could not \
+                             prove it was alive in time); noted on the runs, whose retries may have run them again"
+                        );
                     }
                     self.count_finishes(batch, &report.fenced);
                     let ids: Vec<i64> = batch.iter().map(|f| f.run_id).collect();

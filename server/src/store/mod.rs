@@ -202,6 +202,9 @@ pub struct FinishReport {
     pub finished: Vec<i64>,
     /// Runs this replica no longer owns (cancelled, swept): nothing written.
     pub fenced: Vec<i64>,
+    /// Of those, runs the sweeper had failed whose command exited 0: their
+    /// error now says the command succeeded after all.
+    pub succeeded_late: Vec<i64>,
     /// New PENDING attempts created by automatic retry.
     pub retried: Vec<i64>,
     /// Plans whose notification these finishes claimed.

@@ -10,7 +10,7 @@ use app::model::RunStatus;
 use baton::store::{LEADER_LEASE, Store, Ts};
 use serde_json::json;
 
-use crate::common::store::{claim, done, promote, promote_and_claim, replica, task_named};
+use crate::common::store::{claim, done, failed, promote, promote_and_claim, replica, task_named};
 use crate::common::{Kind, TestDb, plan};
 use crate::{SECOND, per_backend, submit};
 
@@ -18,6 +18,7 @@ per_backend!(cases:
     the_lease_has_one_holder_until_it_expires,
     concurrent_replicas_agree_on_one_leader,
     the_sweeper_fails_runs_of_stale_or_vanished_replicas,
+    a_late_success_is_noted_on_the_run_the_sweeper_failed,
     the_sweeper_fails_runs_past_their_deadlines,
     run_heartbeats_use_each_runs_own_timeout,
     hand_back_returns_runs_to_available_with_their_attempt,
@@ -77,6 +78,62 @@ mod cases {
         let leaders: Vec<_> = answers.iter().filter(|(me, held)| me == held).collect();
         assert_eq!(leaders.len(), 1, "{answers:?}");
         assert!(answers.iter().all(|(_, held)| *held == leaders[0].0));
+    }
+
+    /// A replica cut off past `stale_after` whose commands then exited 0:
+    /// its finishes are fenced, and the run the sweeper failed says in its
+    /// error that the command succeeded after all, once however often the
+    /// finish is sent. A run an operator canceled, and a late failure,
+    /// are left as they are.
+    pub async fn a_late_success_is_noted_on_the_run_the_sweeper_failed(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        let id = submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [
+                {"name": "late", "target": "a", "sleep": "1h"},
+                {"name": "canceled", "target": "b", "sleep": "1h"},
+                {"name": "failing", "target": "c", "sleep": "1h"},
+            ]}),
+        )
+        .await;
+        promote(s.as_ref()).await;
+        s.replica_upsert(&replica("r-cut", &[]), t0).await.unwrap();
+        let got = s.run_claim_many(&claim("r-cut", &[], 3), t0).await.unwrap();
+        assert_eq!(got.len(), 3);
+        let view = s.plan_get(id).await.unwrap();
+        let run = |name: &str| task_named(&view, name).run_id.unwrap();
+        let (late, canceled, failing) = (run("late"), run("canceled"), run("failing"));
+        s.task_cancel(task_named(&view, "canceled").id, "carol".into(), t0)
+            .await
+            .unwrap();
+        let report = s
+            .run_sweep(10 * SECOND, Duration::ZERO, t0.plus(12 * SECOND))
+            .await
+            .unwrap();
+        assert_eq!((report.failed.len(), report.canceled.len()), (2, 1));
+        let canceled_error = s.run_get(canceled).await.unwrap().error;
+        let failing_error = s.run_get(failing).await.unwrap().error;
+
+        for _ in 0..2 {
+            let finishes = [done(late), done(canceled), failed(failing)];
+            let report = s
+                .run_finish_many("r-cut", &finishes, t0.plus(13 * SECOND))
+                .await
+                .unwrap();
+            assert!(report.finished.is_empty(), "{report:?}");
+            assert_eq!(report.fenced.len(), 3, "{report:?}");
+        }
+        let noted = s.run_get(late).await.unwrap();
+        assert_eq!(noted.status, RunStatus::Failed);
+        let cause = format!("replica r-cut stopped heart-beating at {}", t0.clock());
+        assert_eq!(
+            noted.error.as_deref(),
+            Some(format!("{cause}; its command exited 0 all the same (replica r-cut reported it after the run was failed)").as_str())
+        );
+        assert_eq!(s.run_get(canceled).await.unwrap().error, canceled_error);
+        assert_eq!(s.run_get(failing).await.unwrap().error, failing_error);
     }
 
     pub async fn the_sweeper_fails_runs_of_stale_or_vanished_replicas(kind: Kind) {

@@ -11,6 +11,8 @@ use std::time::Duration;
 use super::{Dialect, RowLock, Sql, outcomes};
 use crate::store::liveness::{SweepCandidate, SweepReport};
 use crate::store::signals::Signal;
+use app::model::RunStatus;
+
 use crate::store::{Finish, FinishReport, Result, Ts};
 
 /// Records how executions ended, then what follows: automatic retries and
@@ -26,7 +28,9 @@ pub async fn run_finish_many<D: Dialect>(
     }
     let finishes = first_per_run(finishes);
     let (mut tx, done) = d.runs_finish(replica_id, &finishes, now).await?;
-    let report = outcomes::finish_report(&done, &finishes);
+    let mut report = outcomes::finish_report(&done, &finishes);
+    report.succeeded_late =
+        note_late_successes::<D>(&mut tx, replica_id, &finishes, &report.fenced).await?;
     let targets = d.notify_targets();
     let (retried, notified) = outcomes::runs_ended::<D>(&mut tx, &targets, &done, now).await?;
     D::announce(&mut tx, Signal::Changed).await?;
@@ -41,6 +45,50 @@ pub async fn run_finish_many<D: Dialect>(
         notified,
         ..report
     })
+}
+
+/// Who: a replica whose finish of a DONE execution was fenced. The
+/// sweeper failed the run while its replica could not prove it alive (a
+/// partition, a freeze), and the command exited 0 all the same: the run's
+/// error says so, once, so nobody takes the failure for the command's.
+/// Only a run failed as this replica's is noted (not one an operator
+/// canceled, nor one handed back).
+const NOTE_LATE_SUCCESS: &str = "UPDATE task_run SET error = COALESCE(error, '') || $3
+    WHERE id = $1 AND status = 'FAILED' AND replica_id = $2
+        AND (error IS NULL OR substr(error, length(error) - length($3) + 1) <> $3)";
+
+/// Notes on each fenced run this batch finished DONE that its command
+/// succeeded after all (docs/operations.md, "Liveness and failover");
+/// returns the runs noted.
+async fn note_late_successes<D: Dialect>(
+    tx: &mut D::Tx,
+    replica_id: &str,
+    finishes: &[Finish],
+    fenced: &[i64],
+) -> Result<Vec<i64>> {
+    let note = late_success_note(replica_id);
+    let mut noted = Vec::new();
+    for finish in finishes
+        .iter()
+        .filter(|f| f.status == RunStatus::Done && fenced.contains(&f.run_id))
+    {
+        let args = [
+            finish.run_id.into(),
+            replica_id.into(),
+            note.as_str().into(),
+        ];
+        if D::execute(tx, NOTE_LATE_SUCCESS.into(), &args).await? > 0 {
+            noted.push(finish.run_id);
+        }
+    }
+    Ok(noted)
+}
+
+/// What a late success adds to its run's error.
+pub fn late_success_note(replica_id: &str) -> String {
+    format!(
+        "; its command exited 0 all the same (replica {replica_id} reported it after the run was failed)"
+    )
 }
 
 /// One finish per run, the first a batch names: a batch naming a run
