@@ -2,8 +2,8 @@
 //! (docs/design.md, "Liveness"): real `baton serve` processes on one
 //! PostgreSQL database while an outside client holds `LOCK TABLE` on the
 //! runs table, then on the replica table, then one replica's row and
-//! one run's row `FOR UPDATE`, each for three times `stale_after`. Heartbeats wait
-//! behind those locks, and so does the sweeper; every command, started
+//! one run's row `FOR UPDATE`, each for three times `stale_after`.
+//! Heartbeats wait behind those locks, and so does the sweeper; every command, started
 //! before the locks, must finish DONE on its first attempt, and `/readyz`
 //! must answer within a second throughout.
 //!
@@ -11,7 +11,8 @@
 //! heartbeats had waited three quarters of `stale_after`, and the sweeper
 //! failed the rest as "run heartbeat missed" the moment the lock went.
 //! The same holds while an outside client kills every connection again
-//! and again, and the API answers 503 meanwhile, never 500.
+//! and again, and the API answers 503 meanwhile, never 500; and on
+//! SQLite while another program holds the database's write lock.
 
 mod common;
 
@@ -206,4 +207,68 @@ async fn a_finish_retried_past_the_heartbeat_timeout_keeps_its_success() {
         view.tasks
     );
     scene.every_run_done_once().await;
+}
+
+/// The same on SQLite: another program holds the database's write lock
+/// (`BEGIN IMMEDIATE`, as a `sqlite3` shell left in a transaction would)
+/// for three times `stale_after`. Heartbeats wait for it a moment, as the
+/// sweeper does, and count the wait as proof; every command finishes DONE
+/// on its first attempt, and `/readyz` answers within a second. Before, a
+/// heartbeat waited out SQLite's 30 s busy timeout, and the replica
+/// stopped its own commands at three quarters of `stale_after`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_outside_sqlite_write_lock_stops_no_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("baton.db").display());
+    let baton = Baton::start(&url, &Options::fast_liveness()).await;
+    let tasks: Vec<_> = (0..3)
+        .map(|i| {
+            json!({"name": format!("t{i}"), "target": format!("db/{i}"), "max_attempts": 1,
+                   "command": {"argv": ["sh", "-c", "sleep 6; echo finished"]}})
+        })
+        .collect();
+    let plan = baton
+        .submit(json!({"name": "locked-out", "tasks": tasks}))
+        .await
+        .id;
+    eventually(Duration::from_secs(10), "every command RUNNING", || async {
+        let view = baton.plan(plan).await?;
+        view.tasks
+            .iter()
+            .all(|t| t.status == TaskStatus::Running)
+            .then_some(())
+    })
+    .await;
+
+    let mut outside = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut outside)
+        .await
+        .unwrap();
+    let until = Instant::now() + 3 * STALE_AFTER;
+    while Instant::now() < until {
+        let asked = Instant::now();
+        let (status, body) = baton.get_json("/readyz").await;
+        let took = asked.elapsed();
+        assert!(
+            took < Duration::from_millis(1500),
+            "/readyz took {took:?} under an outside write lock ({status}: {body})"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    sqlx::raw_sql("COMMIT").execute(&mut outside).await.unwrap();
+
+    let done = eventually(Duration::from_secs(30), "the plan ended", || async {
+        let view = baton.plan(plan).await?;
+        matches!(view.status, PlanStatus::Done | PlanStatus::Failed).then_some(view)
+    })
+    .await;
+    for task in &done.tasks {
+        assert_eq!(
+            (task.status, task.attempt, task.error.as_deref()),
+            (TaskStatus::Done, Some(1), None),
+            "{} was stopped or failed although its replica lived",
+            task.name
+        );
+    }
 }

@@ -274,7 +274,8 @@ impl Replica {
         let claims_stopped = CancellationToken::new();
         let claiming_done = Arc::new(claims_stopped.clone().drop_guard());
         // Unless the database is gone: a claim waiting on it a second
-        // after the stop is left behind (the sweeper resolves its runs).
+        // after the stop (a quarter of a shorter grace) is left behind (the
+        // sweeper resolves its runs).
         tokio::spawn(drain_anyway(
             shutdown.clone(),
             claims_stopped.clone(),

@@ -76,20 +76,27 @@ pub enum StoreError {
     /// Something in the database that Baton itself could not have written.
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// A heartbeat waited its bound for SQLite's write lock, which another
+    /// program or a long write holds (PostgreSQL says so with
+    /// [`LOCK_NOT_AVAILABLE`]).
+    #[error("held up by the database's write lock")]
+    LockWait,
 }
 
 /// PostgreSQL's `lock_not_available`: a `lock_timeout` ran out.
 pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
 
 impl StoreError {
-    /// PostgreSQL said a heartbeat's write waited its `lock_timeout` for a
-    /// lock another client holds (`LOCK TABLE`, a row held `FOR UPDATE`):
+    /// A heartbeat's write waited its bound for a lock another client holds
+    /// (PostgreSQL's `lock_timeout` on `LOCK TABLE` or a row held
+    /// `FOR UPDATE`; SQLite's write lock):
     /// the database answers, and whatever holds the row or table from this
     /// replica holds it from the sweeper too (docs/design.md, "Liveness").
     pub fn is_lock_wait(&self) -> bool {
-        matches!(self, StoreError::Database(sqlx::Error::Database(db))
-            if db.code().as_deref() == Some(LOCK_NOT_AVAILABLE)
-                && db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_none())
+        matches!(self, StoreError::LockWait)
+            || matches!(self, StoreError::Database(sqlx::Error::Database(db))
+                if db.code().as_deref() == Some(LOCK_NOT_AVAILABLE)
+                    && db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_none())
     }
 
     /// The database could not be reached or could not take the write (a

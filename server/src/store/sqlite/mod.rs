@@ -53,6 +53,13 @@ const DEFAULT_POOL_SIZE: u32 = 8;
 /// bench`: 4 of 4 pairs faster, about 8 % more runs/s on SQLite).
 const ROW_BUFFER: usize = 4096;
 
+/// A heartbeat waits this long for the write lock (the writer slot, then
+/// SQLite's own), then says so ([`StoreError::LockWait`]) and is sent
+/// again: whoever holds the lock (another program's `BEGIN IMMEDIATE`, a
+/// long write here) holds the sweeper up too, so the wait proves as much
+/// as a recorded beat (docs/design.md, "Liveness").
+const HEARTBEAT_LOCK_WAIT: Duration = Duration::from_millis(200);
+
 pub struct SqliteStore {
     pool: SqlitePool,
     shared: Shared,
@@ -165,6 +172,16 @@ impl SqliteStore {
             tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
             _slot: slot,
         })
+    }
+
+    /// [`SqliteStore::begin_write`] for a heartbeat: bounded by
+    /// [`HEARTBEAT_LOCK_WAIT`]. A `BEGIN IMMEDIATE` given up mid-wait may
+    /// still take its connection into a transaction; the pool closes such
+    /// a connection when it comes back (`closes_if_stuck_in_a_transaction`).
+    async fn begin_heartbeat_write(&self) -> Result<WriteTx> {
+        tokio::time::timeout(HEARTBEAT_LOCK_WAIT, self.begin_write())
+            .await
+            .map_err(|_| StoreError::LockWait)?
     }
 
     /// Moves the runs of `ids` (a JSON list) that are PENDING to
@@ -346,6 +363,13 @@ impl Dialect for SqliteStore {
         let rows = Self::fetch_all(&mut tx, sql, args).await?;
         tx.commit().await?;
         Ok(rows)
+    }
+
+    async fn heartbeat_write(&self, sql: Sql, args: &[Arg<'_>]) -> Result<u64> {
+        let mut tx = self.begin_heartbeat_write().await?;
+        let changed = Self::execute(&mut tx, sql, args).await?;
+        tx.commit().await?;
+        Ok(changed)
     }
 
     fn row_lock(_: RowLock) -> &'static str {
@@ -673,7 +697,7 @@ impl Dialect for SqliteStore {
         beats: &[(i64, Duration)],
         now: Ts,
     ) -> Result<Beaten> {
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_heartbeat_write().await?;
         let beats: Vec<_> = beats
             .iter()
             .map(|(id, t)| json!([id, millis(*t)]))
