@@ -7,13 +7,26 @@ use baton::dashboard::assets::Site;
 /// binary: the tests that link the library need no copy of the wasm).
 static SITE: Site = include!(concat!(env!("OUT_DIR"), "/site.rs"));
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     // First, before any thread exists: this process may be a command's
     // supervisor rather than a server (see `executor::supervisor`).
     if let Some(code) = baton::executor::supervisor::run_if_asked() {
         std::process::exit(code);
     }
-    tokio::runtime::Runtime::new()?.block_on(run())
+    let ran = tokio::runtime::Runtime::new()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| runtime.block_on(run()));
+    match ran {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // A refused sign-in, a bad file or a server that is down is a
+            // message with its causes, not a crash: no backtrace, whatever
+            // RUST_BACKTRACE says (returning the error from `main` printed
+            // one).
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 async fn run() -> anyhow::Result<()> {

@@ -868,3 +868,38 @@ async fn a_foreign_error_page_reaches_the_terminal_as_plain_text() {
     assert!(said.contains(" …"), "the page was cut: {said}");
     assert!(said.len() < 1000, "{} bytes quoted", said.len());
 }
+
+/// What a person reads in a terminal, a log file or a CI job: an expected
+/// failure (here, a server that is not there) is one `error:` line with
+/// its causes and no backtrace, even with `RUST_BACKTRACE=1` (returning
+/// the error from `main` printed one); and logs written to a pipe carry
+/// no colour escapes.
+#[test]
+fn errors_and_logs_read_plainly_off_a_terminal() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["status", "1"])
+        .env("BATON_SERVER", "http://127.0.0.1:1")
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run baton");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("baton.db").display());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("migrate")
+        .env("BATON_DATABASE_URL", &url)
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("run baton");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("migrations applied"), "{stdout}");
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "colour escapes in a pipe: {stdout:?}"
+    );
+}

@@ -89,6 +89,15 @@ async fn prune_by_command_and_by_the_leader(kind: Kind) {
         "{}",
         text(&out.stdout)
     );
+    // The cutoff with its date: "since 14:05:00Z" could be any day.
+    let cutoff = chrono::Utc::now() - chrono::Duration::hours(1);
+    let days = [cutoff - chrono::Duration::minutes(1), cutoff]
+        .map(|t| t.format("since %Y-%m-%d ").to_string());
+    assert!(
+        days.iter().any(|day| text(&out.stdout).contains(day)),
+        "{} has no {days:?}",
+        text(&out.stdout)
+    );
     assert_eq!(plans(&db).await, 4, "a dry run deletes nothing");
     // Younger than three hours: nothing to do.
     let out = prune(&db, &["--older-than", "3h"]).await;

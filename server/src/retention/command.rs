@@ -51,7 +51,7 @@ pub async fn prune_command(settings: &Settings, args: PruneArgs) -> anyhow::Resu
     let (plans, runs) = prune_dry_run(&*store, cutoff).await?;
     let what = format!(
         "{plans} finished plans (about {runs} runs) unchanged since {}",
-        cutoff.clock()
+        cutoff.date_time()
     );
     if args.dry_run {
         println!("would delete {what}");
@@ -60,7 +60,7 @@ pub async fn prune_command(settings: &Settings, args: PruneArgs) -> anyhow::Resu
     if plans == 0 {
         println!(
             "nothing to prune: no finished plan unchanged since {}",
-            cutoff.clock()
+            cutoff.date_time()
         );
         return Ok(());
     }

@@ -56,6 +56,11 @@ impl Ts {
     pub fn clock(self) -> String {
         self.0.format("%H:%M:%SZ").to_string()
     }
+
+    /// `2026-11-28 14:05:00Z`: a time that may not be today's.
+    pub fn date_time(self) -> String {
+        self.0.format("%Y-%m-%d %H:%M:%SZ").to_string()
+    }
 }
 
 impl From<DateTime<Utc>> for Ts {
