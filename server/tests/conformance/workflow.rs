@@ -319,6 +319,11 @@ mod cases {
             s.task_approve(drop, "carol".into(), Ts::now()).await,
             "already approved by bob",
         );
+        // Read before the next round: the cause says it was approved.
+        assert_eq!(
+            cause(&view(s, id).await, "drop"),
+            "approved by bob; waiting for the scheduler's next round"
+        );
         promote(s).await;
         let v = view(s, id).await;
         assert_eq!(status(&v, "drop"), TaskStatus::Available);

@@ -203,6 +203,7 @@ async fn approve_write<D: Dialect>(
 ) -> Result<usize> {
     let mut approved = 0;
     let detail = format!("approved by {actor}");
+    let cause = format!("{detail}; {}", crate::store::gates::CAUSE_NEW);
     for chunk in tasks.chunks(BATCH) {
         let mut args: Vec<Arg> = vec![actor.into(), now.into()];
         args.extend(id_args(chunk));
@@ -230,15 +231,20 @@ async fn approve_write<D: Dialect>(
             &args,
         )
         .await?;
+        // Its cause says so at once, not "waits for approval" until the
+        // next round judges it: what the operator reads right after
+        // approving (the answer to the approve, `baton approve`).
+        let mut args: Vec<Arg> = vec![cause.as_str().into()];
+        args.extend(id_args(chunk));
         D::execute(
             tx,
             Sql::built(format!(
-                "UPDATE task_run SET approval_pending = FALSE
+                "UPDATE task_run SET approval_pending = FALSE, waiting_cause = $1
                  WHERE status = 'PENDING' AND approval_pending
                     AND id IN (SELECT latest_run_id FROM task WHERE id IN ({}))",
-                placeholders(1, chunk.len())
+                placeholders(2, chunk.len())
             )),
-            &id_args(chunk),
+            &args,
         )
         .await?;
     }
