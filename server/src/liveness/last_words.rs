@@ -44,6 +44,13 @@ impl LastWords {
     pub fn begin(&self) -> Instant {
         *self.deadline.get_or_init(|| Instant::now() + self.reserve)
     }
+
+    /// For a write that starts once the runs' last words are under way
+    /// (the heartbeat row's removal, loops still ending): their deadline,
+    /// and never more than [`LAST_WRITE`] from now.
+    pub fn end_of_last_write(&self) -> Instant {
+        self.begin().min(Instant::now() + LAST_WRITE)
+    }
 }
 
 #[cfg(test)]

@@ -102,11 +102,7 @@ impl ReplicaHeartbeat {
         // row must outlive every finish, or the sweeper would take the runs
         // of a replica without a row for dead.
         let delete = self.store.replica_delete(&self.info.replica_id);
-        let deadline = self
-            .last_words
-            .begin()
-            .min(std::time::Instant::now() + super::LAST_WRITE);
-        let deadline = tokio::time::Instant::from_std(deadline);
+        let deadline = tokio::time::Instant::from_std(self.last_words.end_of_last_write());
         match tokio::time::timeout_at(deadline, delete).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {

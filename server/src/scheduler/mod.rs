@@ -24,7 +24,7 @@ mod worker;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -391,7 +391,7 @@ impl Replica {
                 // The heartbeat row's removal shares the runs' last words;
                 // loops still waiting on the database then are left.
                 _ = drained.cancelled() => {
-                    let done_by = self.worker.last_words().begin().min(Instant::now() + LAST_WRITE);
+                    let done_by = self.worker.last_words().end_of_last_write();
                     tokio::time::sleep_until(tokio::time::Instant::from_std(done_by)).await;
                 }
                 _ = tokio::time::sleep(stop_within) => {}

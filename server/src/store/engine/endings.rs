@@ -66,6 +66,10 @@ async fn note_late_successes<D: Dialect>(
     finishes: &[Finish],
     fenced: &[i64],
 ) -> Result<Vec<i64>> {
+    // The common batch: nothing fenced, nothing to note or allocate.
+    if fenced.is_empty() {
+        return Ok(Vec::new());
+    }
     let note = late_success_note(replica_id);
     let mut noted = Vec::new();
     for finish in finishes

@@ -420,6 +420,37 @@ async fn an_idle_transaction_of_a_cut_off_replica_lets_go_of_its_locks() {
     drop(idle);
 }
 
+/// `n` runs claimed by replica r-1 (ids in order, beats of 10 s each),
+/// the first one's row held `FOR UPDATE` by the returned transaction.
+async fn first_row_held(
+    store: &PgStore,
+    n: usize,
+) -> (
+    Vec<i64>,
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    Vec<(i64, Duration)>,
+) {
+    available_runs(store, n).await;
+    let claimed = store
+        .run_claim_many(&claim_as("r-1"), Ts::now())
+        .await
+        .expect("claim");
+    let mut ids: Vec<i64> = claimed.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids.len(), n);
+    let mut outsider = store.pool.begin().await.expect("begin");
+    sqlx::query("SELECT id FROM task_run WHERE id = $1 FOR UPDATE")
+        .bind(ids[0])
+        .execute(&mut *outsider)
+        .await
+        .expect("the outside lock");
+    let beats = ids
+        .iter()
+        .map(|id| (*id, Duration::from_secs(10)))
+        .collect();
+    (ids, outsider, beats)
+}
+
 /// One run row held by an outside client (`SELECT … FOR UPDATE`, left
 /// idle) delays only that run's heartbeat: the replica's other runs are
 /// beaten at once, and the held one is reported held, not lost. The beat
@@ -428,24 +459,7 @@ async fn an_idle_transaction_of_a_cut_off_replica_lets_go_of_its_locks() {
 #[tokio::test]
 async fn a_held_run_row_delays_only_its_own_heartbeat() {
     let (scratch, store) = store().await;
-    available_runs(&store, 3).await;
-    let claimed = store
-        .run_claim_many(&claim_as("r-1"), Ts::now())
-        .await
-        .expect("claim");
-    let mut ids: Vec<i64> = claimed.iter().map(|r| r.id).collect();
-    ids.sort_unstable();
-    assert_eq!(ids.len(), 3);
-    let mut outsider = store.pool.begin().await.expect("begin");
-    sqlx::query("SELECT id FROM task_run WHERE id = $1 FOR UPDATE")
-        .bind(ids[0])
-        .execute(&mut *outsider)
-        .await
-        .expect("the outside lock");
-    let beats: Vec<(i64, Duration)> = ids
-        .iter()
-        .map(|id| (*id, Duration::from_secs(10)))
-        .collect();
+    let (ids, outsider, beats) = first_row_held(&store, 3).await;
     let beaten = tokio::time::timeout(
         Duration::from_secs(5),
         store.run_heartbeat_many("r-1", &beats, Ts::now()),
@@ -482,23 +496,8 @@ async fn a_held_run_row_delays_only_its_own_heartbeat() {
 #[tokio::test]
 async fn a_held_run_row_is_beaten_the_moment_it_is_let_go() {
     let (scratch, store) = store().await;
-    available_runs(&store, 2).await;
-    let claimed = store
-        .run_claim_many(&claim_as("r-1"), Ts::now())
-        .await
-        .expect("claim");
-    let ids: Vec<i64> = claimed.iter().map(|r| r.id).collect();
+    let (ids, outsider, beats) = first_row_held(&store, 2).await;
     let store = std::sync::Arc::new(store);
-    let mut outsider = store.pool.begin().await.expect("begin");
-    sqlx::query("SELECT id FROM task_run WHERE id = $1 FOR UPDATE")
-        .bind(ids[0])
-        .execute(&mut *outsider)
-        .await
-        .expect("the outside lock");
-    let beats: Vec<(i64, Duration)> = ids
-        .iter()
-        .map(|id| (*id, Duration::from_secs(10)))
-        .collect();
     let beat = {
         let store = store.clone();
         tokio::spawn(async move { store.run_heartbeat_many("r-1", &beats, Ts::now()).await })
