@@ -78,8 +78,17 @@ pub async fn check(
     for run_id in &run_ids {
         let run = store.run_get(*run_id).await.unwrap();
         assert_ne!(run.status, RunStatus::Running, "run {run_id} left RUNNING");
-        if run.status == RunStatus::Done {
+        if run.status == RunStatus::Done && run.started_at.is_some() {
             log_kept(store, *run_id).await;
+        } else if run.status == RunStatus::Done {
+            // A retry a late success made needless: it never ran, and says so.
+            assert!(
+                run.error
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("not executed: run ")),
+                "run {run_id} ended DONE without starting: {:?}",
+                run.error
+            );
         }
         let Some(view) = by_task.get(&run.task_id) else {
             continue;

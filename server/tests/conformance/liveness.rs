@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::RunStatus;
-use baton::store::{LEADER_LEASE, Store, Ts};
+use app::model::{RunStatus, TaskStatus};
+use baton::store::{LEADER_LEASE, NodeLabels, Store, Ts};
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, replica, task_named};
@@ -19,6 +19,7 @@ per_backend!(cases:
     concurrent_replicas_agree_on_one_leader,
     the_sweeper_fails_runs_of_stale_or_vanished_replicas,
     a_late_success_is_noted_on_the_run_the_sweeper_failed,
+    a_late_success_ends_its_retry_unless_it_started,
     the_sweeper_fails_runs_past_their_deadlines,
     run_heartbeats_use_each_runs_own_timeout,
     hand_back_returns_runs_to_available_with_their_attempt,
@@ -134,6 +135,106 @@ mod cases {
         );
         assert_eq!(s.run_get(canceled).await.unwrap().error, canceled_error);
         assert_eq!(s.run_get(failing).await.unwrap().error, failing_error);
+    }
+
+    /// A late success is the task's success: the automatic retry the
+    /// sweeper made, not yet claimed, ends DONE without running, and what
+    /// waited for the task goes on. A retry already claimed runs (its
+    /// command is not cut off); only the note on the failed run says so.
+    pub async fn a_late_success_ends_its_retry_unless_it_started(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        let id = submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [
+                {"name": "late", "target": "a", "sleep": "1h", "max_attempts": 2},
+                {"name": "claimed", "target": "b", "sleep": "1h", "max_attempts": 2},
+                {"name": "next", "target": "c", "sleep": "1h", "depends_on": ["late"]},
+            ]}),
+        )
+        .await;
+        promote(s.as_ref()).await;
+        s.replica_upsert(&replica("r-cut", &[]), t0).await.unwrap();
+        let got = s.run_claim_many(&claim("r-cut", &[], 3), t0).await.unwrap();
+        assert_eq!(got.len(), 2, "next waits for late");
+        let view = s.plan_get(id).await.unwrap();
+        let first = |name: &str| task_named(&view, name).run_id.unwrap();
+        let (late, claimed) = (first("late"), first("claimed"));
+        let report = s
+            .run_sweep(10 * SECOND, Duration::ZERO, t0.plus(12 * SECOND))
+            .await
+            .unwrap();
+        assert_eq!((report.failed.len(), report.retried.len()), (2, 2));
+        let view = s.plan_get(id).await.unwrap();
+        let retry_of_late = task_named(&view, "late").run_id.unwrap();
+        assert_ne!(retry_of_late, late);
+
+        // Reported before the retry starts (it waits out its backoff).
+        for _ in 0..2 {
+            s.run_finish_many(
+                "r-cut",
+                &[done(late)],
+                t0.plus(Duration::from_millis(12_500)),
+            )
+            .await
+            .unwrap();
+        }
+        let retry = s.run_get(retry_of_late).await.unwrap();
+        let why = format!(
+            "not executed: run {late}, the attempt before, succeeded after all \
+             (replica r-cut reported its exit 0 after the run was failed)"
+        );
+        assert_eq!(
+            (retry.status, retry.error.as_deref(), retry.started_at),
+            (RunStatus::Done, Some(why.as_str()), None)
+        );
+        let last = retry.events.last().unwrap();
+        assert_eq!(
+            (last.from, last.to, last.actor.as_str()),
+            (Some(RunStatus::Pending), RunStatus::Done, "r-cut")
+        );
+        assert_eq!(
+            retry
+                .events
+                .iter()
+                .filter(|e| e.to == RunStatus::Done)
+                .count(),
+            1
+        );
+        let view = s.plan_get(id).await.unwrap();
+        let late_task = task_named(&view, "late");
+        assert_eq!(
+            (late_task.status, late_task.attempt),
+            (TaskStatus::Done, Some(2))
+        );
+
+        // The plan goes on: `next` and the other retry start.
+        s.run_promote_round(&NodeLabels::default(), None, t0.plus(14 * SECOND))
+            .await
+            .unwrap();
+        s.replica_upsert(&replica("r-other", &[]), t0.plus(14 * SECOND))
+            .await
+            .unwrap();
+        let got = s
+            .run_claim_many(&claim("r-other", &[], 5), t0.plus(14 * SECOND))
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 2, "next and the retry of claimed: {got:?}");
+        let report = s
+            .run_finish_many("r-cut", &[done(claimed)], t0.plus(15 * SECOND))
+            .await
+            .unwrap();
+        assert_eq!(report.succeeded_late, vec![claimed]);
+        let view = s.plan_get(id).await.unwrap();
+        for name in ["claimed", "next"] {
+            assert_eq!(
+                task_named(&view, name).status,
+                TaskStatus::Running,
+                "{name}"
+            );
+        }
+        assert_eq!(task_named(&view, "claimed").attempt, Some(2));
     }
 
     pub async fn the_sweeper_fails_runs_of_stale_or_vanished_replicas(kind: Kind) {

@@ -13,6 +13,7 @@ use crate::store::liveness::{SweepCandidate, SweepReport};
 use crate::store::signals::Signal;
 use app::model::RunStatus;
 
+use crate::store::rows::FinishedRow;
 use crate::store::{Finish, FinishReport, Result, Ts};
 
 /// Records how executions ended, then what follows: automatic retries and
@@ -31,6 +32,10 @@ pub async fn run_finish_many<D: Dialect>(
     let mut report = outcomes::finish_report(&done, &finishes);
     report.succeeded_late =
         note_late_successes::<D>(&mut tx, replica_id, &finishes, &report.fenced).await?;
+    let mut done = done;
+    for run_id in &report.succeeded_late {
+        done.extend(retry_not_needed::<D>(&mut tx, replica_id, *run_id, now).await?);
+    }
     let targets = d.notify_targets();
     let (retried, notified) = outcomes::runs_ended::<D>(&mut tx, &targets, &done, now).await?;
     D::announce(&mut tx, Signal::Changed).await?;
@@ -86,6 +91,70 @@ async fn note_late_successes<D: Dialect>(
         }
     }
     Ok(noted)
+}
+
+/// Who: a late success (above). Its task's automatic retry, if it has not
+/// started: it never starts.
+const UNSTARTED_RETRY: &str = "SELECT r.id, r.status FROM task_run f
+    JOIN task_run r ON r.task_id = f.task_id AND r.attempt = f.attempt + 1
+    WHERE f.id = $1 AND r.status IN ('PENDING', 'AVAILABLE')";
+
+/// Ends that retry DONE without an execution, conditional on the status
+/// read: a claim that got there first wins, and the retry runs.
+const RETRY_NOT_RUN: &str = "UPDATE task_run
+    SET status = 'DONE', finished_at = $2, waiting_cause = NULL, error = $3
+    WHERE id = $1 AND status = $4
+    RETURNING id, plan_id, status, task_id, attempt, max_attempts, dependents";
+
+const RETRY_NOT_RUN_EVENT: &str = "INSERT INTO run_event
+    (run_id, from_status, to_status, replica_id, actor, at, detail)
+    VALUES ($1, $2, 'DONE', $3, $3, $4, $5)";
+
+/// The late success of `run_id` is the task's success: an automatic retry
+/// of it that no replica has claimed yet ends DONE, never executed, its
+/// error saying why (docs/operations.md, "Liveness and failover"). The
+/// task is DONE and its plan goes on as after any success. A retry already
+/// claimed runs: a command is never cut off for this. Returns the retry,
+/// to be ended with the batch's other runs.
+async fn retry_not_needed<D: Dialect>(
+    tx: &mut D::Tx,
+    replica_id: &str,
+    run_id: i64,
+    now: Ts,
+) -> Result<Option<FinishedRow>> {
+    let found: Vec<(i64, String)> =
+        D::fetch_all(tx, UNSTARTED_RETRY.into(), &[run_id.into()]).await?;
+    let Some((retry, status)) = found.into_iter().next() else {
+        return Ok(None);
+    };
+    let why = retry_not_run_note(run_id, replica_id);
+    let args = [
+        retry.into(),
+        now.into(),
+        why.as_str().into(),
+        status.as_str().into(),
+    ];
+    let ended: Vec<FinishedRow> = D::fetch_all(tx, RETRY_NOT_RUN.into(), &args).await?;
+    let Some(ended) = ended.into_iter().next() else {
+        return Ok(None);
+    };
+    let args = [
+        retry.into(),
+        status.as_str().into(),
+        replica_id.into(),
+        now.into(),
+        why.as_str().into(),
+    ];
+    D::execute(tx, RETRY_NOT_RUN_EVENT.into(), &args).await?;
+    Ok(Some(ended))
+}
+
+/// Why a retry ended DONE without running.
+pub fn retry_not_run_note(run_id: i64, replica_id: &str) -> String {
+    format!(
+        "not executed: run {run_id}, the attempt before, succeeded after all \
+         (replica {replica_id} reported its exit 0 after the run was failed)"
+    )
 }
 
 /// What a late success adds to its run's error.
