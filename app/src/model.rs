@@ -172,6 +172,11 @@ pub enum PlanStatus {
     NotStarted,
     /// Some task is pending, ready or executing.
     Running,
+    /// Nothing can move without an operator: every open task waits behind
+    /// a FAILED or CANCELED task that nobody retried or skipped, or on one
+    /// that does. A Retry or a Skip makes it RUNNING again. The FAILED
+    /// filter includes it.
+    Halted,
     /// A task failed and nothing is active any more.
     Failed,
     /// Every task is DONE or SKIPPED.
@@ -181,9 +186,10 @@ pub enum PlanStatus {
 }
 
 impl PlanStatus {
-    pub const ALL: [PlanStatus; 5] = [
+    pub const ALL: [PlanStatus; 6] = [
         PlanStatus::NotStarted,
         PlanStatus::Running,
+        PlanStatus::Halted,
         PlanStatus::Failed,
         PlanStatus::Done,
         PlanStatus::Canceled,
@@ -193,6 +199,7 @@ impl PlanStatus {
         match self {
             PlanStatus::NotStarted => "NOT_STARTED",
             PlanStatus::Running => "RUNNING",
+            PlanStatus::Halted => "HALTED",
             PlanStatus::Failed => "FAILED",
             PlanStatus::Done => "DONE",
             PlanStatus::Canceled => "CANCELED",
@@ -203,15 +210,29 @@ impl PlanStatus {
         Self::ALL.into_iter().find(|s| s.as_str() == text)
     }
 
-    /// Derives a plan's status from how many of its tasks are in each status.
+    /// Whether nothing more happens to the plan by itself: DONE, FAILED,
+    /// CANCELED, or HALTED until an operator acts.
+    pub fn is_settled(self) -> bool {
+        !matches!(self, PlanStatus::Running | PlanStatus::NotStarted)
+    }
+
+    /// Derives a plan's status from how many of its tasks are in each
+    /// status and how many of the PENDING ones cannot move by themselves.
     ///
     /// The store computes the same rule in SQL to filter plan lists; the
     /// conformance suite checks that the two agree.
-    pub fn from_counts(counts: &BTreeMap<TaskStatus, i64>) -> Self {
+    pub fn from_counts(counts: &BTreeMap<TaskStatus, i64>, stuck: Stuck) -> Self {
         let n = |s: TaskStatus| counts.get(&s).copied().unwrap_or(0);
-        let active = n(TaskStatus::Pending) + n(TaskStatus::Available) + n(TaskStatus::Running);
-        if active > 0 {
+        let pending = n(TaskStatus::Pending);
+        let moving = pending - stuck.blocked - stuck.waiting
+            + n(TaskStatus::Available)
+            + n(TaskStatus::Running);
+        // PENDING tasks that only wait on dependencies, with no halt
+        // anywhere, are still on their way (as before any halt existed).
+        if moving > 0 || (pending > 0 && stuck.blocked == 0) {
             PlanStatus::Running
+        } else if stuck.blocked > 0 {
+            PlanStatus::Halted
         } else if n(TaskStatus::NotStarted) > 0 {
             PlanStatus::NotStarted
         } else if n(TaskStatus::Failed) > 0 {
@@ -220,6 +241,33 @@ impl PlanStatus {
             PlanStatus::Canceled
         } else {
             PlanStatus::Done
+        }
+    }
+}
+
+/// What a waiting cause starts with when its run is halted behind a task
+/// that ended FAILED or CANCELED and that nobody retried or skipped (a
+/// version line's halt, or a dependency's). The store's SQL matches the
+/// same text (`store::rows::BLOCKED_LIKE`).
+pub const BLOCKED_CAUSE: &str = "blocked: ";
+
+/// A plan's PENDING tasks that cannot move by themselves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stuck {
+    /// Halted behind a FAILED or CANCELED task: their waiting cause
+    /// starts with [`BLOCKED_CAUSE`].
+    pub blocked: i64,
+    /// Waiting for a dependency to end, and not themselves blocked.
+    pub waiting: i64,
+}
+
+impl Stuck {
+    /// How one PENDING task counts: `held` while a dependency is open.
+    pub fn add(&mut self, cause: Option<&str>, held: bool) {
+        if cause.is_some_and(|c| c.starts_with(BLOCKED_CAUSE)) {
+            self.blocked += 1;
+        } else if held {
+            self.waiting += 1;
         }
     }
 }
@@ -238,6 +286,10 @@ pub struct PlanSummary {
     pub status: PlanStatus,
     /// Number of tasks in each status; statuses with no task are left out.
     pub counts: BTreeMap<TaskStatus, i64>,
+    /// How many PENDING tasks wait behind a FAILED or CANCELED task
+    /// ("blocked: … — retry or skip it").
+    #[serde(default)]
+    pub blocked: i64,
     pub created_at: DateTime<Utc>,
 }
 
@@ -605,7 +657,45 @@ mod tests {
             (counts(&[(Failed, 1), (Canceled, 1)]), PlanStatus::Failed),
         ];
         for (c, want) in cases {
-            assert_eq!(PlanStatus::from_counts(&c), want, "{c:?}");
+            assert_eq!(PlanStatus::from_counts(&c, Stuck::default()), want, "{c:?}");
+        }
+        // PENDING tasks that cannot move: halted only with a blocked one
+        // and nothing else moving.
+        let stuck = |blocked, waiting| Stuck { blocked, waiting };
+        let halted = [
+            (
+                counts(&[(Failed, 1), (Pending, 2)]),
+                stuck(1, 1),
+                PlanStatus::Halted,
+            ),
+            (
+                counts(&[(Canceled, 1), (Pending, 1)]),
+                stuck(1, 0),
+                PlanStatus::Halted,
+            ),
+            (
+                counts(&[(Failed, 1), (Pending, 2)]),
+                stuck(1, 0),
+                PlanStatus::Running,
+            ),
+            (
+                counts(&[(Failed, 1), (Pending, 1), (Running, 1)]),
+                stuck(1, 0),
+                PlanStatus::Running,
+            ),
+            (
+                counts(&[(Done, 1), (Pending, 1)]),
+                stuck(0, 1),
+                PlanStatus::Running,
+            ),
+            (
+                counts(&[(Failed, 1), (Pending, 1), (NotStarted, 1)]),
+                stuck(1, 0),
+                PlanStatus::Halted,
+            ),
+        ];
+        for (c, s, want) in halted {
+            assert_eq!(PlanStatus::from_counts(&c, s), want, "{c:?} {s:?}");
         }
     }
 

@@ -145,7 +145,8 @@ test('a failing task shows its error; Retry starts attempt 2 and resets the noti
     await markDocument(page);
     const row = taskRow(page, 'check-mark');
     await expect(row).toHaveAttribute('data-status', 'FAILED', { timeout: 20_000 });
-    await expect(row.locator('.task-error')).toHaveText('exited with code 3');
+    // The error quotes the command's last stderr line, where the eye is.
+    await expect(row.locator('.task-error')).toHaveText('exited with code 3: mark missing');
     await expect(page.locator('#notification-state')).toHaveAttribute('data-event', 'PIPELINE_FAILED');
     // The refused delivery is retried and then delivered.
     await expect(page.locator('.deliveries tr[data-state="DELIVERED"]')).toHaveCount(1, { timeout: 20_000 });

@@ -119,6 +119,73 @@ test('a staged plan shows its stages, its graph and its dependencies; Approve re
   await expectSameDocument(page);
 });
 
+test('a plan halted behind a failed task says HALTED in its badge and the lists; the run page acts; Skip lets it finish', async ({
+  page,
+  request,
+}) => {
+  const id = await submit(request, {
+    name: 'e2e-halted',
+    tasks: [
+      {
+        name: 'migrate',
+        target: 'db/e2e-halted',
+        command: { argv: ['sh', '-c', 'for i in $(seq 1 400); do echo "line $i"; done; echo "ERROR: deadlock detected" >&2; exit 3'] },
+      },
+      { name: 'deploy', target: 'svc/e2e-halted', depends_on: ['migrate'], sleep: '0s' },
+    ],
+  });
+  await hydrated(page, `/plans/${id}`);
+  await markDocument(page);
+  await expect(page.locator('#plan-status [data-status]')).toHaveText('HALTED', { timeout: 20_000 });
+  await expect(taskRow(page, 'deploy').locator('.waiting-cause')).toHaveText(
+    'blocked: dependency migrate FAILED — retry or skip it',
+  );
+  // Why it failed, where the eye is: the error quotes the last stderr line.
+  await expect(taskRow(page, 'migrate').locator('.task-error')).toHaveText(
+    'exited with code 3: ERROR: deadlock detected',
+  );
+  await shot(page, 'plan-halted');
+
+  // The FAILED filter lists it with the HALTED badge; RUNNING does not.
+  await hydrated(page, '/plans?status=FAILED&q=e2e-halted');
+  await expect(page.locator(`#plans tr[data-plan-id="${id}"] td:nth-child(3) [data-status]`)).toHaveText('HALTED');
+  await hydrated(page, '/plans?status=RUNNING&q=e2e-halted');
+  await expect(page.locator('#plans-empty')).toBeVisible();
+
+  // The run page opens its log at the newest line and offers the task's buttons.
+  const plan = await (await request.get(`/api/v1/plans/${id}`)).json();
+  const runId = plan.tasks.find((t: any) => t.name === 'migrate').run_id;
+  await hydrated(page, `/runs/${runId}`);
+  const log = page.locator('#run-log');
+  await expect(log.locator('span', { hasText: 'ERROR: deadlock detected' })).toHaveCount(1);
+  // Within the log's own scroll box: the newest line shows, the oldest is scrolled away.
+  const seen = await log.evaluate((box) => {
+    const frame = box.getBoundingClientRect();
+    const lines = box.querySelectorAll('span');
+    const inside = (el: Element) => {
+      const r = el.getBoundingClientRect();
+      return r.top >= frame.top - 1 && r.bottom <= frame.bottom + 1;
+    };
+    return { scrolls: box.scrollHeight > box.clientHeight, newest: inside(lines[lines.length - 1]), oldest: inside(lines[0]) };
+  });
+  expect(seen).toEqual({ scrolls: true, newest: true, oldest: false });
+  const actions = page.locator('#run-actions');
+  await expect(actions.locator('button[data-action="task_cancel"]')).toBeDisabled();
+  await shot(page, 'run-page');
+  await actions.locator('button[data-action="task_retry"]').click();
+  await expect(page.locator('#action-result')).toContainText('retried');
+
+  // The retry fails the same way; Skip lets the plan finish.
+  await hydrated(page, `/plans/${id}`);
+  await markDocument(page);
+  await expect(taskRow(page, 'migrate').locator('td').nth(4)).toHaveText('2', { timeout: 20_000 });
+  await expect(page.locator('#plan-status [data-status]')).toHaveText('HALTED', { timeout: 20_000 });
+  await taskRow(page, 'migrate').locator('summary[data-confirm="task_skip"]').click();
+  await taskRow(page, 'migrate').locator('button[data-action="task_skip"]').click();
+  await expect(page.locator('#plan-status [data-status]')).toHaveText('DONE', { timeout: 20_000 });
+  await expectSameDocument(page);
+});
+
 test('Pause shows who paused the plan and holds its runs; Resume clears it', async ({ page, request }) => {
   const id = await submit(request, {
     name: 'e2e-pause',

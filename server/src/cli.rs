@@ -5,8 +5,8 @@ use clap::{Parser, Subcommand};
 
 use crate::bench::BenchArgs;
 use crate::client::{
-    ApproveArgs, AuditArgs, PausedArgs, PlanArg, RunsArgs, ScheduleArgs, StatusArgs, SubmitArgs,
-    TargetArgs,
+    AuditArgs, LogsArgs, PausedArgs, PlanArg, RunsArgs, ScheduleArgs, StatusArgs, SubmitArgs,
+    TargetArgs, TaskActionArgs,
 };
 use crate::config::Settings;
 
@@ -41,8 +41,17 @@ pub enum Command {
     /// Show the audit log, newest first: who did what, when and from
     /// where, by actor, action, subject and time.
     Audit(AuditArgs),
+    /// Print a run's log; with --follow, until the run ends.
+    Logs(LogsArgs),
+    /// Retry a FAILED or CANCELED task (by name or id), or every such task
+    /// of a plan.
+    Retry(TaskActionArgs),
+    /// Cancel a task's live run, or every live run of a plan.
+    Cancel(TaskActionArgs),
+    /// Skip a NOT_STARTED, FAILED or CANCELED task: it counts as complete.
+    Skip(TaskActionArgs),
     /// Approve a task waiting for approval, or every such task of a plan.
-    Approve(ApproveArgs),
+    Approve(TaskActionArgs),
     /// Pause a plan: none of its runs is promoted until it is resumed.
     Pause(PlanArg),
     /// Resume a paused plan.
@@ -66,6 +75,15 @@ pub enum Command {
     /// Print a new API token and its hash for the users file's
     /// `token_hashes`.
     NewToken,
+    /// Print the shell completion script for bash, zsh, fish, elvish or
+    /// powershell, e.g. `baton completions bash > /etc/bash_completion.d/baton`.
+    Completions { shell: clap_complete::Shell },
+}
+
+/// `baton completions SHELL`: the script, on standard output.
+pub fn print_completions(shell: clap_complete::Shell) {
+    use clap::CommandFactory;
+    clap_complete::generate(shell, &mut Cli::command(), "baton", &mut std::io::stdout());
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 use clap::Parser;
 
 use baton::cli::{Cli, Command};
+use baton::client::{TaskAction, task_action};
 use baton::dashboard::assets::Site;
 
 /// The dashboard's browser bundle, compiled in by `build.rs` (only into the
@@ -45,7 +46,11 @@ async fn run() -> anyhow::Result<()> {
         Command::Status(args) => baton::client::status(args, cli.settings.listen).await,
         Command::Runs(args) => baton::client::runs(args, cli.settings.listen).await,
         Command::Audit(args) => baton::client::audit(args, cli.settings.listen).await,
-        Command::Approve(args) => baton::client::approve(args, cli.settings.listen).await,
+        Command::Logs(args) => baton::client::logs(args, cli.settings.listen).await,
+        Command::Retry(args) => task_action(TaskAction::Retry, args, cli.settings.listen).await,
+        Command::Cancel(args) => task_action(TaskAction::Cancel, args, cli.settings.listen).await,
+        Command::Skip(args) => task_action(TaskAction::Skip, args, cli.settings.listen).await,
+        Command::Approve(args) => task_action(TaskAction::Approve, args, cli.settings.listen).await,
         Command::Pause(args) => baton::client::pause(args, cli.settings.listen, false).await,
         Command::Resume(args) => baton::client::pause(args, cli.settings.listen, true).await,
         Command::Paused(args) => {
@@ -57,5 +62,9 @@ async fn run() -> anyhow::Result<()> {
         Command::Bench(args) => baton::bench::run(cli.settings, args).await,
         Command::HashPassword => baton::auth::hash_password_command(),
         Command::NewToken => baton::auth::new_token_command(),
+        Command::Completions { shell } => {
+            baton::cli::print_completions(shell);
+            Ok(())
+        }
     }
 }

@@ -46,7 +46,8 @@ async fn readme_example_runs_to_done_and_says_why_tasks_wait() {
             "is busy with run #",
             "plan limit",
             "scheduled for",
-            "waits for migrate-orders",
+            // The README's plan waits for its migrate stage, named.
+            "waits for stage migrate: migrate-orders",
         ];
         wanted
             .iter()
@@ -641,7 +642,11 @@ async fn actions_apply_only_where_they_make_sense() {
     assert_eq!(status, 409);
     let failed = s.wait_plan(id, PlanStatus::Failed).await;
     let bad = failed.tasks.iter().find(|t| t.name == "bad").unwrap();
-    assert_eq!(bad.error.as_deref(), Some("exited with code 3"));
+    // The error quotes the command's last stderr line, where people look.
+    assert_eq!(bad.error.as_deref(), Some("exited with code 3: broken"));
+    let found: serde_json::Value = s.get("/api/v1/runs?error=BROKEN").await;
+    assert_eq!(found["runs"].as_array().map(Vec::len), Some(1), "{found}");
+    assert_eq!(found["runs"][0]["task_name"], "bad");
     // A missing working directory is named, not blamed on the program.
     let lost = failed.tasks.iter().find(|t| t.name == "lost").unwrap();
     assert_eq!(
@@ -773,7 +778,12 @@ async fn http_tasks_check_the_status() {
         .wait_plan(view["id"].as_i64().unwrap(), PlanStatus::Failed)
         .await;
     let wrong = view.tasks.iter().find(|t| t.name == "wrong").unwrap();
-    assert_eq!(wrong.error.as_deref(), Some("unexpected HTTP status 404"));
+    // The status and the start of the answer's body.
+    let error = wrong.error.as_deref().unwrap();
+    assert_eq!(
+        error,
+        r#"unexpected HTTP status 404: {"error":"plan 77 does not exist"}"#
+    );
     assert_eq!(
         view.tasks.iter().find(|t| t.name == "ok").unwrap().status,
         TaskStatus::Done
@@ -847,6 +857,7 @@ async fn metrics_count_runs_and_replicas_on_both_backends() {
             ("baton_runs_finished_last_hour{status=\"DONE\"}", 3.0),
             ("baton_replicas{alive=\"true\"}", 1.0),
             ("baton_replicas{alive=\"false\"}", 0.0),
+            ("baton_plans_halted", 0.0),
             ("baton_replica_runs_running", 0.0),
         ];
         for (key, value) in expected {

@@ -26,6 +26,124 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A plan halted behind a failed task ends `submit --wait` and `status
+/// --wait` with exit 1 and the blocked tasks, instead of following it
+/// forever (a CI job hung there), and the lists call it HALTED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_halted_plan_ends_the_wait_and_says_why() {
+    let db = TestDb::new(Kind::Sqlite).await;
+    let server = spawn_baton(db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("halts.yaml"),
+        "name: halts\n\
+         tasks:\n\
+         \x20 - name: migrate\n\
+         \x20   target: db/orders\n\
+         \x20   command: {argv: [sh, -c, \"echo applying; echo ERROR: deadlock detected >&2; exit 3\"]}\n\
+         \x20 - name: deploy\n\
+         \x20   target: web\n\
+         \x20   sleep: 0s\n\
+         \x20   depends_on: [migrate]\n",
+    )
+    .unwrap();
+    let within = std::time::Duration::from_secs(60);
+    let out = tokio::time::timeout(
+        within,
+        baton(&server, &dir, &["submit", "halts.yaml", "--wait"]),
+    )
+    .await
+    .expect("submit --wait returns on a halted plan");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: plan 1 halts is HALTED: nothing can move until a task is retried or skipped\n  \
+             deploy: blocked: dependency migrate FAILED — retry or skip it"
+        ),
+        "{stderr}"
+    );
+    // The failure says why where people look: its error quotes stderr.
+    assert!(
+        stderr.contains("migrate #1 FAILED: exited with code 3: ERROR: deadlock detected"),
+        "{stderr}"
+    );
+
+    let out = tokio::time::timeout(within, baton(&server, &dir, &["status", "1", "--wait"]))
+        .await
+        .expect("status --wait returns on a halted plan");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("is HALTED"));
+
+    for filter in ["HALTED", "failed"] {
+        let out = baton(&server, &dir, &["status", "--status", filter]).await;
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            stdout
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("1   halts  HALTED")),
+            "{filter}: {stdout}"
+        );
+    }
+
+    // The incident from the command line: the log, a retry by task name
+    // (the table shows the state after it), the retry's log followed to
+    // its end, then a skip that lets the plan finish.
+    let out = baton(&server, &dir, &["logs", "1"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = text(&out.stdout);
+    assert!(
+        log.contains("applying") && log.contains("ERROR: deadlock detected"),
+        "{log}"
+    );
+    let out = baton(&server, &dir, &["retry", "1", "migrate"]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.starts_with("plan 1 halts: RUNNING"), "{stdout}");
+    let out = baton(&server, &dir, &["status", "1", "--json"]).await;
+    let view: app::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
+    let retry = view.tasks[0].run_id.unwrap();
+    let out = tokio::time::timeout(
+        within,
+        baton(&server, &dir, &["logs", &retry.to_string(), "--follow"]),
+    )
+    .await
+    .expect("logs --follow returns when the run ends");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("ERROR: deadlock detected"));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "error: run {retry} ended FAILED: exited with code 3: ERROR: deadlock detected"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = baton(&server, &dir, &["skip", "1"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("name the task to skip"));
+    let out = baton(&server, &dir, &["skip", "1", "nope"]).await;
+    assert!(
+        text(&out.stderr).contains("plan 1 has no task named nope (its tasks: migrate, deploy)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = baton(&server, &dir, &["skip", "1", "migrate"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = tokio::time::timeout(within, baton(&server, &dir, &["status", "1", "--wait"]))
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let out = baton(&server, &dir, &["completions", "bash"]).await;
+    assert!(out.status.success());
+    assert!(
+        text(&out.stdout).contains("baton__subcmd__logs"),
+        "a bash script naming the commands"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submit_waits_for_the_plan_and_status_shows_it() {
     let db = TestDb::new(Kind::Sqlite).await;

@@ -277,7 +277,7 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let lines = runtime.block_on(async {
             let (log, mut rx) = LogSink::new(baton::executor::output::DEFAULT_MAX_RUN_LOG_BYTES);
-            pump(Some(&bytes[..]), "stdout", log).await;
+            pump(Some(&bytes[..]), "stdout", log, None).await;
             let mut lines = Vec::new();
             while let Ok(line) = rx.try_recv() {
                 lines.push(line.line);

@@ -85,6 +85,40 @@ pub fn ActionButton(
     }
 }
 
+/// A task's Retry, Cancel and Skip, the same on the plan page's rows and
+/// the run page; each enabled where its status allows it.
+#[component]
+pub fn TaskButtons(
+    action: ServerAction<Act>,
+    task_id: i64,
+    subject: String,
+    can_retry: bool,
+    can_cancel: bool,
+    can_skip: bool,
+) -> impl IntoView {
+    view! {
+        <ActionButton action kind=Action::TaskRetry id=task_id enabled=can_retry label="Retry" subject=subject.clone() />
+        <ActionButton
+            action
+            kind=Action::TaskCancel
+            id=task_id
+            enabled=can_cancel
+            label="Cancel"
+            subject=subject.clone()
+            confirm="Cancel this task? A running command is killed."
+        />
+        <ActionButton
+            action
+            kind=Action::TaskSkip
+            id=task_id
+            enabled=can_skip
+            label="Skip"
+            subject
+            confirm="Skip this task? It counts as complete without running."
+        />
+    }
+}
+
 /// The latest action's outcome, announced politely to screen readers.
 #[component]
 pub fn ActionResult(action: ServerAction<Act>) -> impl IntoView {

@@ -27,11 +27,13 @@ pub fn task_status_class(status: TaskStatus) -> &'static str {
     }
 }
 
-/// A plan's status wears the colour of the task status of the same name.
+/// A plan's status wears the colour of the task status of the same name;
+/// a halted plan, that of a failure (it needs the same hands).
 pub fn plan_status_class(status: PlanStatus) -> &'static str {
     task_status_class(match status {
         PlanStatus::NotStarted => TaskStatus::NotStarted,
         PlanStatus::Running => TaskStatus::Running,
+        PlanStatus::Halted => TaskStatus::Failed,
         PlanStatus::Failed => TaskStatus::Failed,
         PlanStatus::Done => TaskStatus::Done,
         PlanStatus::Canceled => TaskStatus::Canceled,

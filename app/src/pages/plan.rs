@@ -10,7 +10,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use crate::components::actions::{Act, ActionButton, ActionResult};
+use crate::components::actions::{Act, ActionButton, ActionResult, TaskButtons};
 use crate::components::feed::Feed;
 use crate::components::graph::PlanGraph;
 use crate::components::live::use_live;
@@ -613,31 +613,13 @@ fn TaskRow(
             <td class=TD>
                 <div class="flex flex-wrap gap-1">
                     {approve}
-                    <ActionButton
+                    <TaskButtons
                         action
-                        kind=Action::TaskRetry
-                        id=task.id
-                        enabled=matches!(status, TaskStatus::Failed | TaskStatus::Canceled)
-                        label="Retry"
-                        subject=subject.clone()
-                    />
-                    <ActionButton
-                        action
-                        kind=Action::TaskCancel
-                        id=task.id
-                        enabled=status.is_active() && task.cancel_requested_by.is_none()
-                        label="Cancel"
-                        subject=subject.clone()
-                        confirm="Cancel this task? A running command is killed."
-                    />
-                    <ActionButton
-                        action
-                        kind=Action::TaskSkip
-                        id=task.id
-                        enabled=matches!(status, TaskStatus::NotStarted | TaskStatus::Failed | TaskStatus::Canceled)
-                        label="Skip"
+                        task_id=task.id
                         subject
-                        confirm="Skip this task? It counts as complete without running."
+                        can_retry=matches!(status, TaskStatus::Failed | TaskStatus::Canceled)
+                        can_cancel=status.is_active() && task.cancel_requested_by.is_none()
+                        can_skip=matches!(status, TaskStatus::NotStarted | TaskStatus::Failed | TaskStatus::Canceled)
                     />
                 </div>
             </td>

@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
+use crate::components::actions::{Act, ActionButton, ActionResult, TaskButtons};
 use crate::components::feed::Feed;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
@@ -16,7 +17,7 @@ use crate::error::DashboardError;
 use crate::model::{EventView, RunStatus, RunView};
 use crate::pages::plan::path_id;
 use crate::pages::runs::runs_with;
-use crate::views::{LogTail, RunPage};
+use crate::views::{Action, LogTail, RunPage};
 
 #[server(prefix = "/_fn", endpoint = "run")]
 pub async fn load_run(id: i64) -> Result<RunPage, DashboardError> {
@@ -29,15 +30,21 @@ pub fn RunDetailPage() -> impl IntoView {
     let params = use_params_map();
     let id = move || path_id(params.read().get("id"));
     let live = use_live(move || Feed::Run { id: id() });
+    let action = ServerAction::<Act>::new();
     let data = Resource::new(
-        move || (id(), live.track()),
-        move |(id, _)| live.or_fetch(load_run(id)),
+        move || (id(), live.track(), action.version().get()),
+        move |(id, _, _)| live.or_fetch(load_run(id)),
     );
-    view! { <section class="space-y-5">{loaded(data, |r| view! { <RunBody r /> }.into_any())}</section> }
+    view! {
+        <section class="space-y-5">
+            <ActionResult action />
+            {loaded(data, move |r| view! { <RunBody r action /> }.into_any())}
+        </section>
+    }
 }
 
 #[component]
-fn RunBody(r: RunPage) -> impl IntoView {
+fn RunBody(r: RunPage, action: ServerAction<Act>) -> impl IntoView {
     let RunPage { now, run, log } = r;
     let title = format!("{} attempt {} · Baton", run.task_name, run.attempt);
     let events = run.events.clone();
@@ -66,6 +73,7 @@ fn RunBody(r: RunPage) -> impl IntoView {
                 "Target "
                 <a class=LINK href=runs_with("target", &run.target)>{run.target.clone()}</a>
             </p>
+            <RunActions run=&run action />
         </header>
         <div class="grid gap-4 lg:grid-cols-2">
             <RunFacts run=run.clone() now />
@@ -75,6 +83,34 @@ fn RunBody(r: RunPage) -> impl IntoView {
             </section>
         </div>
         <RunLog run_id=run.id log />
+    }
+}
+
+/// The task's buttons where the operator reads the failure: they act on
+/// the run's task, so on an older attempt the server refuses what no
+/// longer applies and says why.
+#[component]
+fn RunActions<'a>(run: &'a RunView, action: ServerAction<Act>) -> impl IntoView {
+    let status = run.status;
+    let subject = format!("task {}", run.task_name);
+    let ended_badly = matches!(status, RunStatus::Failed | RunStatus::Canceled);
+    let awaits_approval =
+        status == RunStatus::Pending && run.waiting_cause.as_deref() == Some("waits for approval");
+    let id = run.task_id;
+    view! {
+        <div id="run-actions" class="flex flex-wrap gap-1">
+            {awaits_approval.then(|| view! {
+                <ActionButton action kind=Action::TaskApprove id enabled=true label="Approve" subject=subject.clone() />
+            })}
+            <TaskButtons
+                action
+                task_id=id
+                subject
+                can_retry=ended_badly
+                can_cancel=!status.is_terminal() && run.cancel_requested_by.is_none()
+                can_skip=ended_badly
+            />
+        </div>
     }
 }
 
@@ -181,7 +217,14 @@ fn RunLog(run_id: i64, log: LogTail) -> impl IntoView {
                 view! { <span class=format!("block {class}") title=exact(l.at)>{l.line}</span> }
             })
             .collect_view();
-        view! { <pre id="run-log" class="max-h-96 overflow-auto px-3 py-2 text-xs leading-5">{lines}</pre> }.into_any()
+        // A column laid out from its end opens scrolled to the newest line,
+        // with no script: the end of a log is where the reason is.
+        view! {
+            <div id="run-log" class="flex max-h-96 flex-col-reverse overflow-auto">
+                <pre class="px-3 py-2 text-xs leading-5">{lines}</pre>
+            </div>
+        }
+        .into_any()
     };
     view! {
         <section class="space-y-2">

@@ -14,7 +14,7 @@
 
 use std::fmt::Write;
 
-use app::model::RunStatus;
+use app::model::{PlanStatus, RunStatus};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -66,11 +66,15 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
 
     // Both reads at once, each bounded: with the database down they took
     // the pool's 10 s each, one after the other.
-    let (stats, replicas) = tokio::join!(
+    let (stats, replicas, halted) = tokio::join!(
         tokio::time::timeout(PROBE_WAIT, state.store.overview_stats(now)),
         tokio::time::timeout(
             PROBE_WAIT,
             replica_views(state.store.as_ref(), state.stale_after, now)
+        ),
+        tokio::time::timeout(
+            PROBE_WAIT,
+            state.store.plan_list(Some(PlanStatus::Halted), None, 0, 0)
         ),
     );
     let stats = stats.map_err(|_| ()).and_then(|r| r.map_err(|_| ()));
@@ -107,6 +111,14 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
                 *n,
             );
         }
+    }
+    if let Ok(Ok(halted)) = halted {
+        out.family(
+            "baton_plans_halted",
+            "gauge",
+            "Plans that cannot move until an operator retries or skips a task (HALTED).",
+        );
+        out.sample("baton_plans_halted", &[], halted.total);
     }
     if let Ok(replicas) = replicas {
         let alive = replicas.iter().filter(|r| r.alive).count();

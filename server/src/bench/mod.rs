@@ -583,7 +583,9 @@ async fn pickup(target: &dyn Target, name: &str, on: &str) -> anyhow::Result<Dur
                     .context("a DONE run has started_at")?;
                 return Ok((started - view.created_at).to_std().unwrap_or_default());
             }
-            PlanStatus::Failed | PlanStatus::Canceled => bail!("plan {id} ended {}", view.status),
+            PlanStatus::Failed | PlanStatus::Canceled | PlanStatus::Halted => {
+                bail!("plan {id} ended {}", view.status)
+            }
             _ if Instant::now() > deadline => bail!("plan {id} not done within 30 s"),
             _ => {}
         }
@@ -604,7 +606,9 @@ async fn wait_done_polling(
         let view = target.plan(id).await?;
         match view.status {
             PlanStatus::Done => return Ok(view),
-            PlanStatus::Failed | PlanStatus::Canceled => bail!("plan {id} ended {}", view.status),
+            PlanStatus::Failed | PlanStatus::Canceled | PlanStatus::Halted => {
+                bail!("plan {id} ended {}", view.status)
+            }
             _ if Instant::now() > deadline => bail!("plan {id} not done within {within:?}"),
             _ => tokio::time::sleep(poll).await,
         }

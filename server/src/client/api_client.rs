@@ -219,6 +219,28 @@ impl ApiClient {
             .await
     }
 
+    /// `GET /api/v1/{path}` answered with text (a run's log).
+    pub async fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let response = self
+            .http
+            .get(format!("{}/api/v1/{path}", self.base))
+            .send()
+            .await
+            .with_context(|| self.unreachable())?;
+        if response.status() == reqwest::StatusCode::UNAUTHORIZED || !response.status().is_success()
+        {
+            // The refusal's wording, as for every other answer.
+            return self
+                .read::<serde_json::Value>(response)
+                .await
+                .map(|_| String::new());
+        }
+        response
+            .text()
+            .await
+            .with_context(|| format!("{} broke off its answer", self.base))
+    }
+
     /// `POST` or `PUT` a file (JSON or YAML) to `/api/v1/{path}`.
     pub async fn send_file<T: DeserializeOwned>(
         &self,

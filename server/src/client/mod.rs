@@ -1,6 +1,6 @@
-//! `baton submit`, `status`, `runs`, `audit`, `approve`, `pause`,
-//! `resume`, `target` and `schedule`: the operator's command line, a client of a running
-//! server's REST API.
+//! `baton submit`, `status`, `runs`, `logs`, `audit`, `retry`, `cancel`,
+//! `skip`, `approve`, `pause`, `resume`, `target` and `schedule`: the
+//! operator's command line, a client of a running server's REST API.
 //!
 //! They talk HTTP rather than open the database themselves so a plan passes
 //! the same validation as any other submit and wakes the replicas at once,
@@ -9,12 +9,14 @@
 mod api_client;
 mod audit;
 mod bulk;
+mod logs;
 pub mod progress;
 mod render;
 mod runs;
 mod schedules;
 mod status;
 mod submit;
+mod task_actions;
 mod terminal;
 mod workflow;
 
@@ -22,13 +24,13 @@ use clap::Args;
 
 pub use self::api_client::{ApiClient, PlanFormat};
 pub use self::audit::{AuditArgs, audit};
+pub use self::logs::{LogsArgs, logs};
 pub use self::runs::{RunsArgs, runs};
 pub use self::schedules::{ScheduleArgs, schedule};
 pub use self::status::{StatusArgs, status};
 pub use self::submit::{SubmitArgs, submit};
-pub use self::workflow::{
-    ApproveArgs, PausedArgs, PlanArg, TargetArgs, approve, pause, paused, target,
-};
+pub use self::task_actions::{TaskAction, TaskActionArgs, task_action};
+pub use self::workflow::{PausedArgs, PlanArg, TargetArgs, pause, paused, target};
 
 /// Prints text made of the server's answers on standard output, with
 /// anything that would steer the terminal shown as text.

@@ -14,10 +14,15 @@ use super::{ApiClient, ServerArg, render};
 pub struct StatusArgs {
     /// A plan id: show that plan's tasks. Without it, list plans.
     pub plan: Option<i64>,
-    /// List only plans in this status (NOT_STARTED, RUNNING, FAILED, DONE,
-    /// CANCELED).
+    /// List only plans in this status (NOT_STARTED, RUNNING, HALTED,
+    /// FAILED, DONE, CANCELED); FAILED includes HALTED.
     #[arg(long, conflicts_with = "plan")]
     pub status: Option<String>,
+    /// With a plan id: follow it until it is settled, exiting 0 when it is
+    /// DONE and 1 when it FAILED, was CANCELED or HALTED (as `submit
+    /// --wait`).
+    #[arg(long, requires = "plan")]
+    pub wait: bool,
     /// List only plans whose name contains this, any case.
     #[arg(long, conflicts_with = "plan")]
     pub name: Option<String>,
@@ -47,6 +52,11 @@ pub struct StatusArgs {
 pub async fn status(args: StatusArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
     let client = args.server.client(listen)?;
     match args.plan {
+        Some(id) if args.wait => {
+            let view = client.plan(id).await?;
+            super::submit::print_plan(&view, &client, args.json)?;
+            return super::submit::wait_for_end(&client, view, args.json).await;
+        }
         Some(id) => {
             let view = client.plan(id).await?;
             match args.json {

@@ -24,7 +24,8 @@ pub struct SubmitArgs {
     /// `{`, else as YAML.
     pub file: PathBuf,
     /// Follow the plan until it ends: exit 0 when it is DONE, 1 when it
-    /// FAILED or was CANCELED.
+    /// FAILED, was CANCELED, or HALTED (nothing can move until an operator
+    /// retries or skips a task; the blocked tasks are printed).
     #[arg(long)]
     pub wait: bool,
     /// Print the plan as the API returns it (JSON) instead of a table.
@@ -53,14 +54,49 @@ pub async fn submit(args: SubmitArgs, listen: std::net::SocketAddr) -> anyhow::R
     if !args.wait {
         return Ok(());
     }
-    let last = follow(&client, view).await?;
-    if args.json {
-        print_plan(&last, &client, true)?;
+    wait_for_end(&client, view, args.json).await
+}
+
+/// `--wait`: follows the plan until it is settled; Ok only when DONE.
+pub(super) async fn wait_for_end(
+    client: &ApiClient,
+    view: PlanView,
+    json: bool,
+) -> anyhow::Result<()> {
+    let last = follow(client, view).await?;
+    if json {
+        print_plan(&last, client, true)?;
     }
     match last.status {
         PlanStatus::Done => Ok(()),
+        PlanStatus::Halted => bail!(
+            "plan {} {} is HALTED: nothing can move until a task is retried or skipped{}",
+            last.id,
+            last.name,
+            blocked_tasks(&last)
+        ),
         status => bail!("plan {} {} ended {status}", last.id, last.name),
     }
+}
+
+/// The halted tasks and their causes, a line each (the first five).
+fn blocked_tasks(view: &PlanView) -> String {
+    let blocked: Vec<String> = view
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            let cause = t.waiting_cause.as_deref()?;
+            cause
+                .starts_with(app::model::BLOCKED_CAUSE)
+                .then(|| format!("\n  {}: {cause}", t.name))
+        })
+        .collect();
+    let more = blocked.len().saturating_sub(5);
+    let mut text: String = blocked.into_iter().take(5).collect();
+    if more > 0 {
+        text.push_str(&format!("\n  … and {more} more"));
+    }
+    text
 }
 
 /// The plan file's bytes, at most one more than the server takes: a
@@ -98,7 +134,7 @@ pub(super) fn format_of(path: &Path, body: &[u8]) -> PlanFormat {
     }
 }
 
-fn print_plan(view: &PlanView, client: &ApiClient, json: bool) -> anyhow::Result<()> {
+pub(super) fn print_plan(view: &PlanView, client: &ApiClient, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(view)?);
     } else {
@@ -108,7 +144,7 @@ fn print_plan(view: &PlanView, client: &ApiClient, json: bool) -> anyhow::Result
 }
 
 /// Prints each task's status changes, under a progress line, until the
-/// plan is DONE, FAILED or CANCELED; the last view. Progress goes to
+/// plan is settled (DONE, FAILED, CANCELED or HALTED); the last view. Progress goes to
 /// stderr, so `--json` leaves stdout to the plan alone.
 async fn follow(client: &ApiClient, first: PlanView) -> anyhow::Result<PlanView> {
     let mut seen: HashMap<i64, (TaskStatus, Option<i64>)> = first
@@ -123,7 +159,7 @@ async fn follow(client: &ApiClient, first: PlanView) -> anyhow::Result<PlanView>
         let (done, detail) = tally(&view);
         progress.update(done, view.tasks.len() as u64, &detail);
         match view.status {
-            PlanStatus::Done | PlanStatus::Failed | PlanStatus::Canceled => {
+            status if status.is_settled() => {
                 progress.finish();
                 return Ok(view);
             }

@@ -1,4 +1,4 @@
-//! `baton approve`, `baton pause`, `baton resume` and `baton target …`:
+//! `baton pause`, `baton resume`, `baton paused` and `baton target …`:
 //! the workflow gates from the command line, through the API.
 
 use app::model::{PlanView, TargetView};
@@ -6,17 +6,6 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{ServerArg, render};
-
-#[derive(Args, Debug, Clone)]
-pub struct ApproveArgs {
-    /// The plan id.
-    pub plan: i64,
-    /// A task name (or id) of the plan; without it, every task of the plan
-    /// that waits for approval.
-    pub task: Option<String>,
-    #[command(flatten)]
-    pub server: ServerArg,
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct PlanArg {
@@ -56,29 +45,6 @@ pub enum TargetCommand {
         target: String,
         capacity: String,
     },
-}
-
-pub async fn approve(args: ApproveArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
-    let client = args.server.client(listen)?;
-    let view: PlanView = match &args.task {
-        None => {
-            client
-                .post(&format!("plans/{}/approve", args.plan), None)
-                .await?
-        }
-        Some(task) => {
-            let plan = client.plan(args.plan).await?;
-            let id = plan
-                .tasks
-                .iter()
-                .find(|t| &t.name == task || t.id.to_string() == *task)
-                .map(|t| t.id)
-                .ok_or_else(|| anyhow::anyhow!("plan {} has no task named {task}", args.plan))?;
-            client.post(&format!("tasks/{id}/approve"), None).await?
-        }
-    };
-    super::show(&render::plan(&view, client.base()));
-    Ok(())
 }
 
 pub async fn pause(

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, Command};
 
+use super::error_tail::Tail;
 use super::output::pump;
 use super::{CommandPolicy, Executor, Outcome, RunContext, TaskEnv, supervisor};
 use crate::plan::CommandSpec;
@@ -118,8 +119,14 @@ impl Executor for CommandExecutor {
             Err(e) => return Outcome::failed(None, format!("cannot start `{program}`: {e}")),
         };
         let feeder = tokio::spawn(feed(child.stdin.take(), supervisor::feed_every(quiet)));
-        let out = tokio::spawn(pump(child.stdout.take(), "stdout", ctx.log.clone()));
-        let err = tokio::spawn(pump(child.stderr.take(), "stderr", ctx.log.clone()));
+        let tail = Tail::default();
+        let out = tokio::spawn(pump(child.stdout.take(), "stdout", ctx.log.clone(), None));
+        let err = tokio::spawn(pump(
+            child.stderr.take(),
+            "stderr",
+            ctx.log.clone(),
+            Some(tail.clone()),
+        ));
         let status = tokio::select! {
             biased;
             status = child.wait() => status,
@@ -157,10 +164,11 @@ impl Executor for CommandExecutor {
         match status {
             Ok(s) if s.success() => Outcome::done(Some(0)),
             Ok(s) => match s.code() {
-                Some(code) => {
-                    Outcome::failed(Some(code.into()), format!("exited with code {code}"))
-                }
-                None => Outcome::failed(None, format!("killed by signal ({s})")),
+                Some(code) => Outcome::failed(
+                    Some(code.into()),
+                    tail.quoted_after(format!("exited with code {code}")),
+                ),
+                None => Outcome::failed(None, tail.quoted_after(format!("killed by signal ({s})"))),
             },
             Err(e) => Outcome::failed(None, format!("lost track of the process: {e}")),
         }

@@ -3,6 +3,7 @@
 
 use std::sync::OnceLock;
 
+use super::error_tail::with_body_start;
 use super::{Executor, Outcome, RunContext};
 use crate::plan::HttpSpec;
 
@@ -72,7 +73,7 @@ impl Executor for HttpExecutor {
             body = body_start(response) => Some(body),
             _ = ctx.cancel.cancelled() => None,
         };
-        match body {
+        match &body {
             Some(body) => {
                 for line in body.lines() {
                     ctx.log.line("stdout", line);
@@ -93,7 +94,10 @@ impl Executor for HttpExecutor {
         } else {
             Outcome::failed(
                 Some(status.into()),
-                format!("unexpected HTTP status {status}"),
+                with_body_start(
+                    format!("unexpected HTTP status {status}"),
+                    body.as_deref().unwrap_or_default(),
+                ),
             )
         }
     }

@@ -9,6 +9,7 @@
 
 mod command;
 mod command_policy;
+pub mod error_tail;
 mod http;
 pub mod output;
 mod sleep;

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use super::LogSink;
+use super::error_tail::Tail;
 
 /// One log line, in bytes; the rest of the line is dropped and marked.
 pub const MAX_LINE_BYTES: usize = 16 * 1024;
@@ -148,8 +149,14 @@ pub fn clean_line(line: &str) -> String {
 
 /// Forwards a pipe to the log line by line, holding at most
 /// [`MAX_LINE_BYTES`] of one line in memory however long it is; bytes that
-/// are not UTF-8 are replaced rather than ending the capture.
-pub async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, log: LogSink) {
+/// are not UTF-8 are replaced rather than ending the capture. `tail`, when
+/// given, keeps the last lines for the run's error.
+pub async fn pump(
+    pipe: Option<impl AsyncRead + Unpin>,
+    stream: &'static str,
+    log: LogSink,
+    tail: Option<Tail>,
+) {
     let Some(pipe) = pipe else { return };
     let mut reader = BufReader::new(pipe);
     let mut line: Vec<u8> = Vec::new();
@@ -171,25 +178,29 @@ pub async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, lo
         reader.consume(taken);
         if ends_line {
             if !skipping {
-                emit(&log, stream, &line);
+                emit(&log, stream, &line, tail.as_ref());
             }
             line.clear();
             skipping = false;
         } else if !skipping && line.len() > MAX_LINE_BYTES {
             // Keep one byte over the cap so `clean_line` marks the cut.
-            emit(&log, stream, &line);
+            emit(&log, stream, &line, tail.as_ref());
             line.clear();
             skipping = true;
         }
     }
     if !line.is_empty() && !skipping {
-        emit(&log, stream, &line);
+        emit(&log, stream, &line, tail.as_ref());
     }
 }
 
-fn emit(log: &LogSink, stream: &'static str, bytes: &[u8]) {
+fn emit(log: &LogSink, stream: &'static str, bytes: &[u8], tail: Option<&Tail>) {
     let text = String::from_utf8_lossy(bytes);
-    log.line(stream, text.trim_end_matches(['\n', '\r']));
+    let line = text.trim_end_matches(['\n', '\r']);
+    if let Some(tail) = tail {
+        tail.push(line);
+    }
+    log.line(stream, line);
 }
 
 #[cfg(test)]
@@ -250,7 +261,7 @@ mod tests {
         let (log, mut rx) = LogSink::new(DEFAULT_MAX_RUN_LOG_BYTES);
         let mut input = vec![b'x'; 10 * MAX_LINE_BYTES];
         input.extend_from_slice(b"\nnext\nlast");
-        pump(Some(&input[..]), "stdout", log).await;
+        pump(Some(&input[..]), "stdout", log, None).await;
         let first = rx.recv().await.unwrap().line;
         assert!(
             first.ends_with("[baton: line cut at 16 KiB]"),

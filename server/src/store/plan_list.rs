@@ -6,7 +6,8 @@
 //! status of every plan: each non-DONE status is a small set found through
 //! a partial index (the live statuses, `task_run_failed`,
 //! `task_run_ended_badly`) or a one-row probe per plan (never started), and
-//! DONE is what is in none of them. The precedence is that of
+//! DONE is what is in none of them; HALTED is a plan with a run halted
+//! behind a failed task and none that can move. The precedence is that of
 //! `PlanStatus::from_counts`; the conformance suite checks they agree.
 //!
 //! Placeholders: `$1` a lower-case `LIKE` pattern for the name or NULL,
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 
 use app::model::{PlanList, PlanStatus, PlanSummary, TaskStatus};
 
-use super::rows::task_status_sql;
+use super::rows::{blocked_like, task_status_sql};
 use super::{Backend, Result, StoreError, Ts};
 
 /// Plans with a PENDING, AVAILABLE or RUNNING run (a live run is always
@@ -25,6 +26,22 @@ use super::{Backend, Result, StoreError, Ts};
 const LIVE: &str = "SELECT plan_id FROM task_run WHERE status = 'PENDING'
     UNION SELECT plan_id FROM task_run WHERE status = 'AVAILABLE'
     UNION SELECT plan_id FROM task_run WHERE status = 'RUNNING'";
+
+/// Plans with a PENDING run halted behind a FAILED or CANCELED task.
+const BLOCKED: &str = concat!(
+    "SELECT plan_id FROM task_run WHERE status = 'PENDING' AND waiting_cause LIKE ",
+    blocked_like!()
+);
+
+/// Plans with a run that can move by itself: AVAILABLE, RUNNING, or
+/// PENDING neither halted nor waiting for a dependency.
+const MOVING: &str = concat!(
+    "SELECT plan_id FROM task_run WHERE status = 'AVAILABLE'
+    UNION SELECT plan_id FROM task_run WHERE status = 'RUNNING'
+    UNION SELECT plan_id FROM task_run WHERE status = 'PENDING' AND NOT held
+        AND COALESCE(waiting_cause, '') NOT LIKE ",
+    blocked_like!()
+);
 
 /// Plans with a task whose latest run FAILED and that is not skipped.
 const FAILED: &str = "SELECT r.plan_id FROM task_run r
@@ -49,11 +66,16 @@ const NEVER_STARTED: &str = "(NOT EXISTS (SELECT 1 FROM task t
 
 /// The condition on plan `p` for the list: its name and status.
 fn filter(status: Option<PlanStatus>, backend: Backend) -> String {
+    let halted = format!("(p.id IN ({BLOCKED}) AND p.id NOT IN ({MOVING}))");
     let status = match status {
         None => "TRUE".to_owned(),
-        Some(PlanStatus::Running) => format!("p.id IN ({LIVE})"),
+        Some(PlanStatus::Running) => format!("p.id IN ({LIVE}) AND NOT {halted}"),
+        Some(PlanStatus::Halted) => halted,
         Some(PlanStatus::NotStarted) => NEVER_STARTED.to_owned(),
-        Some(PlanStatus::Failed) => format!("p.id IN ({FAILED}) AND p.id NOT IN ({LIVE})"),
+        // A halted plan needs the same hands as a failed one.
+        Some(PlanStatus::Failed) => {
+            format!("(p.id IN ({FAILED}) AND p.id NOT IN ({LIVE}) OR {halted})")
+        }
         Some(PlanStatus::Canceled) => {
             format!("p.id IN ({CANCELED}) AND p.id NOT IN ({LIVE}) AND p.id NOT IN ({FAILED})")
         }
@@ -74,7 +96,12 @@ pub fn page_sql(status: Option<PlanStatus>, backend: Backend) -> String {
             ORDER BY p.id DESC LIMIT $2 OFFSET $3),
         -- `IN`, not a join with `page`: SQLite would otherwise scan every
         -- task and probe the page, instead of probing each plan's tasks.
-        task_state AS (SELECT t.plan_id, {task_status} AS status
+        task_state AS (SELECT t.plan_id, {task_status} AS status,
+                CASE WHEN r.status = 'PENDING' AND r.waiting_cause LIKE {blocked}
+                    THEN 1 ELSE 0 END AS blocked,
+                CASE WHEN r.status = 'PENDING' AND r.held
+                    AND COALESCE(r.waiting_cause, '') NOT LIKE {blocked}
+                    THEN 1 ELSE 0 END AS waiting
             FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
             WHERE t.plan_id IN (SELECT id FROM page)),
         counted AS (
@@ -86,20 +113,24 @@ pub fn page_sql(status: Option<PlanStatus>, backend: Backend) -> String {
                 SUM(CASE WHEN status = 'DONE' THEN 1 ELSE 0 END) AS done,
                 SUM(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END) AS failed,
                 SUM(CASE WHEN status = 'CANCELED' THEN 1 ELSE 0 END) AS canceled,
-                SUM(CASE WHEN status = 'SKIPPED' THEN 1 ELSE 0 END) AS skipped
+                SUM(CASE WHEN status = 'SKIPPED' THEN 1 ELSE 0 END) AS skipped,
+                SUM(blocked) AS blocked, SUM(waiting) AS waiting
             FROM task_state GROUP BY plan_id)
         SELECT page.id, page.name, page.created_at, CASE
-                WHEN c.pending + c.available + c.running > 0 THEN 'RUNNING'
+                WHEN c.pending - c.blocked - c.waiting + c.available + c.running > 0
+                    OR (c.pending > 0 AND c.blocked = 0) THEN 'RUNNING'
+                WHEN c.blocked > 0 THEN 'HALTED'
                 WHEN c.not_started > 0 THEN 'NOT_STARTED'
                 WHEN c.failed > 0 THEN 'FAILED'
                 WHEN c.canceled > 0 THEN 'CANCELED'
                 ELSE 'DONE' END AS status,
             c.not_started, c.pending, c.available, c.running, c.done, c.failed, c.canceled,
-            c.skipped
+            c.skipped, c.blocked
         FROM page JOIN counted c ON c.plan_id = page.id
         ORDER BY page.id DESC",
         filter = filter(status, backend),
         task_status = task_status_sql!(),
+        blocked = blocked_like!(),
     )
 }
 
@@ -167,6 +198,7 @@ pub struct PlanListRow {
     pub failed: i64,
     pub canceled: i64,
     pub skipped: i64,
+    pub blocked: i64,
 }
 
 /// The page as the API and the dashboard show it.
@@ -195,6 +227,7 @@ pub fn page(rows: Vec<PlanListRow>, total: i64) -> Result<PlanList> {
                 name: r.name,
                 status,
                 counts,
+                blocked: r.blocked,
                 created_at: r.created_at.0,
             })
         })

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use app::model::{EventView, PlanStatus, PlanView, RunStatus, RunView, TaskStatus, TaskView};
+use app::model::{
+    EventView, PlanStatus, PlanView, RunStatus, RunView, Stuck, TaskStatus, TaskView,
+};
 
 use super::time::Ts;
 use super::{ReplicaInfo, ReplicaRecord, Result, StoreError};
@@ -87,10 +89,19 @@ pub const PLAN_TASKS: &str = concat!(
     task_status_sql!(),
     " AS status, r.attempt, r.id AS run_id, r.replica_id, r.waiting_cause, r.started_at,
        r.finished_at, r.error, t.stage, t.approval, t.approvers, t.approved_by, t.approved_at,
-       t.has_dependents, r.cancel_requested_by, r.cancel_requested_at
+       t.has_dependents, r.cancel_requested_by, r.cancel_requested_at, r.held
      FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
      WHERE t.plan_id = $1 ORDER BY t.id"
 );
+
+/// [`app::model::BLOCKED_CAUSE`] as a `LIKE` pattern: a PENDING run
+/// halted behind a task that ended FAILED or CANCELED.
+macro_rules! blocked_like {
+    () => {
+        "'blocked: %'"
+    };
+}
+pub(super) use blocked_like;
 
 /// Run page: the run and its task's name.
 pub const RUN_GET: &str =
@@ -171,6 +182,8 @@ pub struct TaskRow {
     pub has_dependents: bool,
     pub cancel_requested_by: Option<String>,
     pub cancel_requested_at: Option<Ts>,
+    /// The latest run waits for an open dependency.
+    pub held: Option<bool>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -246,6 +259,10 @@ pub fn plan_view(
     tasks: Vec<TaskRow>,
     notification: Option<NotificationRow>,
 ) -> Result<PlanView> {
+    let mut stuck = Stuck::default();
+    for t in tasks.iter().filter(|t| t.status == "PENDING") {
+        stuck.add(t.waiting_cause.as_deref(), t.held.unwrap_or(false));
+    }
     let tasks = tasks
         .into_iter()
         .map(|t| {
@@ -288,7 +305,7 @@ pub fn plan_view(
         id: plan.id,
         name: plan.name,
         description: plan.description,
-        status: PlanStatus::from_counts(&counts),
+        status: PlanStatus::from_counts(&counts, stuck),
         parallel_limit: plan.parallel_limit,
         created_at: plan.created_at.0,
         created_by: plan.created_by,

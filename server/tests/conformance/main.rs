@@ -43,6 +43,7 @@ mod claim_finish;
 mod concurrency;
 mod dashboard;
 mod gates;
+mod halted;
 mod liveness;
 mod notifications;
 mod plan_bulk;

@@ -226,14 +226,20 @@ mod cases {
         // Skip: the failed tasks of the plans named `ga…` are skipped, and
         // a dependent is released.
         let gated = gated_plan_failed_first(s).await;
-        // The status is the plan's: `gated` still runs (its dependent
-        // waits) and the nightly plans are CANCELED, so the FAILED list
-        // holds gamma alone.
+        // The status is the plan's: `gated` is HALTED (its dependent is
+        // blocked behind the failure), which the FAILED list includes, and
+        // the nightly plans are CANCELED, so the list holds gamma and gated.
         assert_eq!(
             s.plan_bulk_count(&filter(Some("FAILED"), None), BulkAction::Skip)
                 .await
                 .unwrap(),
-            count(2, 1)
+            count(3, 2)
+        );
+        assert_eq!(
+            s.plan_bulk_count(&filter(Some("HALTED"), None), BulkAction::Skip)
+                .await
+                .unwrap(),
+            count(1, 1)
         );
         let ga = filter(None, Some("ga"));
         assert_eq!(

@@ -266,7 +266,8 @@ mod cases {
         run_to_end(s, id, &["m1"], true).await;
         promote(s).await;
         let v = view(s, id).await;
-        assert_eq!(cause(&v, "d1"), "waits for m2 (RUNNING)");
+        // The stage is named: the task waits for all of it.
+        assert_eq!(cause(&v, "d1"), "waits for stage migrate: m2 (RUNNING)");
         run_to_end(s, id, &["m2"], true).await;
         assert_eq!(promote(s).await.promoted, 2);
     }

@@ -308,6 +308,9 @@ struct HeldRun {
     deps_open: i64,
     dep_name: String,
     dep_status: Option<String>,
+    /// The stage the dependency is in, when it is another than the
+    /// task's: the task waits for that stage.
+    dep_stage: Option<String>,
 }
 
 /// Rewrites the waiting cause of each of `tasks` whose latest run is held:
@@ -321,7 +324,8 @@ async fn refresh<D: Dialect>(tx: &mut D::Tx, tasks: &[i64], now: Ts) -> Result<(
             tx,
             Sql::built(format!(
                 "SELECT r.id, r.plan_id, t.id AS task_id, r.waiting_cause, t.deps_open,
-                    dt.name AS dep_name, dr.status AS dep_status
+                    dt.name AS dep_name, dr.status AS dep_status,
+                    CASE WHEN dt.stage <> t.stage THEN dt.stage END AS dep_stage
                  FROM task t
                  JOIN task_run r ON r.id = t.latest_run_id
                  JOIN task dt ON dt.id = (SELECT e.depends_on FROM task_dependency e
@@ -362,9 +366,17 @@ async fn refresh<D: Dialect>(tx: &mut D::Tx, tasks: &[i64], now: Ts) -> Result<(
 
 fn waits_for(run: &HeldRun) -> String {
     let status = run.dep_status.as_deref().unwrap_or("NOT_STARTED");
+    let stage = match &run.dep_stage {
+        Some(stage) => format!("stage {stage}: "),
+        None => String::new(),
+    };
     match run.deps_open {
-        ..=1 => format!("waits for {} ({status})", run.dep_name),
-        n => format!("waits for {} ({status}) and {} more", run.dep_name, n - 1),
+        ..=1 => format!("waits for {stage}{} ({status})", run.dep_name),
+        n => format!(
+            "waits for {stage}{} ({status}) and {} more",
+            run.dep_name,
+            n - 1
+        ),
     }
 }
 

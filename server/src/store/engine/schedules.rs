@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use app::model::{PlanStatus, ScheduleView, ScheduledPlan, TaskStatus, TickView};
+use app::model::{PlanStatus, ScheduleView, ScheduledPlan, Stuck, TaskStatus, TickView};
 
 use super::audit::{Asked, Subject};
 use super::{Arg, Dialect, RowLock, Sql, actions, dependencies, optional, read_optional};
@@ -795,29 +795,37 @@ fn view(
 
 /// The status of each plan in `ids`, from its tasks' statuses.
 async fn plan_statuses<D: Dialect>(d: &D, ids: &[i64]) -> Result<HashMap<i64, PlanStatus>> {
-    let mut counted: Vec<(i64, String, i64)> = Vec::new();
+    let mut counted: Vec<(i64, String, i64, i64, i64)> = Vec::new();
     for chunk in ids.chunks(super::BATCH) {
         let sql = format!(
-            "SELECT t.plan_id, {} AS status, COUNT(*) FROM task t
-             LEFT JOIN task_run r ON r.id = t.latest_run_id
-             WHERE t.plan_id IN ({}) GROUP BY 1, 2",
-            rows::task_status_sql!(),
-            super::placeholders(1, chunk.len())
+            "SELECT t.plan_id, {status} AS status, COUNT(*),
+                SUM(CASE WHEN r.status = 'PENDING' AND r.waiting_cause LIKE {blocked}
+                    THEN 1 ELSE 0 END),
+                SUM(CASE WHEN r.status = 'PENDING' AND r.held
+                    AND COALESCE(r.waiting_cause, '') NOT LIKE {blocked} THEN 1 ELSE 0 END)
+             FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
+             WHERE t.plan_id IN ({ids}) GROUP BY 1, 2",
+            status = rows::task_status_sql!(),
+            blocked = rows::blocked_like!(),
+            ids = super::placeholders(1, chunk.len())
         );
         counted.extend(
-            d.read::<(i64, String, i64)>(Sql::built(sql), &super::id_args(chunk))
+            d.read::<(i64, String, i64, i64, i64)>(Sql::built(sql), &super::id_args(chunk))
                 .await?,
         );
     }
-    let mut counts: HashMap<i64, BTreeMap<TaskStatus, i64>> = HashMap::new();
-    for (plan, status, n) in counted {
+    let mut counts: HashMap<i64, (BTreeMap<TaskStatus, i64>, Stuck)> = HashMap::new();
+    for (plan, status, n, blocked, waiting) in counted {
         if let Some(status) = TaskStatus::parse(&status) {
-            counts.entry(plan).or_default().insert(status, n);
+            let (tally, stuck) = counts.entry(plan).or_default();
+            tally.insert(status, n);
+            stuck.blocked += blocked;
+            stuck.waiting += waiting;
         }
     }
     Ok(counts
         .into_iter()
-        .map(|(plan, counts)| (plan, PlanStatus::from_counts(&counts)))
+        .map(|(plan, (counts, stuck))| (plan, PlanStatus::from_counts(&counts, stuck)))
         .collect())
 }
 
