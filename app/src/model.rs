@@ -248,7 +248,7 @@ impl PlanStatus {
 /// What a waiting cause starts with when its run is halted behind a task
 /// that ended FAILED or CANCELED and that nobody retried or skipped (a
 /// version line's halt, or a dependency's). The store's SQL matches the
-/// same text (`store::rows::BLOCKED_LIKE`).
+/// same text (the store's `blocked_like!`).
 pub const BLOCKED_CAUSE: &str = "blocked: ";
 
 /// A plan's PENDING tasks that cannot move by themselves.

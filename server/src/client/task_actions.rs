@@ -1,4 +1,4 @@
-//! `baton retry|cancel|skip PLAN [TASK]`: the plan page's buttons from the
+//! `baton retry|cancel|skip|approve PLAN [TASK]`: the plan page's buttons from the
 //! command line, for the incident at hand. Each prints the plan as it is
 //! after the action.
 
@@ -60,8 +60,8 @@ pub async fn task_action(
             client.post(&format!("tasks/{id}/{verb}"), None).await?
         }
     };
-    // The answer is the plan after the action: read it again only where
-    // the action only asked (a RUNNING run's cancel waits for its kill).
+    // The answer is the plan after the action; a RUNNING run's cancel shows
+    // as "canceling" until its replica confirms the kill.
     super::show(&render::plan(&view, client.base()));
     Ok(())
 }
