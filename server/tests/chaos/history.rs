@@ -29,6 +29,8 @@ pub struct Summary {
     pub repeats: usize,
     /// The longest a killed replica's RUNNING run took to be resolved.
     pub slowest_sweep: Duration,
+    /// Plans left HALTED behind a task that failed for good.
+    pub halted: usize,
 }
 
 pub async fn check(
@@ -42,15 +44,26 @@ pub async fn check(
     let events = invariants::all_events(store).await;
     let mut by_task = HashMap::new();
     let mut tasks = 0;
+    let mut halted = 0;
     for plan in plans {
         let view = store.plan_get(plan.id).await.unwrap();
+        halted += usize::from(view.status == PlanStatus::Halted);
         for task in &view.tasks {
             tasks += 1;
             let skipped = faults.operator.skipped.contains(&task.id);
+            // A version line halted behind a task that failed for good (its
+            // attempts spent by kills) waits for an operator: HALTED.
+            let halted = view.status == PlanStatus::Halted
+                && task.status == TaskStatus::Pending
+                && task
+                    .waiting_cause
+                    .as_deref()
+                    .is_some_and(|c| c.starts_with(app::model::BLOCKED_CAUSE));
             match plan.expect {
                 Expect::Ends => assert!(
                     matches!(task.status, TaskStatus::Done | TaskStatus::Failed)
-                        || (skipped && task.status == TaskStatus::Skipped),
+                        || (skipped && task.status == TaskStatus::Skipped)
+                        || halted,
                     "nothing lost or stuck: plan {} task {} is {} ({:?})",
                     plan.id,
                     task.name,
@@ -125,6 +138,7 @@ pub async fn check(
         posts,
         repeats,
         slowest_sweep,
+        halted,
     }
 }
 
@@ -386,7 +400,8 @@ async fn webhooks_once(
     }
     let count = |plan: i64, event: &str| keys.get(&(plan, event)).map_or(0, BTreeSet::len);
     for plan in plans {
-        let status = store.plan_get(plan.id).await.unwrap().status;
+        let view = store.plan_get(plan.id).await.unwrap();
+        let status = view.status;
         let (completed, failed) = (
             count(plan.id, "PIPELINE_COMPLETED"),
             count(plan.id, "PIPELINE_FAILED"),
@@ -395,6 +410,9 @@ async fn webhooks_once(
             (Expect::WaitsForever, _) => (0, 0),
             (_, PlanStatus::Done) => (1, 0),
             (_, PlanStatus::Failed) => (0, 1),
+            // Halted by a failure of its own (announced), or only by
+            // another plan's (nothing to announce).
+            (_, PlanStatus::Halted) => (0, usize::from(own_failure(&view))),
             (_, other) => panic!("plan {} ended {other:?} after settling", plan.id),
         };
         assert_eq!(
@@ -408,4 +426,9 @@ async fn webhooks_once(
     }
     let distinct: usize = keys.values().map(BTreeSet::len).sum();
     (posts.len(), posts.len() - distinct)
+}
+
+/// A task of the plan failed for good: its failure was announced.
+pub fn own_failure(view: &app::model::PlanView) -> bool {
+    view.tasks.iter().any(|t| t.status == TaskStatus::Failed)
 }

@@ -233,7 +233,7 @@ async fn chaos(mode: Mode, seed: u64) {
     eprintln!(
         "chaos: {mode:?}, seed {seed}: {faults} in {:?}; {} plans accepted ({} hostile, {} due in 9999), {} refused, {} unanswered; \
          {} tasks, {} runs, {} executions ({} exited 0), {} webhook POSTs ({} repeats of a key); a killed replica's runs resolved within {:?}; \
-         {} runs canceled while their replica was frozen ({} skips refused meanwhile; then {} skipped, {} retried); settled in {settled:?}; 0 violations",
+         {} runs canceled while their replica was frozen ({} skips refused meanwhile; then {} skipped, {} retried); {} plans HALTED behind a task that failed for good; settled in {settled:?}; 0 violations",
         duration(),
         submits.accepted.len(),
         submits.hostile,
@@ -255,6 +255,7 @@ async fn chaos(mode: Mode, seed: u64) {
         faults.operator.refused_skips,
         faults.operator.skipped.len(),
         faults.operator.retried,
+        summary.halted,
     );
     assert!(faults.total() > 0, "the schedule injected nothing");
     drop(slots);
@@ -311,11 +312,15 @@ async fn settle(
             .collect();
         let mut still = Vec::new();
         for id in open {
-            let ended = store
-                .plan_get(id)
-                .await
-                .is_ok_and(|v| matches!(v.status, PlanStatus::Done | PlanStatus::Failed));
-            if !ended || !notified.contains(&id) {
+            let view = store.plan_get(id).await.ok();
+            let (ended, announced) = match view.as_ref().map(|v| v.status) {
+                Some(PlanStatus::Done | PlanStatus::Failed) => (true, true),
+                // Halted behind a task that failed for good: it waits for
+                // an operator, announced only if the failure is its own.
+                Some(PlanStatus::Halted) => (true, view.as_ref().is_some_and(history::own_failure)),
+                _ => (false, true),
+            };
+            if !ended || (announced && !notified.contains(&id)) {
                 still.push(id);
             }
         }
