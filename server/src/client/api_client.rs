@@ -221,21 +221,10 @@ impl ApiClient {
 
     /// `GET /api/v1/{path}` answered with text (a run's log).
     pub async fn get_text(&self, path: &str) -> anyhow::Result<String> {
-        let response = self
-            .http
-            .get(format!("{}/api/v1/{path}", self.base))
-            .send()
-            .await
-            .with_context(|| self.unreachable())?;
-        if response.status() == reqwest::StatusCode::UNAUTHORIZED || !response.status().is_success()
-        {
-            // The refusal's wording, as for every other answer.
-            return self
-                .read::<serde_json::Value>(response)
-                .await
-                .map(|_| String::new());
-        }
-        response
+        let request = self.http.get(format!("{}/api/v1/{path}", self.base));
+        let response = request.send().await.with_context(|| self.unreachable())?;
+        self.accepted(response)
+            .await?
             .text()
             .await
             .with_context(|| format!("{} broke off its answer", self.base))
@@ -287,6 +276,16 @@ impl ApiClient {
     }
 
     async fn read<T: DeserializeOwned>(&self, response: Response) -> anyhow::Result<T> {
+        self.accepted(response)
+            .await?
+            .json()
+            .await
+            .with_context(|| format!("{} answered with JSON this client cannot read", self.base))
+    }
+
+    /// The response, if the server accepted the request; else its refusal
+    /// as an error (with a hint about tokens for a 401).
+    async fn accepted(&self, response: Response) -> anyhow::Result<Response> {
         if response.status() == reqwest::StatusCode::UNAUTHORIZED {
             bail!(
                 "{} (this server has users: pass an API token with --token or BATON_TOKEN)",
@@ -296,10 +295,7 @@ impl ApiClient {
         if !response.status().is_success() {
             bail!(Self::refusal(response).await);
         }
-        response
-            .json()
-            .await
-            .with_context(|| format!("{} answered with JSON this client cannot read", self.base))
+        Ok(response)
     }
 
     async fn refusal(response: Response) -> String {

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use app::model::{PlanList, PlanStatus, PlanSummary, TaskStatus};
 
-use super::rows::{blocked_like, task_status_sql};
+use super::rows::{blocked_like, stuck_columns_sql, task_status_sql};
 use super::{Backend, Result, StoreError, Ts};
 
 /// Plans with a PENDING, AVAILABLE or RUNNING run (a live run is always
@@ -96,12 +96,7 @@ pub fn page_sql(status: Option<PlanStatus>, backend: Backend) -> String {
             ORDER BY p.id DESC LIMIT $2 OFFSET $3),
         -- `IN`, not a join with `page`: SQLite would otherwise scan every
         -- task and probe the page, instead of probing each plan's tasks.
-        task_state AS (SELECT t.plan_id, {task_status} AS status,
-                CASE WHEN r.status = 'PENDING' AND r.waiting_cause LIKE {blocked}
-                    THEN 1 ELSE 0 END AS blocked,
-                CASE WHEN r.status = 'PENDING' AND r.held
-                    AND COALESCE(r.waiting_cause, '') NOT LIKE {blocked}
-                    THEN 1 ELSE 0 END AS waiting
+        task_state AS (SELECT t.plan_id, {task_status} AS status, {stuck}
             FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
             WHERE t.plan_id IN (SELECT id FROM page)),
         counted AS (
@@ -130,7 +125,7 @@ pub fn page_sql(status: Option<PlanStatus>, backend: Backend) -> String {
         ORDER BY page.id DESC",
         filter = filter(status, backend),
         task_status = task_status_sql!(),
-        blocked = blocked_like!(),
+        stuck = stuck_columns_sql!(),
     )
 }
 

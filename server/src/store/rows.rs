@@ -103,6 +103,25 @@ macro_rules! blocked_like {
 }
 pub(super) use blocked_like;
 
+/// Two columns of a task's latest run `r`, 1 or 0, that count what
+/// [`app::model::Stuck`] counts: `blocked` (PENDING behind a FAILED or
+/// CANCELED task) and `waiting` (PENDING for an open dependency, not
+/// blocked).
+macro_rules! stuck_columns_sql {
+    () => {
+        concat!(
+            "CASE WHEN r.status = 'PENDING' AND r.waiting_cause LIKE ",
+            $crate::store::rows::blocked_like!(),
+            " THEN 1 ELSE 0 END AS blocked,
+            CASE WHEN r.status = 'PENDING' AND r.held
+                AND COALESCE(r.waiting_cause, '') NOT LIKE ",
+            $crate::store::rows::blocked_like!(),
+            " THEN 1 ELSE 0 END AS waiting"
+        )
+    };
+}
+pub(super) use stuck_columns_sql;
+
 /// Run page: the run and its task's name.
 pub const RUN_GET: &str =
     "SELECT r.id, r.task_id, r.plan_id, t.name AS task_name, r.target, r.attempt,

@@ -798,15 +798,13 @@ async fn plan_statuses<D: Dialect>(d: &D, ids: &[i64]) -> Result<HashMap<i64, Pl
     let mut counted: Vec<(i64, String, i64, i64, i64)> = Vec::new();
     for chunk in ids.chunks(super::BATCH) {
         let sql = format!(
-            "SELECT t.plan_id, {status} AS status, COUNT(*),
-                SUM(CASE WHEN r.status = 'PENDING' AND r.waiting_cause LIKE {blocked}
-                    THEN 1 ELSE 0 END),
-                SUM(CASE WHEN r.status = 'PENDING' AND r.held
-                    AND COALESCE(r.waiting_cause, '') NOT LIKE {blocked} THEN 1 ELSE 0 END)
-             FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
-             WHERE t.plan_id IN ({ids}) GROUP BY 1, 2",
+            "SELECT plan_id, status, COUNT(*), SUM(blocked), SUM(waiting) FROM (
+                SELECT t.plan_id, {status} AS status, {stuck}
+                FROM task t LEFT JOIN task_run r ON r.id = t.latest_run_id
+                WHERE t.plan_id IN ({ids})) tasks
+             GROUP BY 1, 2",
             status = rows::task_status_sql!(),
-            blocked = rows::blocked_like!(),
+            stuck = rows::stuck_columns_sql!(),
             ids = super::placeholders(1, chunk.len())
         );
         counted.extend(
