@@ -73,7 +73,7 @@ fn RunBody(r: RunPage, action: ServerAction<Act>) -> impl IntoView {
                 "Target "
                 <a class=LINK href=runs_with("target", &run.target)>{run.target.clone()}</a>
             </p>
-            <RunActions run=&run action />
+            <RunActions run=run.clone() action />
         </header>
         <div class="grid gap-4 lg:grid-cols-2">
             <RunFacts run=run.clone() now />
@@ -90,7 +90,7 @@ fn RunBody(r: RunPage, action: ServerAction<Act>) -> impl IntoView {
 /// the run's task, so on an older attempt the server refuses what no
 /// longer applies and says why.
 #[component]
-fn RunActions<'a>(run: &'a RunView, action: ServerAction<Act>) -> impl IntoView {
+fn RunActions(run: RunView, action: ServerAction<Act>) -> impl IntoView {
     let status = run.status;
     let subject = format!("task {}", run.task_name);
     let ended_badly = matches!(status, RunStatus::Failed | RunStatus::Canceled);
