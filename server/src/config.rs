@@ -127,6 +127,15 @@ pub struct Settings {
     /// texts or names, or a bulk count, weighs 2. Past it: 429.
     #[arg(long, env = "BATON_SEARCH_SHARES_PER_USER", default_value_t = crate::fair_share::DEFAULT_PER_USER, global = true)]
     pub search_shares_per_user: usize,
+    /// Requests one replica works on at once (live feeds and public paths
+    /// aside); more wait, and a freed slot goes to the person holding the
+    /// fewest. One person holds at most half of them.
+    #[arg(long, env = "BATON_REQUEST_SLOTS", default_value_t = crate::fair_queue::DEFAULT_SLOTS, global = true)]
+    pub request_slots: usize,
+    /// Requests one signed-in user may have in flight (working or waiting)
+    /// on one replica. Past it: 429.
+    #[arg(long, env = "BATON_REQUESTS_PER_USER", default_value_t = crate::fair_queue::DEFAULT_PER_USER, global = true)]
+    pub requests_per_user: usize,
     /// The dashboard's address as operators reach it, for links in
     /// notifications. Default: http://<BATON_LISTEN>.
     #[arg(long, env = "BATON_PUBLIC_URL", global = true)]
@@ -244,7 +253,6 @@ impl Settings {
         }
     }
 
-    /// The dashboard's live feed settings, checked.
     /// Each user's share of the costly reads.
     pub fn search_shares(&self) -> anyhow::Result<crate::fair_share::Shares> {
         anyhow::ensure!(
@@ -254,6 +262,23 @@ impl Settings {
         Ok(crate::fair_share::Shares::new(self.search_shares_per_user))
     }
 
+    /// The replica's request slots and each user's bound, checked.
+    pub fn fair_queue(&self) -> anyhow::Result<crate::fair_queue::FairQueue> {
+        anyhow::ensure!(
+            self.request_slots >= 1,
+            "BATON_REQUEST_SLOTS must be at least 1 (got 0: no request could be served)"
+        );
+        anyhow::ensure!(
+            self.requests_per_user >= 1,
+            "BATON_REQUESTS_PER_USER must be at least 1 (got 0: nobody could ask anything)"
+        );
+        Ok(crate::fair_queue::FairQueue::new(
+            self.request_slots,
+            self.requests_per_user,
+        ))
+    }
+
+    /// The dashboard's live feed settings, checked.
     pub fn live(&self) -> anyhow::Result<crate::dashboard::live::LiveConfig> {
         crate::dashboard::live::LiveConfig::new(
             self.live_interval,

@@ -3,7 +3,7 @@
 //! pages, server functions or API calls. Each person may have a few in
 //! flight at once, weighed by what they cost (a search through every error
 //! text or plan name weighs more than a look-up by status); past that, the
-//! request is answered `429` at once, before it reaches the database. A
+//! request is answered `429` (after a pause), before it reaches the database. A
 //! share is freed when its request ends, however it ends (the client gone
 //! included), so one person opening hundreds of searches slows only
 //! themselves, never another person's pages or the replica's own loops.
@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 /// Default of `BATON_SEARCH_SHARES_PER_USER`.
 pub const DEFAULT_PER_USER: usize = 4;
@@ -118,33 +118,23 @@ pub async fn fair_share(State(shares): State<Shares>, request: Request, next: Ne
     let who = request
         .extensions()
         .get::<app::model::Identity>()
-        .map(|who| match (who.open, &who.address) {
-            (true, Some(address)) => format!("address {address}"),
-            _ => who.name.clone(),
-        })
+        .map(|who| crate::fair_queue::person(who).0)
         .unwrap_or_default();
     let Some(_taken) = shares.take(&who, weight) else {
-        let mut refused = (
-            StatusCode::TOO_MANY_REQUESTS,
-            axum::Json(serde_json::json!({
-                "error": format!(
-                    "too many searches at once from {who}: at most {} of this cost may run \
-                     together (BATON_SEARCH_SHARES_PER_USER); try again when one has finished",
-                    shares.per_user
-                )
-            })),
-        )
-            .into_response();
-        refused
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return refused;
+        return crate::fair_queue::too_many(format!(
+            "too many searches at once from {who}: at most {} of this cost may run together \
+             (BATON_SEARCH_SHARES_PER_USER); try again when one has finished",
+            shares.per_user
+        ))
+        .await;
     };
     next.run(request).await
 }
 
 #[cfg(test)]
 mod tests {
+    use axum::http::{StatusCode, header};
+
     use super::*;
 
     #[test]
@@ -237,9 +227,12 @@ mod tests {
         let first = tokio::spawn(app.call(search("alice", "status=FAILED")));
         let second = tokio::spawn(app.call(search("alice", "status=DONE")));
         held(&shares, "alice", 2).await;
-        // …so a third is refused at once, saying why; Bob is not held back.
+        // …so a third is refused, after the pause, saying why; Bob is not
+        // held back.
+        let asked = std::time::Instant::now();
         let refused = app.call(search("alice", "status=RUNNING")).await.unwrap();
         assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(asked.elapsed() >= crate::fair_queue::REFUSAL_PAUSE);
         assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
         let body = axum::body::to_bytes(refused.into_body(), 4096)
             .await

@@ -40,6 +40,7 @@ pub mod client;
 pub mod config;
 pub mod dashboard;
 pub mod executor;
+pub mod fair_queue;
 pub mod fair_share;
 pub mod faults;
 pub mod http_server;

@@ -179,6 +179,12 @@ pub fn router_over(
             Arc::new(error_links(settings)?),
         ))
         .merge(sign_in)
+        // Inside the guard and the search shares: it needs the person the
+        // guard names, and a search refused by its share takes no turn.
+        .layer(axum::middleware::from_fn_with_state(
+            settings.fair_queue()?,
+            crate::fair_queue::fair_queue,
+        ))
         // Inside the guard: it needs the person the guard names.
         .layer(axum::middleware::from_fn_with_state(
             settings.search_shares()?,

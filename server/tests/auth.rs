@@ -1081,3 +1081,67 @@ async fn one_users_live_feeds_leave_room_for_another() {
         "another user is not held up"
     );
 }
+
+/// A user's flood waits its turn: with every slot one user may hold taken
+/// by a request whose body never comes, that user's further requests wait
+/// and past the bound are refused at once, while another user is served
+/// at once and `/readyz` stays ready; when the slow client goes away its
+/// slot serves the requests that waited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_users_flood_waits_its_turn_while_another_is_served() {
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+    let db = Arc::new(TestDb::new(Kind::Sqlite).await);
+    // Two slots: one user holds at most one.
+    let args = ["--request-slots", "2", "--requests-per-user", "3"];
+    let w = WithUsers::start_on(db, &args).await;
+    let plans = w.url("/api/v1/plans");
+    let alice = |path: &str| w.server.http.get(w.url(path)).bearer_auth(&w.alice_token);
+
+    // Alice's submit announces a body and sends one byte of it: its
+    // handler holds her slot, reading.
+    let addr = w.server.base.trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /api/v1/plans HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{",
+        w.alice_token
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    // Her next two wait (the second slot is free, but not hers to take).
+    let mut waiting: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(alice("/api/v1/plans").send()))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for request in &waiting {
+        assert!(!request.is_finished(), "alice's request waits its turn");
+    }
+    // A fourth is refused (after a pause that holds no slot), saying why.
+    let refused = alice("/api/v1/plans").send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+    says(&refused.json().await.unwrap(), "BATON_REQUESTS_PER_USER");
+    // Victor is served now, and the replica is ready.
+    let victors = tokio::time::timeout(
+        Duration::from_secs(5),
+        answer(w.server.http.get(&plans).bearer_auth(&w.victor_token)),
+    )
+    .await
+    .expect("another user is not held up");
+    assert_eq!(victors.0, StatusCode::OK);
+    let ready = w.server.http.get(w.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+
+    // The slow client leaves: its slot serves alice's waiting requests.
+    drop(slow);
+    for request in waiting.drain(..) {
+        let answered = tokio::time::timeout(Duration::from_secs(5), request)
+            .await
+            .expect("served once the slot was free")
+            .unwrap()
+            .unwrap();
+        assert_eq!(answered.status(), StatusCode::OK);
+    }
+    let (status, _) = answer(alice("/api/v1/plans")).await;
+    assert_eq!(status, StatusCode::OK, "no slot was lost");
+}

@@ -32,6 +32,7 @@ mod counted_source;
 mod cpu_meter;
 mod cpu_window;
 mod failover;
+mod fairness;
 mod graph;
 mod live;
 mod processes;
@@ -162,6 +163,26 @@ pub struct BenchArgs {
     /// `--live`: seconds each measurement counts over.
     #[arg(long, default_value_t = 15)]
     pub live_seconds: u64,
+    /// Measure how one person's flood of requests slows another's instead
+    /// (`fairness.rs`): a `baton serve` process with two users, one
+    /// flooding it from a niced process while the other's requests are
+    /// timed.
+    #[arg(long, conflicts_with_all = ["render", "seed", "graph", "failover", "prune", "live"])]
+    pub fairness: bool,
+    /// `--fairness`: the flood's connections.
+    #[arg(long, default_value_t = 64)]
+    pub fairness_connections: usize,
+    /// `--fairness`: seconds each phase is timed over.
+    #[arg(long, default_value_t = 10)]
+    pub fairness_seconds: u64,
+    /// `--fairness`: the flood process's niceness (19: it stands in for
+    /// a client on another machine; 0: it fights the server for the CPU).
+    #[arg(long, default_value_t = 19)]
+    pub fairness_nice: i32,
+    /// The flood process of `--fairness`: asks for this URL from
+    /// `--fairness-connections` connections with `--token`.
+    #[arg(long, hide = true)]
+    pub flood: Option<String>,
 }
 
 impl BenchArgs {
@@ -234,6 +255,25 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         } else {
             render::run(&settings, spec, args.requests).await
         };
+    }
+    if let Some(url) = &args.flood {
+        let token = args.token.as_deref().context("--flood needs --token")?;
+        return fairness::flood(url, token, args.fairness_connections, args.fairness_seconds).await;
+    }
+    if args.fairness {
+        anyhow::ensure!(
+            args.fairness_connections >= 1 && args.fairness_seconds >= 1,
+            "--fairness-connections and --fairness-seconds must be at least 1"
+        );
+        return fairness::run(
+            &settings,
+            fairness::Fairness {
+                connections: args.fairness_connections,
+                window: Duration::from_secs(args.fairness_seconds),
+                nice: args.fairness_nice,
+            },
+        )
+        .await;
     }
     if args.live {
         anyhow::ensure!(args.live_seconds >= 1, "--live-seconds must be at least 1");

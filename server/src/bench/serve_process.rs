@@ -18,6 +18,8 @@ pub struct ServeProcess {
     pub child: Child,
     /// A label only this process carries, to find its heartbeat row by.
     label: String,
+    /// `http://127.0.0.1:PORT`, where it listens.
+    pub base: String,
 }
 
 impl ServeProcess {
@@ -25,6 +27,16 @@ impl ServeProcess {
     /// and poll settings of `settings`, a port of its own and errors-only
     /// logging; returns at once, before it registers.
     pub fn spawn(settings: &Settings, url: &str, workers: usize) -> anyhow::Result<Self> {
+        Self::spawn_with(settings, url, workers, &[])
+    }
+
+    /// [`ServeProcess::spawn`] with more settings in its environment.
+    pub fn spawn_with(
+        settings: &Settings,
+        url: &str,
+        workers: usize,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let label = format!("bench-{:08x}", fastrand::u32(..));
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
@@ -45,11 +57,16 @@ impl ServeProcess {
             .env("BATON_POLL_INTERVAL", duration(settings.poll_interval))
             .env("BATON_WORKERS", workers.to_string())
             .env("BATON_LOG", "error")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .context("starting a baton serve process")?;
-        Ok(ServeProcess { child, label })
+        Ok(ServeProcess {
+            child,
+            label,
+            base: format!("http://127.0.0.1:{port}"),
+        })
     }
 
     /// Waits (up to 30 s) for this process's heartbeat row; its replica id.

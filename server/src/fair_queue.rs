@@ -1,0 +1,397 @@
+//! Fair turns at the replica (docs/security.md, "Fair shares"): every
+//! request that names a person, except the live feeds (bounded on their
+//! own), takes one of `BATON_REQUEST_SLOTS` slots while a handler works on
+//! it. When all are taken, requests wait, and a slot that frees goes to
+//! the waiting person who holds the fewest, so a person asking one thing
+//! at a time is served next however many requests another has waiting.
+//! A signed-in person may hold at most half the slots, so requests slow on
+//! purpose (a body sent a byte at a time) cannot take them all, and may
+//! have at most `BATON_REQUESTS_PER_USER` in flight: past that, `429` at
+//! once, before any work. Public paths (`/readyz`, `/healthz`, sign-in,
+//! the bundle) take no slot, so a flood cannot make a replica look
+//! unready.
+//!
+//! Without users every client is the same loopback person: nobody is
+//! refused and anyone may take every slot; the slots still keep the work
+//! the replica takes on at once within what its database pool serves.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::oneshot;
+
+/// Default of `BATON_REQUEST_SLOTS`: a little under the smaller database
+/// pool (8 connections on SQLite), so requests that hold a slot do not
+/// then queue for a connection, and the replica's own loops find one.
+pub const DEFAULT_SLOTS: usize = 6;
+
+/// Default of `BATON_REQUESTS_PER_USER`: several tabs' worth of page
+/// loads at once, far under what a script looping on the API sends.
+pub const DEFAULT_PER_USER: usize = 16;
+
+/// The paths of requests that take no slot: long-lived feeds, which hold
+/// their connection for as long as a tab is open.
+const UNQUEUED_PREFIX: &str = "/live/";
+
+#[derive(Clone)]
+pub struct FairQueue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    slots: usize,
+    per_user: usize,
+    state: Mutex<Turns>,
+}
+
+#[derive(Default)]
+struct Turns {
+    /// Slots nobody holds; never above zero while anyone waits.
+    free: usize,
+    /// Slots held, by person.
+    serving: HashMap<String, usize>,
+    /// Requests waiting for a slot, by person.
+    waiting: HashMap<String, Waiters>,
+}
+
+/// One person's requests waiting for a slot.
+struct Waiters {
+    /// The most slots this person may hold.
+    cap: usize,
+    /// Oldest first.
+    queue: VecDeque<oneshot::Sender<()>>,
+}
+
+impl Turns {
+    fn waiting_of(&mut self, who: &str) -> usize {
+        match self.waiting.get_mut(who) {
+            Some(waiters) => {
+                // Requests whose client went away wait no more.
+                waiters.queue.retain(|turn| !turn.is_closed());
+                waiters.queue.len()
+            }
+            None => 0,
+        }
+    }
+
+    /// Gives a freed slot to the waiting person who holds the fewest (of
+    /// equals, any: the one served then holds one more, so the next slot
+    /// goes to another), or leaves it free.
+    fn hand_on(&mut self) {
+        loop {
+            let held = |who: &String| self.serving.get(who).copied().unwrap_or(0);
+            let next = self
+                .waiting
+                .iter()
+                .filter(|(who, waiters)| !waiters.queue.is_empty() && held(who) < waiters.cap)
+                .min_by_key(|(who, _)| held(who))
+                .map(|(who, _)| who.clone());
+            let Some(who) = next else {
+                self.free += 1;
+                return;
+            };
+            let waiters = self.waiting.get_mut(&who).expect("just found");
+            let turn = waiters.queue.pop_front().expect("not empty");
+            if waiters.queue.is_empty() {
+                self.waiting.remove(&who);
+            }
+            if turn.send(()).is_ok() {
+                *self.serving.entry(who).or_default() += 1;
+                return;
+            }
+            // That client went away; the slot goes to the next.
+        }
+    }
+
+    fn release(&mut self, who: &str) {
+        if let Some(n) = self.serving.get_mut(who) {
+            *n -= 1;
+            if *n == 0 {
+                self.serving.remove(who);
+            }
+        }
+        self.hand_on();
+    }
+}
+
+/// A held slot, given back when dropped.
+struct Slot {
+    queue: FairQueue,
+    who: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.queue.inner.turns().release(&self.who);
+    }
+}
+
+/// A request waiting for its turn. Dropped before the turn came (the
+/// client went away), it leaves the queue; dropped after the turn was
+/// given but before it was taken up, it hands the slot on.
+struct Waiting {
+    queue: FairQueue,
+    who: String,
+    turn: Option<oneshot::Receiver<()>>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some(mut turn) = self.turn.take() {
+            turn.close();
+            if turn.try_recv().is_ok() {
+                self.queue.inner.turns().release(&self.who);
+            }
+        }
+    }
+}
+
+/// Why a request was not let in.
+#[derive(Debug, PartialEq)]
+pub struct TooMany {
+    pub in_flight: usize,
+}
+
+impl Inner {
+    fn turns(&self) -> std::sync::MutexGuard<'_, Turns> {
+        self.state.lock().expect("poisoned")
+    }
+}
+
+impl FairQueue {
+    pub fn new(slots: usize, per_user: usize) -> Self {
+        FairQueue {
+            inner: Arc::new(Inner {
+                slots,
+                per_user,
+                state: Mutex::new(Turns {
+                    free: slots,
+                    ..Turns::default()
+                }),
+            }),
+        }
+    }
+
+    /// Waits for `who`'s turn. `bounded` (a signed-in user): refused at
+    /// once with `per_user` requests in flight already, and never given
+    /// more than half the slots. Unbounded (a server without users, where
+    /// all clients are one loopback person): only waits.
+    async fn enter(&self, who: &str, bounded: bool) -> Result<Slot, TooMany> {
+        let per_person = if bounded {
+            self.inner.slots.div_ceil(2)
+        } else {
+            self.inner.slots
+        };
+        let receiver = {
+            let mut turns = self.inner.turns();
+            let serving = turns.serving.get(who).copied().unwrap_or(0);
+            let in_flight = serving + turns.waiting_of(who);
+            if bounded && in_flight >= self.inner.per_user {
+                return Err(TooMany { in_flight });
+            }
+            if turns.free > 0 && serving < per_person {
+                turns.free -= 1;
+                *turns.serving.entry(who.to_owned()).or_default() += 1;
+                None
+            } else {
+                let (sender, receiver) = oneshot::channel();
+                turns
+                    .waiting
+                    .entry(who.to_owned())
+                    .or_insert_with(|| Waiters {
+                        cap: per_person,
+                        queue: VecDeque::new(),
+                    })
+                    .queue
+                    .push_back(sender);
+                Some(receiver)
+            }
+        };
+        if let Some(receiver) = receiver {
+            let mut waiting = Waiting {
+                queue: self.clone(),
+                who: who.to_owned(),
+                turn: Some(receiver),
+            };
+            let turn = waiting.turn.as_mut().expect("set above");
+            // The sender is dropped only by a hand-on that found this
+            // client gone, and this client is here.
+            let _ = turn.await;
+            waiting.turn = None;
+        }
+        Ok(Slot {
+            queue: self.clone(),
+            who: who.to_owned(),
+        })
+    }
+
+    /// Slots held and requests waiting, of `who` (for tests and logs).
+    pub fn load_of(&self, who: &str) -> (usize, usize) {
+        let mut turns = self.inner.turns();
+        let serving = turns.serving.get(who).copied().unwrap_or(0);
+        (serving, turns.waiting_of(who))
+    }
+}
+
+/// The layer: inside the sign-in guard, which names the person.
+pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: Next) -> Response {
+    if request.uri().path().starts_with(UNQUEUED_PREFIX) {
+        return next.run(request).await;
+    }
+    // Public paths carry no person: they take no slot.
+    let Some(who) = request.extensions().get::<app::model::Identity>() else {
+        return next.run(request).await;
+    };
+    let (person, bounded) = person(who);
+    match queue.enter(&person, bounded).await {
+        Ok(_slot) => next.run(request).await,
+        Err(TooMany { in_flight }) => {
+            too_many(format!(
+                "too many requests at once from {person}: {in_flight} are in flight on this \
+                 replica, and at most {} may be (BATON_REQUESTS_PER_USER); try again when one \
+                 has been answered",
+                queue.inner.per_user
+            ))
+            .await
+        }
+    }
+}
+
+/// Who a request counts against: the signed-in user (bounded), or
+/// without users the client's address (never refused).
+pub fn person(who: &app::model::Identity) -> (String, bool) {
+    match (who.open, &who.address) {
+        (true, Some(address)) => (format!("address {address}"), false),
+        (true, None) => (who.name.clone(), false),
+        (false, _) => (who.name.clone(), true),
+    }
+}
+
+/// How long a refusal for want of a turn or a share is held before it is
+/// sent. A flood answered `429` at once comes straight back: in `baton
+/// bench --fairness` 64 connections were refused 14,000 times a second,
+/// and that work, more than the requests served, slowed everyone else.
+/// Held, each connection is refused about once a second, at the cost of
+/// a timer.
+pub const REFUSAL_PAUSE: Duration = Duration::from_secs(1);
+
+/// `429` with `Retry-After: 1` and `error`, after [`REFUSAL_PAUSE`].
+pub async fn too_many(error: String) -> Response {
+    tokio::time::sleep(REFUSAL_PAUSE).await;
+    let mut refused = (
+        StatusCode::TOO_MANY_REQUESTS,
+        axum::Json(serde_json::json!({ "error": error })),
+    )
+        .into_response();
+    refused
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    refused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `entering` is still waiting after the queue had a moment.
+    async fn still_waiting<F: std::future::Future>(entering: &mut std::pin::Pin<Box<F>>) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), entering.as_mut())
+            .await
+            .is_err()
+    }
+
+    #[tokio::test]
+    async fn a_freed_slot_goes_to_the_person_holding_fewest() {
+        let queue = FairQueue::new(4, 100);
+        // Alice takes her half of the slots, and queues ten more.
+        let mut alices = Vec::new();
+        for _ in 0..2 {
+            alices.push(queue.enter("alice", true).await.unwrap());
+        }
+        let mut alice_waits: Vec<_> = (0..10)
+            .map(|_| Box::pin(queue.enter("alice", true)))
+            .collect();
+        for wait in &mut alice_waits {
+            assert!(still_waiting(wait).await, "alice holds her half already");
+        }
+        // Carol takes the other two slots; bob must now wait.
+        let carol = [
+            queue.enter("carol", true).await.unwrap(),
+            queue.enter("carol", true).await.unwrap(),
+        ];
+        let mut bob = Box::pin(queue.enter("bob", true));
+        assert!(still_waiting(&mut bob).await);
+        assert_eq!(queue.load_of("alice"), (2, 10));
+        // One of alice's slots frees: it goes to bob, who holds none, not
+        // to alice's ten waiting requests, which were there first.
+        drop(alices.pop());
+        let bobs = tokio::time::timeout(Duration::from_secs(1), bob)
+            .await
+            .expect("bob's turn came")
+            .unwrap();
+        assert_eq!(queue.load_of("bob"), (1, 0));
+        assert_eq!(queue.load_of("alice"), (1, 10));
+        // Then alice's, one by one as slots free.
+        drop(carol);
+        drop(bobs);
+        assert_eq!(queue.load_of("alice"), (2, 9), "at most half the slots");
+        drop(alices);
+        drop(alice_waits);
+        assert_eq!(queue.load_of("alice"), (0, 0), "every slot given back");
+        assert_eq!(queue.inner.turns().free, 4);
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_a_person_is_refused_at_once_and_others_are_not() {
+        let queue = FairQueue::new(2, 3);
+        let held = queue.enter("alice", true).await.unwrap();
+        let mut waits: Vec<_> = (0..2)
+            .map(|_| Box::pin(queue.enter("alice", true)))
+            .collect();
+        for wait in &mut waits {
+            assert!(still_waiting(wait).await);
+        }
+        assert_eq!(
+            queue.enter("alice", true).await.err(),
+            Some(TooMany { in_flight: 3 })
+        );
+        let bob = queue.enter("bob", true).await.expect("bob is not alice");
+        // Unbounded (a server without users): queued, never refused.
+        let mut open: Vec<_> = (0..5)
+            .map(|_| Box::pin(queue.enter("address 127.0.0.1", false)))
+            .collect();
+        for wait in &mut open {
+            assert!(still_waiting(wait).await, "waits, is not refused");
+        }
+        drop((held, bob, waits));
+        // Without users one person may take every slot.
+        assert_eq!(queue.load_of("address 127.0.0.1"), (2, 3));
+        drop(open);
+        assert_eq!(queue.inner.turns().free, 2);
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_client_left_gives_its_place_and_its_turn_back() {
+        let queue = FairQueue::new(1, 10);
+        let held = queue.enter("alice", true).await.unwrap();
+        // Bob's first request gives up while waiting (its client left).
+        let mut gone = Box::pin(queue.enter("bob", true));
+        assert!(still_waiting(&mut gone).await);
+        drop(gone);
+        assert_eq!(queue.load_of("bob"), (0, 0), "no longer counted");
+        let mut bob = Box::pin(queue.enter("bob", true));
+        assert!(still_waiting(&mut bob).await);
+        drop(held);
+        let bobs = tokio::time::timeout(Duration::from_secs(1), bob)
+            .await
+            .expect("the slot went to the request still there")
+            .unwrap();
+        drop(bobs);
+        assert_eq!(queue.inner.turns().free, 1);
+    }
+}
