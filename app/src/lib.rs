@@ -38,7 +38,7 @@ use leptos_router::{SsrMode, path};
 
 use crate::components::notice::NotFound;
 use crate::components::session::{
-    OpenServerBanner, SessionBar, SignedIn, who_attribute, who_is_asking,
+    OpenServerBanner, SessionBar, SignedIn, may_act, who_attribute, who_is_asking,
 };
 use crate::pages::{
     audit::AuditListPage, deliveries::DeliveriesListPage, login::LoginPage, overview::OverviewPage,
@@ -139,7 +139,8 @@ pub fn App() -> impl IntoView {
                         <nav aria-label="Main" class="flex flex-wrap gap-x-4 gap-y-1 text-sm">
                             <NavLink href="/" label="Overview" />
                             <NavLink href="/plans" label="Plans" />
-                            <NavLink href="/plans/new" label="Submit" />
+                            // Viewers are refused a submit: no link to a form they cannot send.
+                            {may_act().then(|| view! { <NavLink href="/plans/new" label="Submit" /> })}
                             <NavLink href="/runs" label="Runs" />
                             <NavLink href="/schedules" label="Schedules" />
                             <NavLink href="/targets" label="Targets" />

@@ -66,6 +66,32 @@ impl RunQuery {
     pub fn to_query_string(&self, extra: &[(&str, String)]) -> String {
         crate::query::query_string(self.pairs(), extra)
     }
+
+    /// Whether `action` could change any run this search matches, judged
+    /// on the filter alone: Cancel finds nothing among FAILED, CANCELED or
+    /// DONE runs, nor among runs found by their error or by when they
+    /// finished (only ended runs have either); Retry and Skip nothing among
+    /// live or DONE runs. A status that cannot be read offers everything:
+    /// the server names what is wrong when the search runs.
+    pub fn may_change(&self, action: BulkAction) -> bool {
+        let given = |field: &Option<String>| field.as_deref().is_some_and(|v| !v.trim().is_empty());
+        // `None` when no status is asked for, or it cannot be read.
+        let status = self
+            .status
+            .as_deref()
+            .and_then(|s| RunStatus::parse(&s.trim().to_ascii_uppercase()));
+        match action {
+            BulkAction::Cancel => {
+                !given(&self.error)
+                    && !given(&self.since)
+                    && !given(&self.until)
+                    && status.is_none_or(|s| !s.is_terminal())
+            }
+            BulkAction::Retry | BulkAction::Skip => {
+                status.is_none_or(|s| matches!(s, RunStatus::Failed | RunStatus::Canceled))
+            }
+        }
+    }
 }
 
 /// One run as the search lists it.
@@ -247,7 +273,42 @@ pub struct BulkResult {
 
 #[cfg(test)]
 mod tests {
-    use super::RunQuery;
+    use super::{BulkAction, RunQuery};
+
+    #[test]
+    fn bulk_actions_are_offered_only_where_they_could_change_something() {
+        let offered = |pairs: &[(&str, &str)]| {
+            let mut query = RunQuery::default();
+            for (name, value) in pairs {
+                let value = Some((*value).to_owned());
+                match *name {
+                    "status" => query.status = value,
+                    "error" => query.error = value,
+                    "since" => query.since = value,
+                    _ => query.target = value,
+                }
+            }
+            BulkAction::ALL
+                .into_iter()
+                .filter(|a| query.may_change(*a))
+                .map(BulkAction::as_str)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(offered(&[("status", "FAILED")]), ["retry", "skip"]);
+        assert_eq!(offered(&[("status", "canceled")]), ["retry", "skip"]);
+        assert_eq!(offered(&[("status", "Running")]), ["cancel"]);
+        assert_eq!(offered(&[("status", "PENDING")]), ["cancel"]);
+        assert!(offered(&[("status", "DONE")]).is_empty());
+        assert_eq!(offered(&[("error", "deadlock")]), ["retry", "skip"]);
+        assert_eq!(offered(&[("since", "1h")]), ["retry", "skip"]);
+        assert_eq!(offered(&[("target", "db/")]), ["retry", "cancel", "skip"]);
+        assert_eq!(offered(&[("status", "")]), ["retry", "cancel", "skip"]);
+        assert_eq!(
+            offered(&[("status", "bogus")]),
+            ["retry", "cancel", "skip"],
+            "the server names the bad status"
+        );
+    }
 
     #[test]
     fn empty_fields_are_left_out_and_values_encoded() {

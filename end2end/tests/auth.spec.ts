@@ -67,7 +67,10 @@ test.describe('with users', () => {
     const cancel = page.locator('#tasks tr[data-task-name="later"] button[data-action="task_cancel"]');
     await expect(cancel).toBeDisabled();
     await expect(cancel).toHaveAttribute('title', 'Only operators can do this');
-    await page.locator('nav').getByRole('link', { name: 'Submit' }).click();
+    // No Submit in the menu for a viewer; the form's address still explains.
+    await expect(page.locator('nav').getByRole('link', { name: 'Plans' })).toBeVisible();
+    await expect(page.locator('nav').getByRole('link', { name: 'Submit' })).toHaveCount(0);
+    await page.goto('/plans/new');
     await expect(page.locator('#submit-viewer')).toContainText('only operators can submit');
     await expect(page.locator('#submit-form')).toHaveCount(0);
   });

@@ -378,6 +378,30 @@ mod cases {
         let viewer = w.sign_in("victor", "victor-pw").await;
         let operator = w.sign_in("alice", "alice-pw").await;
 
+        // The menu offers Submit to operators only.
+        for (cookie, offered) in [(&viewer, false), (&operator, true)] {
+            let page = w.page("/plans", Some(cookie)).await.text().await.unwrap();
+            assert!(
+                page.contains(r#"<nav aria-label="Main""#),
+                "the menu is there"
+            );
+            let submit = page.contains(r#"href="/plans/new""#);
+            assert_eq!(submit, offered, "a link to Submit for an operator only");
+        }
+        // A search of FAILED runs offers Retry and Skip all, not Cancel all
+        // (it could change none of them); one of RUNNING runs only Cancel.
+        for (search, offered) in [
+            ("status=FAILED", ["retry", "skip"]),
+            ("status=RUNNING", ["cancel", "cancel"]),
+        ] {
+            let path = format!("/runs?{search}");
+            let page = w.page(&path, Some(&operator)).await.text().await.unwrap();
+            for action in ["retry", "cancel", "skip"] {
+                let shown = page.contains(&format!(r#"data-bulk="{action}""#));
+                assert_eq!(shown, offered.contains(&action), "{search} {action}");
+            }
+        }
+
         let pause_plan = [("kind", "plan_pause"), ("id", plan_id.as_str())];
         let approve = [("kind", "task_approve"), ("id", task.as_str())];
         let pause_target = [("kind", "pause"), ("target", "db/orders")];

@@ -27,16 +27,18 @@ use crate::search::{BulkAction, BulkResult};
 pub const MAX_BULK_RUNS: i64 = 10_000;
 
 /// The bar: `lead` ("Every run this search matches:"), a link per action
-/// to `href(action)` (a disabled button for a viewer), and the
-/// confirmation `panel` when one is asked.
+/// that `offered` lets through to `href(action)` (a disabled button for a
+/// viewer), and the confirmation `panel` when one is asked.
 pub fn bulk_bar(
     lead: &'static str,
     href: impl Fn(BulkAction) -> String,
+    offered: impl Fn(BulkAction) -> bool,
     panel: Option<AnyView>,
 ) -> AnyView {
     let allowed = crate::components::session::may_act();
     let links = BulkAction::ALL
         .into_iter()
+        .filter(|action| offered(*action))
         .map(|action| {
             let name = action.as_str();
             let label = format!("{} all…", action.label());

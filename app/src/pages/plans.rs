@@ -136,12 +136,14 @@ pub fn PlansListPage() -> impl IntoView {
         <section class="space-y-4">
             <div class="flex flex-wrap items-end justify-between gap-3">
                 <h1 class="text-2xl font-semibold tracking-tight">"Plans"</h1>
-                <a
-                    href="/plans/new"
-                    class="rounded-sm bg-blue-700 px-3 py-1.5 text-sm font-medium text-white hover:bg-blue-800 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-blue-600"
-                >
-                    "Submit a plan"
-                </a>
+                {crate::components::session::may_act().then(|| view! {
+                    <a
+                        href="/plans/new"
+                        class="rounded-sm bg-blue-700 px-3 py-1.5 text-sm font-medium text-white hover:bg-blue-800 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-blue-600"
+                    >
+                        "Submit a plan"
+                    </a>
+                })}
             </div>
             <Form method="GET" action="/plans" attr:class="flex flex-wrap items-end gap-3" attr:id="plan-filter">
                 <label class="flex flex-col gap-1 text-sm text-slate-700">
@@ -221,7 +223,14 @@ fn PlansBulkBar(
         view! { <PlansBulkConfirm bulk action count filter back=list_href(&status, &q, &[]) /> }
             .into_any()
     });
-    bulk_bar("The runs of every plan this list matches:", href, panel)
+    // Every action, whatever the status filter: a FAILED plan may be
+    // HALTED with PENDING tasks to cancel.
+    bulk_bar(
+        "The runs of every plan this list matches:",
+        href,
+        |_| true,
+        panel,
+    )
 }
 
 /// The question before a bulk action on plans: how many runs, in how many

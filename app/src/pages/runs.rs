@@ -234,7 +234,13 @@ fn BulkBar(bulk: ServerAction<BulkAct>, p: RunsPage, query: RunQuery) -> impl In
         view! { <BulkConfirm bulk action n resolved=p.resolved.clone() back=runs_href(&query) /> }
             .into_any()
     });
-    bulk_bar("Every run this search matches:", href, panel)
+    // Not "Cancel all…" over FAILED runs: it could change none of them.
+    bulk_bar(
+        "Every run this search matches:",
+        href,
+        |action| query.may_change(action),
+        panel,
+    )
 }
 
 /// The question before a bulk action, with the count it is bound to.

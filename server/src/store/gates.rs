@@ -45,6 +45,9 @@ pub struct PendingRun {
     /// by a round.
     pub held: bool,
     pub approval_pending: bool,
+    /// 1 for a task's first run; above 1, a retry, whose `run_at` is the
+    /// end of its backoff.
+    pub attempt: i64,
     /// The brakes on its plan and target, filled in from [`Brakes`]
     /// rather than read per run: few plans and targets have any, and a
     /// round reads every PENDING run.
@@ -401,10 +404,22 @@ fn note_cause(out: &mut Decisions, run: &PendingRun, cause: String) {
     }
 }
 
-/// Gate 1: `run_at <= now`.
+/// Gate 1: `run_at <= now`. A retry's `run_at` is the end of its
+/// backoff, and says so: "scheduled for 14:02:07" read like the time it
+/// would start.
 fn scheduled_later(run: &PendingRun, now: Ts) -> Option<Blocked> {
     let at = run.run_at?;
-    (at > now).then(|| Blocked::Other(format!("scheduled for {}", describe_time(at, now))))
+    (at > now).then(|| {
+        let at = describe_time(at, now);
+        Blocked::Other(if run.attempt > 1 {
+            format!(
+                "retry backoff: attempt {} may start after {at}",
+                run.attempt
+            )
+        } else {
+            format!("scheduled for {at}")
+        })
+    })
 }
 
 fn describe_time(at: Ts, now: Ts) -> String {
@@ -728,7 +743,7 @@ macro_rules! pending_columns {
     () => {
         "r.id, r.task_id, r.plan_id, r.target, r.exclusive, r.version, r.node, r.run_at,
         r.waiting_cause, p.parallel_limit, r.created_at, r.reassign_after_ms, r.dependents,
-        r.held, r.approval_pending
+        r.held, r.approval_pending, r.attempt
     FROM task_run r JOIN plan p ON p.id = r.plan_id"
     };
 }
@@ -905,6 +920,7 @@ mod tests {
             dependents: false,
             held: false,
             approval_pending: false,
+            attempt: 1,
             plan_paused_by: None,
             plan_paused_at: None,
             target_paused_by: None,
@@ -1073,6 +1089,17 @@ mod tests {
         );
         assert!(d.promote.is_empty());
         assert!(cause_of(&d, 1).starts_with("scheduled for "));
+        // The same time on a retry is its backoff, not a start time.
+        let retry = PendingRun {
+            attempt: 3,
+            ..later.clone()
+        };
+        let backoff = evaluate(&[retry], &Holders::default(), &nodes, now);
+        let cause = cause_of(&backoff, 1);
+        assert!(
+            cause.starts_with("retry backoff: attempt 3 may start after "),
+            "{cause}"
+        );
         assert_eq!(
             cause_of(&d, 2),
             "no live replica labelled gpu (last seen 3 min ago); pinned for good (reassign_after: never)"

@@ -326,14 +326,16 @@ mod cases {
             Some(now.plus(Duration::from_secs(1)))
         );
         assert_eq!(retry.events[0].actor, "scheduler");
-        // Not before its backoff is over.
+        // Not before its backoff is over, and the cause says it is one
+        // (not a start time).
         promote(s.as_ref()).await;
+        let cause = s.plan_get(id).await.unwrap().tasks[0]
+            .waiting_cause
+            .clone()
+            .unwrap();
         assert!(
-            s.plan_get(id).await.unwrap().tasks[0]
-                .waiting_cause
-                .as_deref()
-                .unwrap()
-                .starts_with("scheduled for")
+            cause.starts_with("retry backoff: attempt 2 may start after "),
+            "{cause}"
         );
         s.run_promote_round(
             &NodeLabels::default(),

@@ -409,7 +409,7 @@ const ROUND_READS: &str = concat!(
     FROM pending
     UNION ALL
     SELECT c.kind, NULL, NULL, c.plan_id, c.target, c.exclusive, NULL, NULL, NULL, NULL, NULL,
-        NULL, NULL, NULL, NULL, NULL, c.capacity, c.paused_by, c.paused_at, c.holder, c.last, c.n
+        NULL, NULL, NULL, NULL, NULL, NULL, c.capacity, c.paused_by, c.paused_at, c.holder, c.last, c.n
     FROM (",
     gates::round_context_sql!(),
     ") c WHERE EXISTS (SELECT FROM pending)"

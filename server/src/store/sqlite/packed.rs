@@ -28,7 +28,7 @@ const PAGE: i64 = 10_000;
 const PENDING_PAGE: &str = concat!(
     "SELECT json_group_array(json_array(id, task_id, plan_id, target, exclusive, version,
         node, run_at, waiting_cause, parallel_limit, created_at, reassign_after_ms,
-        dependents, held, approval_pending))
+        dependents, held, approval_pending, attempt))
     FROM (SELECT * FROM (",
     pending_runs_sql!("TRUE"),
     ") WHERE id > $1 ORDER BY id LIMIT $2)"
@@ -49,6 +49,7 @@ type PackedRun = (
     Option<i64>,
     i64,
     Option<i64>,
+    i64,
     i64,
     i64,
     i64,
@@ -146,6 +147,7 @@ fn unpack(row: PackedRun) -> PendingRun {
         dependents,
         held,
         approval_pending,
+        attempt,
     ) = row;
     PendingRun {
         id,
@@ -163,6 +165,7 @@ fn unpack(row: PackedRun) -> PendingRun {
         dependents: dependents != 0,
         held: held != 0,
         approval_pending: approval_pending != 0,
+        attempt,
         plan_paused_by: None,
         plan_paused_at: None,
         target_paused_by: None,
