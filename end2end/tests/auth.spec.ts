@@ -68,8 +68,9 @@ test.describe('with users', () => {
     await expect(cancel).toBeDisabled();
     await expect(cancel).toHaveAttribute('title', 'Only operators can do this');
     // No Submit in the menu for a viewer; the form's address still explains.
-    await expect(page.locator('nav').getByRole('link', { name: 'Plans' })).toBeVisible();
-    await expect(page.locator('nav').getByRole('link', { name: 'Submit' })).toHaveCount(0);
+    const menu = page.getByRole('navigation', { name: 'Main' });
+    await expect(menu.getByRole('link', { name: 'Plans' })).toBeVisible();
+    await expect(menu.getByRole('link', { name: 'Submit' })).toHaveCount(0);
     await page.goto('/plans/new');
     await expect(page.locator('#submit-viewer')).toContainText('only operators can submit');
     await expect(page.locator('#submit-form')).toHaveCount(0);

@@ -189,8 +189,9 @@ fn NextTicks(ticks: Vec<DateTime<Utc>>) -> impl IntoView {
     view! { <ol class="next-ticks space-y-0.5 text-sm tabular-nums">{items}</ol> }.into_any()
 }
 
-/// A time in the reader's time zone: UTC from the server, rewritten by
-/// the browser once hydrated (the server cannot know the reader's zone).
+/// A time in the reader's time zone, named: UTC from the server,
+/// rewritten by the browser once hydrated (the server cannot know the
+/// reader's zone).
 #[component]
 fn LocalTime(at: DateTime<Utc>) -> impl IntoView {
     let text = RwSignal::new(exact(at));
@@ -200,9 +201,11 @@ fn LocalTime(at: DateTime<Utc>) -> impl IntoView {
             let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(
                 at.timestamp_millis() as f64
             ));
-            let local: String = date
-                .to_locale_string("default", &wasm_bindgen::JsValue::UNDEFINED)
-                .into();
+            // With the zone's name: beside "At 02:30 (Europe/Berlin)" a
+            // bare "3:30:00 AM" reads as the schedule's own time.
+            let options = js_sys::Object::new();
+            let _ = js_sys::Reflect::set(&options, &"timeZoneName".into(), &"short".into());
+            let local: String = date.to_locale_string("default", &options).into();
             text.set(local);
         }
     });
