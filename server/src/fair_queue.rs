@@ -51,7 +51,8 @@ struct Inner {
 
 #[derive(Default)]
 struct Turns {
-    /// Slots nobody holds; never above zero while anyone waits.
+    /// Slots nobody holds; above zero while someone waits only when every
+    /// waiting person already holds as many as they may.
     free: usize,
     /// Slots held, by person.
     serving: HashMap<String, usize>,
