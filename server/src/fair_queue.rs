@@ -16,6 +16,7 @@
 //! the replica takes on at once within what its database pool serves.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,6 +48,15 @@ struct Inner {
     slots: usize,
     per_user: usize,
     state: Mutex<Turns>,
+    /// Requests answered 429 for want of a turn since the replica started.
+    refused: AtomicU64,
+}
+
+/// The queue as `/metrics` shows it.
+pub struct QueueStats {
+    pub held: usize,
+    pub waiting: usize,
+    pub refused: u64,
 }
 
 #[derive(Default)]
@@ -174,6 +184,7 @@ impl FairQueue {
                     free: slots,
                     ..Turns::default()
                 }),
+                refused: AtomicU64::new(0),
             }),
         }
     }
@@ -231,6 +242,19 @@ impl FairQueue {
         })
     }
 
+    /// Slots held and requests waiting in all, and refusals so far.
+    pub fn stats(&self) -> QueueStats {
+        let mut turns = self.inner.turns();
+        let held = turns.serving.values().sum();
+        let people: Vec<String> = turns.waiting.keys().cloned().collect();
+        let waiting = people.iter().map(|who| turns.waiting_of(who)).sum();
+        QueueStats {
+            held,
+            waiting,
+            refused: self.inner.refused.load(Ordering::Relaxed),
+        }
+    }
+
     /// Slots held and requests waiting, of `who` (for tests and logs).
     pub fn load_of(&self, who: &str) -> (usize, usize) {
         let mut turns = self.inner.turns();
@@ -252,6 +276,7 @@ pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: 
     match queue.enter(&person, bounded).await {
         Ok(_slot) => next.run(request).await,
         Err(TooMany { in_flight }) => {
+            queue.inner.refused.fetch_add(1, Ordering::Relaxed);
             too_many(format!(
                 "too many requests at once from {person}: {in_flight} are in flight on this \
                  replica, and at most {} may be (BATON_REQUESTS_PER_USER); try again when one \
@@ -361,6 +386,8 @@ mod tests {
             queue.enter("alice", true).await.err(),
             Some(TooMany { in_flight: 3 })
         );
+        let stats = queue.stats();
+        assert_eq!((stats.held, stats.waiting), (1, 2));
         let bob = queue.enter("bob", true).await.expect("bob is not alice");
         // Unbounded (a server without users): queued, never refused.
         let mut open: Vec<_> = (0..5)

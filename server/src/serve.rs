@@ -146,7 +146,9 @@ pub fn router_over(
         store.signals().clone(),
         scheduler.stopping.clone(),
     );
+    let requests = settings.fair_queue()?;
     let state = ApiState {
+        requests: requests.clone(),
         live: hub.clone(),
         store: store.clone(),
         replica,
@@ -182,7 +184,7 @@ pub fn router_over(
         // Inside the guard and the search shares: it needs the person the
         // guard names, and a search refused by its share takes no turn.
         .layer(axum::middleware::from_fn_with_state(
-            settings.fair_queue()?,
+            requests,
             crate::fair_queue::fair_queue,
         ))
         // Inside the guard: it needs the person the guard names.

@@ -1132,7 +1132,26 @@ async fn one_users_flood_waits_its_turn_while_another_is_served() {
         w.alice_token
     );
     slow.write_all(head.as_bytes()).await.unwrap();
-    // Her next two wait (the second slot is free, but not hers to take).
+    // Victor's /metrics (which holds the other slot while it is read).
+    let metrics = || async {
+        let r = w
+            .server
+            .http
+            .get(w.url("/metrics"))
+            .bearer_auth(&w.victor_token);
+        r.send().await.unwrap().text().await.unwrap()
+    };
+    let has = |text: &str, line: &str| text.lines().any(|l| l == line);
+    // Once the submit holds her slot…
+    let started = std::time::Instant::now();
+    while !has(&metrics().await, "baton_request_slots_held 2") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the slow submit holds a slot"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // …her next two wait (the second slot is free, but not hers to take).
     let mut waiting: Vec<_> = (0..2)
         .map(|_| tokio::spawn(alice("/api/v1/plans").send()))
         .collect();
@@ -1155,6 +1174,16 @@ async fn one_users_flood_waits_its_turn_while_another_is_served() {
     assert_eq!(victors.0, StatusCode::OK);
     let ready = w.server.http.get(w.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), StatusCode::OK);
+    // /metrics shows it: alice's slot and victor's scrape, her two waiting,
+    // her one refusal.
+    let now = metrics().await;
+    for line in [
+        "baton_request_slots_held 2",
+        "baton_requests_waiting 2",
+        "baton_requests_refused_total 1",
+    ] {
+        assert!(has(&now, line), "{line} in {now}");
+    }
 
     // The slow client leaves: its slot serves alice's waiting requests.
     drop(slow);

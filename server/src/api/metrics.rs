@@ -64,6 +64,27 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
     );
     out.sample("baton_live_reads_total", &[], live.reads);
 
+    let requests = state.requests.stats();
+    out.family(
+        "baton_request_slots_held",
+        "gauge",
+        "Requests this replica is working on now (BATON_REQUEST_SLOTS bounds them).",
+    );
+    out.sample("baton_request_slots_held", &[], requests.held);
+    out.family(
+        "baton_requests_waiting",
+        "gauge",
+        "Requests waiting for a slot on this replica now.",
+    );
+    out.sample("baton_requests_waiting", &[], requests.waiting);
+    out.family(
+        "baton_requests_refused_total",
+        "counter",
+        "Requests answered 429 since this replica started: their user had \
+         BATON_REQUESTS_PER_USER in flight.",
+    );
+    out.sample("baton_requests_refused_total", &[], requests.refused);
+
     // Both reads at once, each bounded: with the database down they took
     // the pool's 10 s each, one after the other.
     let (stats, replicas, halted) = tokio::join!(

@@ -55,6 +55,8 @@ pub struct ApiState {
     pub live: crate::dashboard::live::Hub,
     /// Fires when the replica starts shutting down (`/readyz` says so).
     pub stopping: tokio_util::sync::CancellationToken,
+    /// The request slots, for `/metrics`.
+    pub requests: crate::fair_queue::FairQueue,
 }
 
 /// An operator action answered with the plan as it now stands.
