@@ -88,6 +88,18 @@ async fn a_halted_plan_ends_the_wait_and_says_why() {
         );
     }
 
+    // /metrics counts it (before, checked only at 0).
+    let metrics = reqwest::get(format!("{}/metrics", server.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l == "baton_plans_halted 1"),
+        "{metrics}"
+    );
+
     // The incident from the command line: the log, a retry by task name
     // (the table shows the state after it), the retry's log followed to
     // its end, then a skip that lets the plan finish.
