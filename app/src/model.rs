@@ -371,6 +371,17 @@ pub struct TargetView {
     pub held_exclusively: bool,
     /// Runs PENDING on it.
     pub waiting: i64,
+    /// Its version line is halted: the smallest version that ended FAILED
+    /// or CANCELED, neither retried nor skipped; larger versions wait.
+    pub halted_by: Option<HaltedLine>,
+}
+
+/// Where a target's version line stopped ([`TargetView::halted_by`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaltedLine {
+    pub version: String,
+    pub run_id: i64,
+    pub status: RunStatus,
 }
 
 impl TargetView {
@@ -385,6 +396,7 @@ impl TargetView {
             first_holder: None,
             held_exclusively: false,
             waiting: 0,
+            halted_by: None,
         }
     }
 }

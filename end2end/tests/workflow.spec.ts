@@ -186,6 +186,32 @@ test('a plan halted behind a failed task says HALTED in its badge and the lists;
   await expectSameDocument(page);
 });
 
+test('the Targets page says where a version line halted and by which run', async ({ page, request }) => {
+  const target = 'db/e2e-line';
+  const id = await submit(request, {
+    name: 'e2e-line',
+    tasks: [
+      { name: 'v1', target, version: '0001', command: { argv: ['sh', '-c', 'exit 1'] } },
+      { name: 'v2', target, version: '0002', sleep: '0s' },
+    ],
+  });
+  await hydrated(page, `/plans/${id}`);
+  await expect(page.locator('#plan-status [data-status]')).toHaveText('HALTED', { timeout: 20_000 });
+  const plan = await (await request.get(`/api/v1/plans/${id}`)).json();
+  const runId = plan.tasks.find((t: any) => t.name === 'v1').run_id;
+  await hydrated(page, '/targets');
+  const line = page.locator(`tr[data-target="${target}"] .halted-line`);
+  await expect(line).toHaveText(`line halted at version 0001 by run #${runId} (FAILED): retry or skip it`);
+  await expect(line.locator('a')).toHaveAttribute('href', `/runs/${runId}`);
+  // Skipped, the line moves and the note goes.
+  await hydrated(page, `/plans/${id}`);
+  await taskRow(page, 'v1').locator('summary[data-confirm="task_skip"]').click();
+  await taskRow(page, 'v1').locator('button[data-action="task_skip"]').click();
+  await expect(page.locator('#plan-status [data-status]')).toHaveText('DONE', { timeout: 20_000 });
+  await hydrated(page, '/targets');
+  await expect(page.locator(`tr[data-target="${target}"] .halted-line`)).toHaveCount(0);
+});
+
 test('Pause shows who paused the plan and holds its runs; Resume clears it', async ({ page, request }) => {
   const id = await submit(request, {
     name: 'e2e-pause',

@@ -123,6 +123,17 @@ fn TargetRow(t: TargetView, now: DateTime<Utc>, action: ServerAction<TargetAct>)
         }
         _ => view! { <span class="text-slate-500">"free"</span> }.into_any(),
     };
+    // Said beside what holds it: "free, 1 waiting" hid that the waiting
+    // runs cannot start until an operator acts.
+    let halted = t.halted_by.clone().map(|h| {
+        view! {
+            <p class="halted-line text-xs font-medium text-red-800">
+                {format!("line halted at version {} by ", h.version)}
+                <a class=LINK href=format!("/runs/{}", h.run_id)>{format!("run #{}", h.run_id)}</a>
+                {format!(" ({}): retry or skip it", h.status.as_str())}
+            </p>
+        }
+    });
     let capacity = match t.capacity {
         Some(c) => {
             view! { <span class="tabular-nums">{format!("{} of {c} in use", t.holding)}</span> }
@@ -156,7 +167,7 @@ fn TargetRow(t: TargetView, now: DateTime<Utc>, action: ServerAction<TargetAct>)
             <td class=format!("{TD} font-mono font-medium break-all")>
                 <a class=LINK href=runs_with("target", &label)>{label.clone()}</a>
             </td>
-            <td class=TD>{held}</td>
+            <td class=TD>{held}{halted}</td>
             <td class=format!("{TD} tabular-nums")>{t.waiting}</td>
             <td class=TD>{capacity}</td>
             <td class=TD>{paused}</td>

@@ -130,7 +130,7 @@ pub fn plan_list(list: &PlanList) -> String {
 /// One line per target: capacity, pause, what holds it, what waits.
 pub fn targets(targets: &[TargetView]) -> String {
     let mut rows = vec![header(&[
-        "TARGET", "CAPACITY", "HOLDING", "WAITING", "PAUSED",
+        "TARGET", "CAPACITY", "HOLDING", "WAITING", "PAUSED", "LINE",
     ])];
     rows.extend(targets.iter().map(|t| {
         let holding = match (t.holding, t.first_holder) {
@@ -147,6 +147,17 @@ pub fn targets(targets: &[TargetView]) -> String {
             t.paused_by
                 .as_ref()
                 .map(|by| format!("by {by}"))
+                .unwrap_or_default(),
+            t.halted_by
+                .as_ref()
+                .map(|h| {
+                    format!(
+                        "halted at {} by run #{} ({})",
+                        h.version,
+                        h.run_id,
+                        h.status.as_str()
+                    )
+                })
                 .unwrap_or_default(),
         ]
     }));

@@ -105,6 +105,19 @@ mod cases {
         );
         assert_status(s.as_ref(), first, PlanStatus::Halted).await;
         assert_status(s.as_ref(), behind, PlanStatus::Halted).await;
+        // The Targets page and API say where the line stopped.
+        let line = |targets: Vec<app::model::TargetView>| {
+            let orders = targets.into_iter().find(|t| t.target == "db/orders");
+            orders.and_then(|t| t.halted_by)
+        };
+        assert_eq!(
+            line(s.target_list().await.unwrap()),
+            Some(app::model::HaltedLine {
+                version: "0001".into(),
+                run_id: task_named(&view, "v1").run_id.unwrap(),
+                status: app::model::RunStatus::Failed,
+            })
+        );
 
         // A retry lets the line move: both plans run again.
         let v1 = task_named(&view, "v1").id;
@@ -112,6 +125,7 @@ mod cases {
         assert_status(s.as_ref(), first, PlanStatus::Running).await;
         promote(s.as_ref()).await;
         assert_status(s.as_ref(), behind, PlanStatus::Running).await;
+        assert_eq!(line(s.target_list().await.unwrap()), None);
     }
 
     pub async fn a_failed_dependency_halts_the_plan_until_skipped(kind: Kind) {

@@ -344,9 +344,17 @@ const TARGET_LOADS: &str = concat!(
     GROUP BY target"
 );
 
-/// Every target with live runs or settings, by name.
+/// The versioned runs that halt their target's line: the gates' own
+/// read (`gates::HALTS`), with the run's id.
+const TARGET_HALTS: &str = "SELECT r.target, r.version, r.status, r.id
+    FROM task_run r JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
+    WHERE r.status IN ('FAILED', 'CANCELED') AND r.version IS NOT NULL
+        AND t.skipped_at IS NULL";
+
+/// Every target with live runs, settings or a halted line, by name.
 pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {
     let loads: Vec<TargetLoad> = d.read(TARGET_LOADS.into(), &[]).await?;
+    let halts: Vec<(String, String, String, i64)> = d.read(TARGET_HALTS.into(), &[]).await?;
     let settings: Vec<TargetSetting> = d
         .read(
             "SELECT target, capacity, paused_by, paused_at FROM target_setting".into(),
@@ -365,6 +373,7 @@ pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {
                 first_holder: l.first_holder,
                 held_exclusively: l.exclusive_holders > 0,
                 waiting: l.waiting,
+                halted_by: None,
             };
             (l.target, view)
         })
@@ -376,6 +385,24 @@ pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {
         view.capacity = setting.capacity;
         view.paused_by = setting.paused_by;
         view.paused_at = setting.paused_at.map(|t| t.0);
+    }
+    // The smallest halted version is where the line stopped, as gate 2
+    // names it in each waiting run's cause.
+    for (target, version, status, run_id) in halts {
+        let view = views
+            .entry(target.clone())
+            .or_insert_with(|| TargetView::idle(target));
+        let smaller = view.halted_by.as_ref().is_none_or(|h| {
+            crate::store::version::compare(&version, &h.version) == std::cmp::Ordering::Less
+        });
+        if smaller {
+            view.halted_by = Some(app::model::HaltedLine {
+                version,
+                run_id,
+                status: app::model::RunStatus::parse(&status)
+                    .unwrap_or(app::model::RunStatus::Failed),
+            });
+        }
     }
     Ok(views.into_values().collect())
 }
