@@ -11,9 +11,10 @@
 //! the bundle) take no slot, so a flood cannot make a replica look
 //! unready.
 //!
-//! Without users every client is the same loopback person: nobody is
-//! refused and anyone may take every slot; the slots still keep the work
-//! the replica takes on at once within what its database pool serves.
+//! Without users every client is the same loopback person, with nobody
+//! to be fair to: requests take no slot. ([`FairQueue::enter`] still
+//! knows an unbounded person, who may take every slot and is never
+//! refused.)
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -273,6 +274,11 @@ pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: 
         return next.run(request).await;
     };
     let (person, bounded) = person(who);
+    // Without users every client is the one loopback person: there is
+    // nobody to be fair between.
+    if !bounded {
+        return next.run(request).await;
+    }
     match queue.enter(&person, bounded).await {
         Ok(_slot) => next.run(request).await,
         Err(TooMany { in_flight }) => {

@@ -858,8 +858,8 @@ async fn metrics_count_runs_and_replicas_on_both_backends() {
             ("baton_replicas{alive=\"true\"}", 1.0),
             ("baton_replicas{alive=\"false\"}", 0.0),
             ("baton_plans_halted", 0.0),
-            // The scrape itself holds a slot.
-            ("baton_request_slots_held", 1.0),
+            // Without users requests take no slot.
+            ("baton_request_slots_held", 0.0),
             ("baton_requests_waiting", 0.0),
             ("baton_requests_refused_total", 0.0),
             ("baton_replica_runs_running", 0.0),
