@@ -12,9 +12,7 @@
 //! unready.
 //!
 //! Without users every client is the same loopback person, with nobody
-//! to be fair to: requests take no slot. ([`FairQueue::enter`] still
-//! knows an unbounded person, who may take every slot and is never
-//! refused.)
+//! to be fair to: requests take no slot.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,7 +44,6 @@ pub struct FairQueue {
 }
 
 struct Inner {
-    slots: usize,
     per_user: usize,
     state: Mutex<Turns>,
     /// Requests answered 429 for want of a turn since the replica started.
@@ -67,25 +64,19 @@ struct Turns {
     free: usize,
     /// Slots held, by person.
     serving: HashMap<String, usize>,
-    /// Requests waiting for a slot, by person.
-    waiting: HashMap<String, Waiters>,
-}
-
-/// One person's requests waiting for a slot.
-struct Waiters {
-    /// The most slots this person may hold.
-    cap: usize,
-    /// Oldest first.
-    queue: VecDeque<oneshot::Sender<()>>,
+    /// Requests waiting for a slot, by person, oldest first.
+    waiting: HashMap<String, VecDeque<oneshot::Sender<()>>>,
+    /// The most slots one person may hold: half of them.
+    per_person: usize,
 }
 
 impl Turns {
     fn waiting_of(&mut self, who: &str) -> usize {
         match self.waiting.get_mut(who) {
-            Some(waiters) => {
+            Some(queue) => {
                 // Requests whose client went away wait no more.
-                waiters.queue.retain(|turn| !turn.is_closed());
-                waiters.queue.len()
+                queue.retain(|turn| !turn.is_closed());
+                queue.len()
             }
             None => 0,
         }
@@ -100,16 +91,16 @@ impl Turns {
             let next = self
                 .waiting
                 .iter()
-                .filter(|(who, waiters)| !waiters.queue.is_empty() && held(who) < waiters.cap)
+                .filter(|(who, queue)| !queue.is_empty() && held(who) < self.per_person)
                 .min_by_key(|(who, _)| held(who))
                 .map(|(who, _)| who.clone());
             let Some(who) = next else {
                 self.free += 1;
                 return;
             };
-            let waiters = self.waiting.get_mut(&who).expect("just found");
-            let turn = waiters.queue.pop_front().expect("not empty");
-            if waiters.queue.is_empty() {
+            let queue = self.waiting.get_mut(&who).expect("just found");
+            let turn = queue.pop_front().expect("not empty");
+            if queue.is_empty() {
                 self.waiting.remove(&who);
             }
             if turn.send(()).is_ok() {
@@ -179,10 +170,10 @@ impl FairQueue {
     pub fn new(slots: usize, per_user: usize) -> Self {
         FairQueue {
             inner: Arc::new(Inner {
-                slots,
                 per_user,
                 state: Mutex::new(Turns {
                     free: slots,
+                    per_person: slots.div_ceil(2),
                     ..Turns::default()
                 }),
                 refused: AtomicU64::new(0),
@@ -190,24 +181,17 @@ impl FairQueue {
         }
     }
 
-    /// Waits for `who`'s turn. `bounded` (a signed-in user): refused at
-    /// once with `per_user` requests in flight already, and never given
-    /// more than half the slots. Unbounded (a server without users, where
-    /// all clients are one loopback person): only waits.
-    async fn enter(&self, who: &str, bounded: bool) -> Result<Slot, TooMany> {
-        let per_person = if bounded {
-            self.inner.slots.div_ceil(2)
-        } else {
-            self.inner.slots
-        };
+    /// Waits for `who`'s turn: refused at once with `per_user` requests
+    /// in flight already, and never given more than half the slots.
+    async fn enter(&self, who: &str) -> Result<Slot, TooMany> {
         let receiver = {
             let mut turns = self.inner.turns();
             let serving = turns.serving.get(who).copied().unwrap_or(0);
             let in_flight = serving + turns.waiting_of(who);
-            if bounded && in_flight >= self.inner.per_user {
+            if in_flight >= self.inner.per_user {
                 return Err(TooMany { in_flight });
             }
-            if turns.free > 0 && serving < per_person {
+            if turns.free > 0 && serving < turns.per_person {
                 turns.free -= 1;
                 *turns.serving.entry(who.to_owned()).or_default() += 1;
                 None
@@ -216,11 +200,7 @@ impl FairQueue {
                 turns
                     .waiting
                     .entry(who.to_owned())
-                    .or_insert_with(|| Waiters {
-                        cap: per_person,
-                        queue: VecDeque::new(),
-                    })
-                    .queue
+                    .or_default()
                     .push_back(sender);
                 Some(receiver)
             }
@@ -273,13 +253,13 @@ pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: 
     let Some(who) = request.extensions().get::<app::model::Identity>() else {
         return next.run(request).await;
     };
-    let (person, bounded) = person(who);
     // Without users every client is the one loopback person: there is
     // nobody to be fair between.
-    if !bounded {
+    if who.open {
         return next.run(request).await;
     }
-    match queue.enter(&person, bounded).await {
+    let person = person(who);
+    match queue.enter(&person).await {
         Ok(_slot) => next.run(request).await,
         Err(TooMany { in_flight }) => {
             queue.inner.refused.fetch_add(1, Ordering::Relaxed);
@@ -294,13 +274,12 @@ pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: 
     }
 }
 
-/// Who a request counts against: the signed-in user (bounded), or
-/// without users the client's address (never refused).
-pub fn person(who: &app::model::Identity) -> (String, bool) {
+/// Who a request counts against: the signed-in user, or without users
+/// the client's address.
+pub fn person(who: &app::model::Identity) -> String {
     match (who.open, &who.address) {
-        (true, Some(address)) => (format!("address {address}"), false),
-        (true, None) => (who.name.clone(), false),
-        (false, _) => (who.name.clone(), true),
+        (true, Some(address)) => format!("address {address}"),
+        _ => who.name.clone(),
     }
 }
 
@@ -343,20 +322,18 @@ mod tests {
         // Alice takes her half of the slots, and queues ten more.
         let mut alices = Vec::new();
         for _ in 0..2 {
-            alices.push(queue.enter("alice", true).await.unwrap());
+            alices.push(queue.enter("alice").await.unwrap());
         }
-        let mut alice_waits: Vec<_> = (0..10)
-            .map(|_| Box::pin(queue.enter("alice", true)))
-            .collect();
+        let mut alice_waits: Vec<_> = (0..10).map(|_| Box::pin(queue.enter("alice"))).collect();
         for wait in &mut alice_waits {
             assert!(still_waiting(wait).await, "alice holds her half already");
         }
         // Carol takes the other two slots; bob must now wait.
         let carol = [
-            queue.enter("carol", true).await.unwrap(),
-            queue.enter("carol", true).await.unwrap(),
+            queue.enter("carol").await.unwrap(),
+            queue.enter("carol").await.unwrap(),
         ];
-        let mut bob = Box::pin(queue.enter("bob", true));
+        let mut bob = Box::pin(queue.enter("bob"));
         assert!(still_waiting(&mut bob).await);
         assert_eq!(queue.load_of("alice"), (2, 10));
         // One of alice's slots frees: it goes to bob, who holds none, not
@@ -381,44 +358,32 @@ mod tests {
     #[tokio::test]
     async fn past_the_bound_a_person_is_refused_at_once_and_others_are_not() {
         let queue = FairQueue::new(2, 3);
-        let held = queue.enter("alice", true).await.unwrap();
-        let mut waits: Vec<_> = (0..2)
-            .map(|_| Box::pin(queue.enter("alice", true)))
-            .collect();
+        let held = queue.enter("alice").await.unwrap();
+        let mut waits: Vec<_> = (0..2).map(|_| Box::pin(queue.enter("alice"))).collect();
         for wait in &mut waits {
             assert!(still_waiting(wait).await);
         }
         assert_eq!(
-            queue.enter("alice", true).await.err(),
+            queue.enter("alice").await.err(),
             Some(TooMany { in_flight: 3 })
         );
         let stats = queue.stats();
         assert_eq!((stats.held, stats.waiting), (1, 2));
-        let bob = queue.enter("bob", true).await.expect("bob is not alice");
-        // Unbounded (a server without users): queued, never refused.
-        let mut open: Vec<_> = (0..5)
-            .map(|_| Box::pin(queue.enter("address 127.0.0.1", false)))
-            .collect();
-        for wait in &mut open {
-            assert!(still_waiting(wait).await, "waits, is not refused");
-        }
+        let bob = queue.enter("bob").await.expect("bob is not alice");
         drop((held, bob, waits));
-        // Without users one person may take every slot.
-        assert_eq!(queue.load_of("address 127.0.0.1"), (2, 3));
-        drop(open);
         assert_eq!(queue.inner.turns().free, 2);
     }
 
     #[tokio::test]
     async fn a_request_whose_client_left_gives_its_place_and_its_turn_back() {
         let queue = FairQueue::new(1, 10);
-        let held = queue.enter("alice", true).await.unwrap();
+        let held = queue.enter("alice").await.unwrap();
         // Bob's first request gives up while waiting (its client left).
-        let mut gone = Box::pin(queue.enter("bob", true));
+        let mut gone = Box::pin(queue.enter("bob"));
         assert!(still_waiting(&mut gone).await);
         drop(gone);
         assert_eq!(queue.load_of("bob"), (0, 0), "no longer counted");
-        let mut bob = Box::pin(queue.enter("bob", true));
+        let mut bob = Box::pin(queue.enter("bob"));
         assert!(still_waiting(&mut bob).await);
         drop(held);
         let bobs = tokio::time::timeout(Duration::from_secs(1), bob)

@@ -118,7 +118,7 @@ pub async fn fair_share(State(shares): State<Shares>, request: Request, next: Ne
     let who = request
         .extensions()
         .get::<app::model::Identity>()
-        .map(|who| crate::fair_queue::person(who).0)
+        .map(crate::fair_queue::person)
         .unwrap_or_default();
     let Some(_taken) = shares.take(&who, weight) else {
         return crate::fair_queue::too_many(format!(

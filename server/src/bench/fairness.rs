@@ -162,14 +162,14 @@ struct Sample {
     ok: bool,
 }
 
+/// The bench's own percentile ([`super::percentile`]) of these samples.
 fn percentile(samples: &[Sample], p: f64) -> Duration {
     let mut took: Vec<Duration> = samples.iter().map(|s| s.took).collect();
     took.sort();
     if took.is_empty() {
         return Duration::ZERO;
     }
-    let rank = ((p / 100.0) * (took.len() - 1) as f64).round() as usize;
-    took[rank.min(took.len() - 1)]
+    super::percentile(&took, p)
 }
 
 fn ms_of(d: Duration) -> f64 {
