@@ -316,6 +316,89 @@ mod tests {
             .is_err()
     }
 
+    /// Many clients on many threads, some leaving while they wait, some
+    /// while their turn is being handed to them: nobody waits while a slot
+    /// they may take is free, and every slot comes back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn clients_coming_and_going_lose_no_slot_and_strand_nobody() {
+        const SLOTS: usize = 5;
+        let queue = FairQueue::new(SLOTS, 8);
+        let people = ["alice", "bob", "carol", "dave"];
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut clients = Vec::new();
+        for client in 0..64u64 {
+            let queue = queue.clone();
+            let stop = stop.clone();
+            clients.push(tokio::spawn(async move {
+                let mut rng = fastrand::Rng::with_seed(client);
+                let who = people[rng.usize(..people.len())];
+                let (mut served, mut left) = (0u32, 0u32);
+                while !stop.load(Ordering::Relaxed) {
+                    // A client gives up after 0 to 3 ms; a turn held is
+                    // held for 0 to 200 µs, yielding or sleeping.
+                    let patience = Duration::from_micros(rng.u64(0..3_000));
+                    match tokio::time::timeout(patience, queue.enter(who)).await {
+                        Ok(Ok(slot)) => {
+                            served += 1;
+                            if rng.bool() {
+                                tokio::task::yield_now().await;
+                            } else {
+                                tokio::time::sleep(Duration::from_micros(rng.u64(0..200))).await;
+                            }
+                            drop(slot);
+                        }
+                        Ok(Err(TooMany { .. })) => tokio::task::yield_now().await,
+                        Err(_) => left += 1,
+                    }
+                }
+                (served, left)
+            }));
+        }
+        // Meanwhile: a slot is never free while someone who may take it
+        // waits (checked under the queue's lock, so it is one state).
+        let mut checks = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < deadline {
+            {
+                let mut turns = queue.inner.turns();
+                let people: Vec<String> = turns.waiting.keys().cloned().collect();
+                for who in people {
+                    let held = turns.serving.get(&who).copied().unwrap_or(0);
+                    if turns.waiting_of(&who) > 0 && held < turns.per_person {
+                        assert_eq!(turns.free, 0, "{who} holds {held} and waits by a free slot");
+                    }
+                }
+                let held: usize = turns.serving.values().sum();
+                assert_eq!(held + turns.free, SLOTS, "slots held and free add up");
+                checks += 1;
+            }
+            tokio::time::sleep(Duration::from_micros(300)).await;
+        }
+        stop.store(true, Ordering::Relaxed);
+        let (mut served, mut left) = (0, 0);
+        for client in clients {
+            let (s, l) = tokio::time::timeout(Duration::from_secs(10), client)
+                .await
+                .expect("every client gets an answer")
+                .unwrap();
+            served += s;
+            left += l;
+        }
+        assert!(
+            served > 1_000 && left > 100,
+            "{served} served, {left} left, {checks} checks"
+        );
+        let turns = queue.inner.turns();
+        assert_eq!(turns.free, SLOTS, "every slot came back");
+        assert!(turns.serving.is_empty());
+        assert!(
+            turns
+                .waiting
+                .values()
+                .all(|queue| queue.iter().all(|t| t.is_closed()))
+        );
+    }
+
     #[tokio::test]
     async fn a_freed_slot_goes_to_the_person_holding_fewest() {
         let queue = FairQueue::new(4, 100);

@@ -35,6 +35,7 @@ pub mod api;
 pub mod audit_filter;
 pub mod auth;
 pub mod bench;
+pub mod body_limit;
 pub mod cli;
 pub mod client;
 pub mod config;

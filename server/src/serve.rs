@@ -194,7 +194,11 @@ pub fn router_over(
         ))
         .layer(axum::middleware::from_fn_with_state(auth, auth::guard))
         // Pages, JSON and the wasm bundle shrink several times over.
-        .layer(tower_http::compression::CompressionLayer::new());
+        .layer(tower_http::compression::CompressionLayer::new())
+        // Outside the guard: a body is too large whoever sends it.
+        .layer(axum::middleware::from_fn(
+            crate::body_limit::refuse_large_bodies,
+        ));
     // Outside the guard, so its refusals carry the headers too.
     Ok(dashboard::security_headers::protect(app)
         .layer(tower_http::trace::TraceLayer::new_for_http()))

@@ -1198,3 +1198,137 @@ async fn one_users_flood_waits_its_turn_while_another_is_served() {
     let (status, _) = answer(alice("/api/v1/plans")).await;
     assert_eq!(status, StatusCode::OK, "no slot was lost");
 }
+
+/// The queue under a crowd that misbehaves: two users' clients at once,
+/// some sending bodies past the limit (answered `413` mid-body), some
+/// leaving mid-request or while they wait, some refused. Every request
+/// still there is answered, and afterwards no slot is held and nobody
+/// waits: a lost slot would leave the replica's pages hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crowd_that_leaves_mid_request_loses_no_slot() {
+    use std::time::{Duration, Instant};
+    use tokio::io::AsyncWriteExt;
+    let db = Arc::new(TestDb::new(Kind::Sqlite).await);
+    let args = ["--request-slots", "3", "--requests-per-user", "6"];
+    let w = Arc::new(WithUsers::start_on(db, &args).await);
+    let addr = w.server.base.trim_start_matches("http://").to_owned();
+    let huge = "x".repeat(baton::plan::limits::MAX_PLAN_BODY_BYTES + 1);
+    let huge = Arc::new(format!(r#"{{"name": "{huge}", "tasks": []}}"#));
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut clients = Vec::new();
+    for client in 0..24u64 {
+        let (w, addr, huge) = (w.clone(), addr.clone(), huge.clone());
+        clients.push(tokio::spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(client);
+            let token = if client % 2 == 0 {
+                w.alice_token.clone()
+            } else {
+                w.victor_token.clone()
+            };
+            let mut statuses = std::collections::BTreeMap::<u16, u32>::new();
+            while Instant::now() < until {
+                match rng.u8(0..4) {
+                    // A body past the limit: the answer comes mid-body.
+                    0 => {
+                        let r = w
+                            .server
+                            .http
+                            .post(w.url("/api/v1/plans"))
+                            .bearer_auth(&token)
+                            .header("content-type", "application/json")
+                            .body(huge.as_str().to_owned())
+                            .timeout(Duration::from_secs(20))
+                            .send()
+                            .await
+                            .expect("a too-large body is answered");
+                        *statuses.entry(r.status().as_u16()).or_default() += 1;
+                    }
+                    // A request that announces a body and leaves with
+                    // half of it sent.
+                    1 => {
+                        let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+                        let head = format!(
+                            "POST /api/v1/plans HTTP/1.1\r\nHost: {addr}\r\nAuthorization: \
+                             Bearer {token}\r\nContent-Type: application/json\r\n\
+                             Content-Length: 100\r\n\r\n{{\"name\": "
+                        );
+                        tcp.write_all(head.as_bytes()).await.unwrap();
+                        tokio::time::sleep(Duration::from_millis(rng.u64(0..30))).await;
+                    }
+                    // A client that gives up after a few milliseconds,
+                    // waiting or being served.
+                    2 => {
+                        let r = w
+                            .server
+                            .http
+                            .get(w.url("/api/v1/runs?status=FAILED"))
+                            .bearer_auth(&token)
+                            .timeout(Duration::from_millis(rng.u64(1..15)))
+                            .send()
+                            .await;
+                        if let Ok(r) = r {
+                            *statuses.entry(r.status().as_u16()).or_default() += 1;
+                        }
+                    }
+                    // An ordinary request that waits as long as it takes.
+                    _ => {
+                        let r = w
+                            .server
+                            .http
+                            .get(w.url("/api/v1/plans"))
+                            .bearer_auth(&token)
+                            .timeout(Duration::from_secs(20))
+                            .send()
+                            .await
+                            .expect("an ordinary request is answered");
+                        *statuses.entry(r.status().as_u16()).or_default() += 1;
+                    }
+                }
+            }
+            statuses
+        }));
+    }
+    let mut statuses = std::collections::BTreeMap::<u16, u32>::new();
+    for client in clients {
+        for (status, n) in client.await.unwrap() {
+            *statuses.entry(status).or_default() += n;
+        }
+    }
+    for status in statuses.keys() {
+        assert!(
+            [200, 413, 429].contains(status),
+            "only answers and refusals: {statuses:?}"
+        );
+    }
+    eprintln!("answers by status: {statuses:?}");
+    assert!(statuses.get(&200).is_some_and(|n| *n > 20), "{statuses:?}");
+    assert!(statuses.contains_key(&413), "{statuses:?}");
+    // Half-sent bodies end when their connections close; then nothing is
+    // held but this scrape's own slot, and nobody waits.
+    let started = Instant::now();
+    loop {
+        let text = w
+            .server
+            .http
+            .get(w.url("/metrics"))
+            .bearer_auth(&w.victor_token)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .expect("the replica still answers")
+            .text()
+            .await
+            .unwrap();
+        let idle = ["baton_request_slots_held 1", "baton_requests_waiting 0"]
+            .iter()
+            .all(|line| text.lines().any(|l| l == *line));
+        if idle {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "slots still held after the crowd left: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

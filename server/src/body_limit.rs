@@ -1,0 +1,78 @@
+//! Bodies over the limit are refused so the client hears why. A request
+//! that declares more than `MAX_PLAN_BODY_BYTES` is answered `413`, but
+//! only after the rest of its body has been read and thrown away: a server
+//! that answers early and closes the connection while the client is still
+//! sending leaves most clients with "broken pipe" instead of the answer
+//! (`auth.rs` `a_crowd_that_leaves_mid_request_loses_no_slot` saw it from
+//! reqwest several times a second). What is drained is bounded in bytes
+//! and in time; past either, the answer goes out at once, with
+//! `Connection: close`.
+
+use std::time::Duration;
+
+use app::model::ErrorBody;
+use axum::Json;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+
+use crate::plan::limits::MAX_PLAN_BODY_BYTES;
+
+/// The most of a refused body that is read to let its client finish.
+const DRAIN_BYTES: u64 = 4 * MAX_PLAN_BODY_BYTES as u64;
+
+/// How long a refused body is read at most.
+const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+/// The layer, outside the sign-in guard: a body is too large whoever sends
+/// it, and nothing past this point should read one.
+pub async fn refuse_large_bodies(request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(length) if length > MAX_PLAN_BODY_BYTES as u64 => refuse(request, length).await,
+        _ => next.run(request).await,
+    }
+}
+
+async fn refuse(request: Request, length: u64) -> Response {
+    let drained = length <= DRAIN_BYTES
+        && tokio::time::timeout(DRAIN_TIME, drain(request))
+            .await
+            .unwrap_or(false);
+    let mut refused = (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Json(ErrorBody {
+            error: format!(
+                "the body is larger than the limit of {} MiB",
+                MAX_PLAN_BODY_BYTES / (1024 * 1024)
+            ),
+            field: None,
+        }),
+    )
+        .into_response();
+    if !drained {
+        // Part of the body is still unread: this connection cannot carry
+        // another request.
+        refused
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    refused
+}
+
+/// Reads the body to its end, keeping none of it; whether it ended.
+async fn drain(request: Request) -> bool {
+    let mut stream = request.into_body().into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        if chunk.is_err() {
+            return false;
+        }
+    }
+    true
+}
