@@ -9,22 +9,15 @@
 use std::sync::Arc;
 
 use crate::error::DashboardError;
-use crate::model::{Identity, PlanStatus};
 use crate::views::{
     Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, RunsPage,
     ScheduleAction, SchedulePage, SchedulesPage, TargetChange, TargetsPage,
 };
+use domain::model::Identity;
+use domain::search::PlanFilter;
 
 /// Longest run log tail a page shows; the full log is a link away.
 pub const LOG_TAIL_LINES: i64 = 500;
-
-/// Which plans the list shows.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PlanFilter {
-    pub status: Option<PlanStatus>,
-    /// Part of the name, case-insensitive.
-    pub name: Option<String>,
-}
 
 /// What the dashboard may ask of the engine. Errors are already worded
 /// for operators; database details stay in the server log.
@@ -38,7 +31,7 @@ pub trait DashboardSource: Send + Sync + 'static {
         filter: PlanFilter,
         limit: i64,
         offset: i64,
-        confirm: Option<crate::search::BulkAction>,
+        confirm: Option<domain::search::BulkAction>,
     ) -> Result<PlansPage, DashboardError>;
     /// The plan with the tasks from `offset` on, [`crate::views::TASKS_PER_PAGE`]
     /// of them.
@@ -48,35 +41,35 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// filter that cannot be read is [`DashboardError::Invalid`] naming it.
     async fn runs(
         &self,
-        query: crate::search::RunQuery,
+        query: domain::search::RunQuery,
         before: Option<i64>,
         limit: i64,
-        confirm: Option<crate::search::BulkAction>,
+        confirm: Option<domain::search::BulkAction>,
     ) -> Result<RunsPage, DashboardError>;
     /// Applies `action` on behalf of `who` to the runs `query` matches, if
     /// they are still `expected` in number.
     async fn bulk(
         &self,
         who: &Identity,
-        action: crate::search::BulkAction,
-        query: crate::search::RunQuery,
+        action: domain::search::BulkAction,
+        query: domain::search::RunQuery,
         expected: i64,
-    ) -> Result<crate::search::BulkResult, DashboardError>;
+    ) -> Result<domain::search::BulkResult, DashboardError>;
     /// Applies `action` on behalf of `who` to the runs of the plans
     /// `query` matches, if they are still `expected` in number.
     async fn plans_bulk(
         &self,
         who: &Identity,
-        action: crate::search::BulkAction,
-        query: crate::search::PlanQuery,
+        action: domain::search::BulkAction,
+        query: domain::search::PlanQuery,
         expected: i64,
-    ) -> Result<crate::search::BulkResult, DashboardError>;
+    ) -> Result<domain::search::BulkResult, DashboardError>;
     /// Audit entries matching `query` with ids below `before`, newest
     /// first; a filter that cannot be read is [`DashboardError::Invalid`]
     /// naming it.
     async fn audit(
         &self,
-        query: crate::audit::AuditQuery,
+        query: domain::audit::AuditQuery,
         before: Option<i64>,
         limit: i64,
     ) -> Result<crate::views::AuditPage, DashboardError>;

@@ -18,11 +18,7 @@
 // (release builds) computing their layout exceeds the default limit.
 #![recursion_limit = "256"]
 
-pub mod audit;
 pub mod error;
-pub mod model;
-pub mod query;
-pub mod search;
 pub mod views;
 
 #[cfg(feature = "ssr")]

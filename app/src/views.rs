@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::DashboardError;
-use crate::model::{
+use domain::model::{
     DeliveryView, PlanList, PlanView, ReplicaView, RunStatus, RunView, ScheduleView, TargetView,
     TaskStatus, TaskView,
 };
@@ -69,7 +69,7 @@ pub struct PlansPage {
     pub list: PlanList,
     /// The bulk action asked about (`confirm=`) and what it would change
     /// in the plans the filter matches.
-    pub confirm: Option<(crate::search::BulkAction, crate::search::PlanBulkCount)>,
+    pub confirm: Option<(domain::search::BulkAction, domain::search::PlanBulkCount)>,
 }
 
 /// Tasks the plan page shows at once: a 10,000-task plan on one page was
@@ -189,20 +189,20 @@ impl ScheduleAction {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunsPage {
     pub now: DateTime<Utc>,
-    pub list: crate::search::RunList,
+    pub list: domain::search::RunList,
     /// The filter as the server read it, relative times made absolute:
     /// what a bulk action carries, so it acts on the set that was shown.
-    pub resolved: crate::search::RunQuery,
+    pub resolved: domain::search::RunQuery,
     /// The bulk action asked about (`confirm=`) and how many runs it
     /// would change.
-    pub confirm: Option<(crate::search::BulkAction, i64)>,
+    pub confirm: Option<(domain::search::BulkAction, i64)>,
 }
 
 /// `/audit`: one page of the audit log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditPage {
     pub now: DateTime<Utc>,
-    pub list: crate::audit::AuditList,
+    pub list: domain::audit::AuditList,
 }
 
 /// `/runs/:id`: the run, its history and the end of its log.

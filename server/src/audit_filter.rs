@@ -3,7 +3,7 @@
 //! [`AuditFilter`], or a [`BadFilter`] naming the field at fault. Text
 //! and times are read as the runs search reads them.
 
-use app::audit::{ACTIONS, AuditQuery};
+use domain::audit::{ACTIONS, AuditQuery};
 
 use crate::run_filter::{BadFilter, bad, text, window};
 use crate::store::Ts;
@@ -59,7 +59,7 @@ pub fn parse(q: &AuditQuery, now: Ts) -> Result<AuditFilter, BadFilter> {
 
 #[cfg(test)]
 mod tests {
-    use app::audit::AuditQuery;
+    use domain::audit::AuditQuery;
 
     use super::parse;
     use crate::store::Ts;

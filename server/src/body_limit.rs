@@ -10,12 +10,12 @@
 
 use std::time::Duration;
 
-use app::model::ErrorBody;
 use axum::Json;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use domain::model::ErrorBody;
 use futures_util::StreamExt;
 
 use crate::plan::limits::MAX_PLAN_BODY_BYTES;

@@ -250,7 +250,7 @@ pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: 
         return next.run(request).await;
     }
     // Public paths carry no person: they take no slot.
-    let Some(who) = request.extensions().get::<app::model::Identity>() else {
+    let Some(who) = request.extensions().get::<domain::model::Identity>() else {
         return next.run(request).await;
     };
     // Without users every client is the one loopback person: there is
@@ -276,7 +276,7 @@ pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: 
 
 /// Who a request counts against: the signed-in user, or without users
 /// the client's address.
-pub fn person(who: &app::model::Identity) -> String {
+pub fn person(who: &domain::model::Identity) -> String {
     match (who.open, &who.address) {
         (true, Some(address)) => format!("address {address}"),
         _ => who.name.clone(),

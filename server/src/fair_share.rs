@@ -117,7 +117,7 @@ pub async fn fair_share(State(shares): State<Shares>, request: Request, next: Ne
     };
     let who = request
         .extensions()
-        .get::<app::model::Identity>()
+        .get::<domain::model::Identity>()
         .map(crate::fair_queue::person)
         .unwrap_or_default();
     let Some(_taken) = shares.take(&who, weight) else {
@@ -190,9 +190,9 @@ mod tests {
             .layer(axum::middleware::from_fn(
                 |mut request: Request, next: Next| async move {
                     let name = request.headers()["x-who"].to_str().unwrap().to_owned();
-                    request.extensions_mut().insert(app::model::Identity {
+                    request.extensions_mut().insert(domain::model::Identity {
                         name,
-                        role: app::model::Role::Viewer,
+                        role: domain::model::Role::Viewer,
                         open: false,
                         address: None,
                         forwarded_for: None,

@@ -4,9 +4,9 @@
 //! It reads the fields as the list does (status any case, the name
 //! trimmed), so an action acts on the plans the list showed.
 
-use app::backend::PlanFilter;
-use app::model::PlanStatus;
-use app::search::PlanQuery;
+use domain::model::PlanStatus;
+use domain::search::PlanFilter;
+use domain::search::PlanQuery;
 
 use crate::run_filter::{BadFilter, bad, text};
 
@@ -55,8 +55,8 @@ pub fn described(filter: &PlanFilter) -> String {
 
 #[cfg(test)]
 mod tests {
-    use app::model::PlanStatus;
-    use app::search::PlanQuery;
+    use domain::model::PlanStatus;
+    use domain::search::PlanQuery;
 
     use super::{described, parse_for_bulk};
 

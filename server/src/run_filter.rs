@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use app::model::RunStatus;
-use app::search::RunQuery;
 use chrono::{Datelike, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use domain::model::RunStatus;
+use domain::search::RunQuery;
 
 use crate::store::Ts;
 
@@ -185,8 +185,8 @@ fn any_time(field: &'static str, value: &Option<String>, now: Ts) -> Result<Opti
 
 #[cfg(test)]
 mod tests {
-    use app::model::RunStatus;
-    use app::search::RunQuery;
+    use domain::model::RunStatus;
+    use domain::search::RunQuery;
 
     use super::{BadFilter, parse};
     use crate::store::Ts;

@@ -7,10 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use app::audit::{AuditList, Outcome};
-use app::model::{PlanList, PlanStatus, PlanView, ReplicaView, RunView, TaskStatus};
 use common::server::Server;
 use common::{Kind, eventually};
+use domain::audit::{AuditList, Outcome};
+use domain::model::{PlanList, PlanStatus, PlanView, ReplicaView, RunView, TaskStatus};
 use serde_json::{Value, json};
 
 /// The example plan from the README.
@@ -238,14 +238,14 @@ async fn the_runs_search_filters_pages_and_refuses_bad_input() {
     let search = |query: &'static str| {
         let s = &s;
         async move {
-            let list: app::search::RunList = s.get(&format!("/api/v1/runs?{query}")).await;
+            let list: domain::search::RunList = s.get(&format!("/api/v1/runs?{query}")).await;
             list.runs
                 .iter()
                 .map(|r| (r.task_name.clone(), r.status))
                 .collect::<Vec<_>>()
         }
     };
-    use app::model::RunStatus::{Done, Failed};
+    use domain::model::RunStatus::{Done, Failed};
     assert_eq!(search("status=failed").await, [("boom".to_owned(), Failed)]);
     assert_eq!(search("target=db/").await.len(), 2);
     assert_eq!(search("plan=search%20me&status=DONE").await.len(), 2);
@@ -263,7 +263,7 @@ async fn the_runs_search_filters_pages_and_refuses_bad_input() {
     let mut seen = Vec::new();
     let mut path = "/api/v1/runs?limit=1".to_owned();
     loop {
-        let page: app::search::RunList = s.get(&path).await;
+        let page: domain::search::RunList = s.get(&path).await;
         seen.extend(page.runs.iter().map(|r| r.id));
         match page.next_before {
             Some(next) => path = format!("/api/v1/runs?limit=1&before={next}"),

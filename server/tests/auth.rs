@@ -5,10 +5,10 @@
 
 mod common;
 
-use app::model::{PlanList, PlanView, RunView, TaskStatus};
 use baton::auth::{hash_password, new_token, token_hash};
 use baton::cli::Cli;
 use clap::Parser;
+use domain::model::{PlanList, PlanView, RunView, TaskStatus};
 use std::sync::Arc;
 
 use common::server::Server;

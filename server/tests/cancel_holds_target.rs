@@ -12,9 +12,9 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use app::model::{RunStatus, TaskStatus, TaskView};
 use common::process::{Baton, Options, process_running};
 use common::{Kind, TestDb, eventually};
+use domain::model::{RunStatus, TaskStatus, TaskView};
 use serde_json::json;
 use tokio::sync::Mutex;
 

@@ -115,7 +115,7 @@ async fn a_halted_plan_ends_the_wait_and_says_why() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(stdout.starts_with("plan 1 halts: RUNNING"), "{stdout}");
     let out = baton(&server, &dir, &["status", "1", "--json"]).await;
-    let view: app::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
+    let view: domain::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
     let retry = view.tasks[0].run_id.unwrap();
     let out = tokio::time::timeout(
         within,
@@ -204,8 +204,8 @@ async fn submit_waits_for_the_plan_and_status_shows_it() {
     );
 
     let out = baton(&server, &dir, &["status", "1", "--json"]).await;
-    let view: app::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(view.status, app::model::PlanStatus::Done);
+    let view: domain::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view.status, domain::model::PlanStatus::Done);
     assert_eq!(view.tasks.len(), 2);
 }
 
@@ -226,10 +226,10 @@ async fn approve_pause_and_target_commands_work_the_gates() {
     let out = baton(&server, &dir, &["submit", "gated.yaml"]).await;
     assert!(out.status.success(), "{}", text(&out.stderr));
     let waiting =
-        |view: &app::model::PlanView| view.tasks[1].waiting_cause.clone().unwrap_or_default();
+        |view: &domain::model::PlanView| view.tasks[1].waiting_cause.clone().unwrap_or_default();
     let status = || async {
         let out = baton(&server, &dir, &["status", "1", "--json"]).await;
-        serde_json::from_slice::<app::model::PlanView>(&out.stdout).unwrap()
+        serde_json::from_slice::<domain::model::PlanView>(&out.stdout).unwrap()
     };
     common::eventually(
         std::time::Duration::from_secs(10),
@@ -265,7 +265,7 @@ async fn approve_pause_and_target_commands_work_the_gates() {
     let out = baton(&server, &dir, &["resume", "1"]).await;
     assert!(out.status.success(), "{}", text(&out.stderr));
     common::eventually(std::time::Duration::from_secs(10), "plan DONE", || async {
-        (status().await.status == app::model::PlanStatus::Done).then_some(())
+        (status().await.status == domain::model::PlanStatus::Done).then_some(())
     })
     .await;
 
@@ -356,7 +356,7 @@ async fn schedule_commands_create_show_pause_trigger_and_delete() {
         text(&out.stdout)
     );
     let out = baton(&server, &dir, &["schedule", "show", "nightly", "--json"]).await;
-    let view: app::model::ScheduleView = serde_json::from_slice(&out.stdout).unwrap();
+    let view: domain::model::ScheduleView = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((view.plans.len(), view.plans[0].tick_at), (1, None));
     assert_eq!(view.time_zone, "Europe/Berlin");
     std::fs::write(dir.path().join("hourly.yaml"), file("0 * * * *", "UTC")).unwrap();
@@ -696,8 +696,8 @@ async fn the_commands_send_the_api_token() {
     let out = with_token(&["submit", "p.yaml", "--wait"]).await.unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = with_token(&["status", "1", "--json"]).await.unwrap();
-    let view: app::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(view.status, app::model::PlanStatus::Done);
+    let view: domain::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view.status, domain::model::PlanStatus::Done);
     let run_id = view.tasks[0].run_id.unwrap();
     let run = db.store().await.run_get(run_id).await.unwrap();
     assert_eq!(run.events[0].actor, "ci", "recorded under the token's user");
@@ -765,7 +765,7 @@ async fn a_keyed_submit_whose_answer_was_lost_is_retried_into_the_same_plan() {
         "{stderr}"
     );
     assert!(connections.load(Ordering::SeqCst) >= 2);
-    let view: app::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
+    let view: domain::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
     let store = db.store().await;
     let plans = store.plan_list(None, None, 10, 0).await.unwrap();
     assert_eq!(plans.total, 1, "the retry made no second plan");

@@ -11,10 +11,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use app::model::{RunStatus, TaskStatus};
 use baton::store::{LEADER_LEASE, Store};
 use common::process::{Baton, Options};
 use common::{Kind, TestDb, eventually, now};
+use domain::model::{RunStatus, TaskStatus};
 use serde_json::json;
 use tokio::sync::Mutex;
 

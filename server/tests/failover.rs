@@ -11,10 +11,10 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use app::model::{PlanStatus, RunStatus, RunView, TaskStatus, TaskView};
 use baton::store::Store;
 use common::process::{Baton, Options, process_running};
 use common::{Kind, TestDb, eventually};
+use domain::model::{PlanStatus, RunStatus, RunView, TaskStatus, TaskView};
 use serde_json::json;
 use tokio::sync::{Mutex, MutexGuard};
 

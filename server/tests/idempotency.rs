@@ -7,10 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use app::model::PlanList;
 use baton::store::{IdempotencyKey, Submitted};
 use common::server::Server;
 use common::{Kind, plan};
+use domain::model::PlanList;
 use serde_json::{Value, json};
 
 per_backend!(cases:

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use app::error::DashboardError;
-use app::model::TaskStatus;
 use app::views::PlanPage;
 use baton::auth::hash_password;
 use common::server::Server;
 use common::{Kind, TestDb, eventually};
+use domain::model::TaskStatus;
 use serde_json::json;
 
 per_backend!(cases:
@@ -126,7 +126,7 @@ mod cases {
         let id = plan["id"].as_i64().unwrap();
         let task = plan["tasks"][0]["id"].as_i64().unwrap();
         eventually(Duration::from_secs(30), "the task runs", || async {
-            let plan: app::model::PlanView = server.get(&format!("/api/v1/plans/{id}")).await;
+            let plan: domain::model::PlanView = server.get(&format!("/api/v1/plans/{id}")).await;
             (plan.tasks[0].status == TaskStatus::Running).then_some(())
         })
         .await;

@@ -9,11 +9,11 @@ mod common;
 
 use std::time::Duration;
 
-use app::model::{DeliveryView, PlanStatus};
 use baton::notifications::verify;
 use common::process::{Baton, Options};
 use common::receiver::Receiver;
 use common::{Kind, TestDb, eventually};
+use domain::model::{DeliveryView, PlanStatus};
 use serde_json::json;
 
 const SECRET: &str = "global-secret";
@@ -97,7 +97,7 @@ async fn three_replicas_notify_once_per_phase_and_retry_deliveries() {
     let failed_tasks = view
         .tasks
         .iter()
-        .filter(|t| t.status == app::model::TaskStatus::Failed)
+        .filter(|t| t.status == domain::model::TaskStatus::Failed)
         .count();
     assert_eq!(failed_tasks, 3);
 

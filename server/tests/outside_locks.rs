@@ -18,9 +18,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use app::model::{PlanStatus, RunStatus, TaskStatus};
 use common::process::{Baton, Options};
 use common::{Kind, TestDb, eventually, kill_other_connections};
+use domain::model::{PlanStatus, RunStatus, TaskStatus};
 use serde_json::json;
 use sqlx::Connection;
 
@@ -61,7 +61,7 @@ struct Scene {
     batons: [Baton; 2],
     plan: i64,
     /// The plan once every command runs.
-    running: app::model::PlanView,
+    running: domain::model::PlanView,
 }
 
 impl Scene {

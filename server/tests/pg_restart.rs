@@ -11,10 +11,10 @@ mod common;
 
 use std::time::Duration;
 
-use app::model::{PlanStatus, TaskStatus};
 use common::cluster::Cluster;
 use common::process::{Baton, Options};
 use common::{eventually, invariants};
+use domain::model::{PlanStatus, TaskStatus};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -8,9 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use app::model::{PlanList, PlanStatus};
 use common::server::Server;
 use common::{Kind, TestDb, eventually};
+use domain::model::{PlanList, PlanStatus};
 use serde_json::{Value, json};
 
 /// One task on `t` with `fields` merged in (a `sleep` executor unless the
@@ -238,11 +238,11 @@ mod cases {
         let id = body["id"].as_i64().unwrap();
         // Let the loops get going on it, then cancel what is left.
         eventually(Duration::from_secs(60), "some tasks DONE", || async {
-            let view: app::model::PlanView = s.get(&format!("/api/v1/plans/{id}")).await;
+            let view: domain::model::PlanView = s.get(&format!("/api/v1/plans/{id}")).await;
             let done = view
                 .tasks
                 .iter()
-                .filter(|t| t.status == app::model::TaskStatus::Done)
+                .filter(|t| t.status == domain::model::TaskStatus::Done)
                 .count();
             (done >= 100).then_some(())
         })
@@ -253,7 +253,7 @@ mod cases {
             "{status}: {body}"
         );
         let view = eventually(Duration::from_secs(60), "the plan settled", || async {
-            let view: app::model::PlanView = s.get(&format!("/api/v1/plans/{id}")).await;
+            let view: domain::model::PlanView = s.get(&format!("/api/v1/plans/{id}")).await;
             matches!(view.status, PlanStatus::Canceled | PlanStatus::Done).then_some(view)
         })
         .await;

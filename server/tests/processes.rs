@@ -6,9 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use app::model::{PlanStatus, PlanView};
 use common::process::{Baton, Options, spawn_baton};
 use common::{Kind, TestDb, eventually, invariants};
+use domain::model::{PlanStatus, PlanView};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

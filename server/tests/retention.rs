@@ -9,9 +9,9 @@ mod common;
 use std::process::Output;
 use std::time::Duration;
 
-use app::model::PlanStatus;
 use common::process::{Baton, Options, spawn_baton};
 use common::{Kind, TestDb, eventually};
+use domain::model::PlanStatus;
 use serde_json::json;
 
 async fn prune(db: &TestDb, args: &[&str]) -> Output {

@@ -12,10 +12,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use app::model::TaskStatus;
 use common::process::{Baton, Options};
 use common::proxy::{Link, Proxy, upstream_of};
 use common::{Kind, TestDb, eventually};
+use domain::model::TaskStatus;
 use serde_json::json;
 
 const GRACE: Duration = Duration::from_secs(1);

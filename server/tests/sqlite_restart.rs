@@ -10,9 +10,9 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use app::model::{PlanStatus, TaskStatus};
 use common::eventually;
 use common::process::{Baton, Options};
+use domain::model::{PlanStatus, TaskStatus};
 use serde_json::json;
 
 fn options() -> Options {

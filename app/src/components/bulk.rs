@@ -21,7 +21,7 @@ use leptos_router::params::ParamsMap;
 use crate::components::actions::{BUTTON, PLAIN};
 use crate::components::tables::LINK;
 use crate::error::DashboardError;
-use crate::search::{BulkAction, BulkResult};
+use domain::search::{BulkAction, BulkResult};
 
 /// Most runs one bulk action changes (the server's limit, said up front).
 pub const MAX_BULK_RUNS: i64 = 10_000;

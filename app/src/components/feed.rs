@@ -10,9 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::audit::AuditQuery;
-use crate::query::{encode_value, field};
-use crate::search::{BulkAction, RunQuery};
+use domain::audit::AuditQuery;
+use domain::query::{encode_value, field};
+use domain::search::{BulkAction, RunQuery};
 
 /// The prefix of every feed's address.
 pub const LIVE_PREFIX: &str = "/live/";
@@ -289,8 +289,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::Feed;
-    use crate::audit::AuditQuery;
-    use crate::search::{BulkAction, RunQuery};
+    use domain::audit::AuditQuery;
+    use domain::search::{BulkAction, RunQuery};
 
     fn parse(path: &str) -> Option<Feed> {
         let (view, query) = path

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use leptos::prelude::*;
 
 use crate::components::status::task_status_class;
-use crate::model::{StageView, TaskView};
+use domain::model::{StageView, TaskView};
 
 /// A box's size and the space between boxes, in CSS pixels.
 const NODE_W: usize = 176;
@@ -219,7 +219,7 @@ pub fn PlanGraph(tasks: Vec<TaskView>, stages: Vec<StageView>) -> impl IntoView 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::TaskStatus;
+    use domain::model::TaskStatus;
 
     fn task(name: &str, stage: Option<&str>, depends_on: &[&str]) -> TaskView {
         TaskView {

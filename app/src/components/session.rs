@@ -8,7 +8,7 @@
 
 use leptos::prelude::*;
 
-use crate::model::Identity;
+use domain::model::Identity;
 
 /// The attribute of `<body>` that carries the [`Identity`] as JSON (the
 /// shell writes it literally: `view!` takes no constant attribute names).

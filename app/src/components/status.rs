@@ -9,7 +9,7 @@ use leptos::prelude::*;
 
 use std::collections::BTreeMap;
 
-use crate::model::{PlanStatus, RunStatus, TaskStatus};
+use domain::model::{PlanStatus, RunStatus, TaskStatus};
 
 /// A shortcut defined in style/encre-css.toml.
 const BADGE: &str = "badge";

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 
 use crate::components::time::{Ago, MaybeAgo};
-use crate::model::{DeliveryView, ReplicaView};
+use domain::model::{DeliveryView, ReplicaView};
 
 /// The frame every data table sits in: scrolls sideways on a phone rather
 /// than squeezing columns.

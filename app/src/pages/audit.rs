@@ -8,7 +8,6 @@ use leptos::prelude::*;
 use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
-use crate::audit::{AuditEntry, AuditQuery, Outcome};
 use crate::components::feed::Feed;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
@@ -18,6 +17,7 @@ use crate::components::time::Ago;
 use crate::error::DashboardError;
 use crate::pages::runs::runs_with;
 use crate::views::AuditPage;
+use domain::audit::{AuditEntry, AuditQuery, Outcome};
 
 pub const PAGE_SIZE: i64 = 50;
 
@@ -53,7 +53,7 @@ fn audit_href(query: &AuditQuery) -> String {
 
 /// A link to the entries with one field set.
 fn audit_with(field: &str, value: &str) -> String {
-    format!("/audit?{field}={}", crate::query::encode_value(value))
+    format!("/audit?{field}={}", domain::query::encode_value(value))
 }
 
 #[component]

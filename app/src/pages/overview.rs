@@ -14,9 +14,9 @@ use crate::components::status::{ProgressBar, task_status_class};
 use crate::components::tables::{DeliveryTable, LINK, ReplicaTable};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
-use crate::model::{RunStatus, TaskStatus};
 use crate::pages::runs::runs_with;
 use crate::views::{FailureView, Overview};
+use domain::model::{RunStatus, TaskStatus};
 
 #[server(prefix = "/_fn", endpoint = "overview")]
 pub async fn load_overview() -> Result<Overview, DashboardError> {

@@ -20,9 +20,9 @@ use crate::components::status::{PlanStatusBadge, ProgressBar};
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
-use crate::model::{PlanStatus, PlanSummary};
-use crate::search::{BulkAction, PlanBulkCount, PlanQuery};
 use crate::views::PlansPage;
+use domain::model::{PlanStatus, PlanSummary};
+use domain::search::{BulkAction, PlanBulkCount, PlanQuery};
 
 pub const PAGE_SIZE: i64 = 50;
 /// The last page number whose offset still fits in an `i64`: a page
@@ -39,7 +39,7 @@ pub async fn load_plans(
     page: i64,
     confirm: Option<BulkAction>,
 ) -> Result<PlansPage, DashboardError> {
-    use crate::backend::PlanFilter;
+    use domain::search::PlanFilter;
 
     let status = match status.as_deref().filter(|s| !s.is_empty()) {
         None => None,
@@ -69,8 +69,8 @@ pub async fn plans_bulk_act(
 ) -> Result<String, DashboardError> {
     let who = crate::backend::identity()?;
     // The list calls the name filter `q`.
-    let fallback = crate::query::query_string(
-        crate::query::filled(&[("status", &status), ("q", &name)]),
+    let fallback = domain::query::query_string(
+        domain::query::filled(&[("status", &status), ("q", &name)]),
         &[],
     );
     let done = crate::backend::source()?
@@ -89,10 +89,10 @@ fn page_href(status: &str, q: &str, page: i64) -> String {
 fn list_href(status: &str, q: &str, extra: &[String]) -> String {
     let mut params = extra.to_vec();
     if !status.is_empty() {
-        params.push(format!("status={}", crate::query::encode_value(status)));
+        params.push(format!("status={}", domain::query::encode_value(status)));
     }
     if !q.is_empty() {
-        params.push(format!("q={}", crate::query::encode_value(q)));
+        params.push(format!("q={}", domain::query::encode_value(q)));
     }
     match params.is_empty() {
         true => "/plans".to_owned(),

@@ -14,10 +14,10 @@ use crate::components::status::{Canceling, RunStatusBadge};
 use crate::components::tables::LINK;
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
-use crate::model::{EventView, RunStatus, RunView};
 use crate::pages::plan::path_id;
 use crate::pages::runs::runs_with;
 use crate::views::{Action, LogTail, RunPage};
+use domain::model::{EventView, RunStatus, RunView};
 
 #[server(prefix = "/_fn", endpoint = "run")]
 pub async fn load_run(id: i64) -> Result<RunPage, DashboardError> {

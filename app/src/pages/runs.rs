@@ -19,9 +19,9 @@ use crate::components::status::{Canceling, RunStatusBadge};
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::MaybeAgo;
 use crate::error::DashboardError;
-use crate::model::RunStatus;
-use crate::search::{BulkAction, RunQuery, RunSummary};
 use crate::views::RunsPage;
+use domain::model::RunStatus;
+use domain::search::{BulkAction, RunQuery, RunSummary};
 
 pub const PAGE_SIZE: i64 = 50;
 
@@ -101,7 +101,7 @@ pub fn runs_href(query: &RunQuery) -> String {
 
 /// A link to the runs with one field set: `runs_with("target", "db/x")`.
 pub fn runs_with(field: &str, value: &str) -> String {
-    format!("/runs?{field}={}", crate::query::encode_value(value))
+    format!("/runs?{field}={}", domain::query::encode_value(value))
 }
 
 #[component]

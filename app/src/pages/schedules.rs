@@ -19,9 +19,9 @@ use crate::components::status::PlanStatusBadge;
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::{Ago, exact};
 use crate::error::DashboardError;
-use crate::model::{ScheduleView, ScheduledPlan, TickView};
 use crate::pages::plan::path_id;
 use crate::views::{ScheduleAction, SchedulePage, SchedulesPage};
+use domain::model::{ScheduleView, ScheduledPlan, TickView};
 
 #[server(prefix = "/_fn", endpoint = "schedules")]
 pub async fn load_schedules() -> Result<SchedulesPage, DashboardError> {

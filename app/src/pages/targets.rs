@@ -15,9 +15,9 @@ use crate::components::session::may_act;
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
-use crate::model::TargetView;
 use crate::pages::runs::runs_with;
 use crate::views::{TargetAction, TargetsPage};
+use domain::model::TargetView;
 
 #[server(prefix = "/_fn", endpoint = "targets")]
 pub async fn load_targets() -> Result<TargetsPage, DashboardError> {

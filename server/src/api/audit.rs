@@ -2,9 +2,9 @@
 //! Any signed-in user may read it, viewers included: it holds names and
 //! addresses of colleagues, not secrets.
 
-use app::audit::{AuditList, AuditQuery};
 use axum::Json;
 use axum::extract::State;
+use domain::audit::{AuditList, AuditQuery};
 use serde::Deserialize;
 
 use super::strict_query::{Params, StrictQuery, paged};

@@ -1,9 +1,9 @@
 //! `GET /api/v1/deliveries?plan_id=&limit=`: webhook deliveries with every
 //! attempt's status code and error, newest first.
 
-use app::model::DeliveryView;
 use axum::Json;
 use axum::extract::State;
+use domain::model::DeliveryView;
 use serde::Deserialize;
 
 use super::error::parse_id;

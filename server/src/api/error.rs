@@ -1,10 +1,10 @@
 //! The one place engine errors become HTTP answers. Database text never
 //! reaches a client: it is logged, and the client gets a generic 500.
 
-use app::model::ErrorBody;
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use domain::model::ErrorBody;
 
 use crate::plan::InvalidPlan;
 use crate::store::StoreError;

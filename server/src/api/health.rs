@@ -88,7 +88,7 @@ fn clock_note() -> Option<String> {
     clock::skew_is_notable(skew).then(|| {
         format!(
             "this host's clock is {} the database's; Baton keeps to the database's clock",
-            app::model::describe_clock_skew(skew.num_milliseconds())
+            domain::model::describe_clock_skew(skew.num_milliseconds())
         )
     })
 }

@@ -4,13 +4,13 @@
 //! wrong method (405), an unsupported content type (415). Scripts parse
 //! one format, whatever went wrong.
 
-use app::model::ErrorBody;
 use axum::Json;
 use axum::body::{Body, to_bytes};
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use domain::model::ErrorBody;
 
 use crate::plan::limits::MAX_PLAN_BODY_BYTES;
 

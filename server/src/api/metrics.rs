@@ -14,10 +14,10 @@
 
 use std::fmt::Write;
 
-use app::model::{PlanStatus, RunStatus};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
+use domain::model::{PlanStatus, RunStatus};
 
 use super::ApiState;
 use super::health::PROBE_WAIT;

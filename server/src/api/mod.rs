@@ -2,7 +2,7 @@
 //! plus `/healthz`, `/readyz` and `/metrics`.
 //!
 //! Handlers are thin: parse and check input, call one store method, return
-//! a view from `app::model`. Errors go through [`error::ApiError`].
+//! a view from `domain::model`. Errors go through [`error::ApiError`].
 
 mod audit;
 mod deliveries;
@@ -33,9 +33,9 @@ pub use self::error::{ApiError, ApiResult};
 use crate::executor::CommandPolicy;
 use crate::scheduler::{LoopHealth, RunCounters};
 use crate::store::{ReplicaInfo, Store, Ts};
-use app::model::Identity;
-use app::model::PlanView;
 use app::views::Action;
+use domain::model::Identity;
+use domain::model::PlanView;
 
 /// What every handler may use.
 #[derive(Clone)]

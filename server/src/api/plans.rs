@@ -1,11 +1,11 @@
 //! `/api/v1/plans`: submit, list, show, and the plan-wide actions.
 
-use app::model::{PlanList, PlanStatus, PlanView};
 use app::views::Action;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use domain::model::{PlanList, PlanStatus, PlanView};
 use serde::Deserialize;
 
 use super::error::parse_id;

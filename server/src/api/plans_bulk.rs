@@ -2,10 +2,10 @@
 //! plan the plans list's filter matches, bound to the count the operator
 //! saw, as `/api/v1/runs/bulk` is for a runs search.
 
-use app::backend::PlanFilter;
-use app::search::{BulkResult, PlanBulkCounts, PlanBulkRequest, PlanQuery};
 use axum::Json;
 use axum::extract::State;
+use domain::search::PlanFilter;
+use domain::search::{BulkResult, PlanBulkCounts, PlanBulkRequest, PlanQuery};
 
 use super::json_body::JsonBody;
 use super::runs::{bad_bulk_filter, seen_count};

@@ -1,8 +1,8 @@
 //! `GET /api/v1/replicas`: every replica with a heartbeat row.
 
-use app::model::ReplicaView;
 use axum::Json;
 use axum::extract::State;
+use domain::model::ReplicaView;
 
 use super::{ApiResult, ApiState};
 use crate::liveness::replica_views;

@@ -1,12 +1,12 @@
 //! `/api/v1/runs`: the runs search; `/api/v1/runs/{id}`: one attempt with
 //! its event history, and its log.
 
-use app::model::RunView;
-use app::search::{BulkCounts, BulkRequest, BulkResult, RunList, RunQuery};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::IntoResponse;
+use domain::model::RunView;
+use domain::search::{BulkCounts, BulkRequest, BulkResult, RunList, RunQuery};
 use serde::Deserialize;
 
 use super::error::parse_id;

@@ -1,11 +1,11 @@
 //! `/api/v1/schedules`: recurring plans. Create, edit, pause, resume,
 //! trigger and delete are the operator's; anyone signed in may read.
 
-use app::model::{PlanView, ScheduleView};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use domain::model::{PlanView, ScheduleView};
 
 use super::error::parse_id;
 use super::{ApiResult, ApiState};

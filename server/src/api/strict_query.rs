@@ -3,11 +3,11 @@
 //! run, and a bulk count (and the action bound to it) matched more than
 //! the operator meant. [`StrictQuery`] refuses such a parameter by name.
 
-use app::search::{PlanQuery, RunQuery};
 use axum::extract::{FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use domain::search::{PlanQuery, RunQuery};
 use serde::de::DeserializeOwned;
 
 use super::ApiError;

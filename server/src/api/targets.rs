@@ -3,9 +3,9 @@
 //! travels in the body: names like `db/orders` hold slashes, which the
 //! sign-in guard refuses encoded in a path.
 
-use app::model::{PausedView, TargetView};
 use axum::Json;
 use axum::extract::State;
+use domain::model::{PausedView, TargetView};
 use serde::Deserialize;
 
 use super::json_body::JsonBody;

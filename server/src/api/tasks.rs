@@ -1,9 +1,9 @@
 //! `/api/v1/tasks/{id}/…`: actions on one task; each answers with the
 //! updated plan.
 
-use app::model::PlanView;
 use axum::Json;
 use axum::extract::{Path, State};
+use domain::model::PlanView;
 
 use app::views::Action;
 

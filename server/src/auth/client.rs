@@ -79,7 +79,7 @@ impl Client {
     }
 
     /// `who`, with this origin.
-    pub fn stamp(self, who: &mut app::model::Identity) {
+    pub fn stamp(self, who: &mut domain::model::Identity) {
         who.address = self.address;
         who.forwarded_for = self.forwarded_for;
     }

@@ -4,19 +4,19 @@
 use std::sync::Arc;
 
 use app::error::DashboardError;
-use app::model::ErrorBody;
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
+use domain::model::ErrorBody;
 
 use super::origin::{cross_site, foreign_host};
 use super::{Auth, AuthError, Client};
 
 /// Checks, in order: a server without users is addressed by a loopback
 /// name; a change comes from the dashboard's own origin; the sender is
-/// known. Then the request goes on with its [`app::model::Identity`]
+/// known. Then the request goes on with its [`domain::model::Identity`]
 /// (with where it came from, for the audit log) in its extensions. Public paths skip the last check.
 pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
@@ -234,7 +234,7 @@ impl Audience {
                 let back = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
                 Redirect::to(&format!(
                     "{SIGN_IN_PAGE}?next={}",
-                    app::query::encode_value(back)
+                    domain::query::encode_value(back)
                 ))
                 .into_response()
             }

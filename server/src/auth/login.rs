@@ -8,11 +8,11 @@
 
 use std::sync::Arc;
 
-use app::query::encode_value;
 use axum::Form;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};
+use domain::query::encode_value;
 use serde::Deserialize;
 
 use super::guard::SIGN_IN_PAGE;

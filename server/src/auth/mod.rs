@@ -32,9 +32,9 @@ mod users;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{Identity, Role};
 use axum::http::{HeaderMap, header};
 use base64::Engine;
+use domain::model::{Identity, Role};
 
 pub use self::client::Client;
 pub use self::commands::{hash_password_command, new_token_command};

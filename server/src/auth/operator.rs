@@ -1,9 +1,9 @@
 //! The extractor API handlers that change something take: it lets only
 //! operators through.
 
-use app::model::Identity;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use domain::model::Identity;
 
 use crate::api::ApiError;
 

@@ -19,8 +19,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::Context;
-use app::model::Role;
 use argon2::password_hash::phc::PasswordHash;
+use domain::model::Role;
 use serde::Deserialize;
 
 use super::secrets::{TokenHash, parse_token_hash};

@@ -6,14 +6,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use app::backend::{DashboardSource, PlanFilter};
+use app::backend::DashboardSource;
 use app::error::DashboardError;
-use app::model::Identity;
-use app::search::{BulkAction, BulkResult, PlanQuery, RunQuery};
 use app::views::{
     Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, RunsPage,
     ScheduleAction, SchedulePage, SchedulesPage, TargetChange, TargetsPage,
 };
+use domain::model::Identity;
+use domain::search::PlanFilter;
+use domain::search::{BulkAction, BulkResult, PlanQuery, RunQuery};
 
 pub struct CountedSource {
     inner: Arc<dyn DashboardSource>,
@@ -85,7 +86,7 @@ impl DashboardSource for CountedSource {
 
     async fn audit(
         &self,
-        query: app::audit::AuditQuery,
+        query: domain::audit::AuditQuery,
         before: Option<i64>,
         limit: i64,
     ) -> Result<app::views::AuditPage, DashboardError> {

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use app::model::RunStatus;
+use domain::model::RunStatus;
 
 use super::serve_process::ServeProcess;
 use crate::config::Settings;
@@ -179,7 +179,7 @@ async fn wait_all_running(store: &dyn Store, plan_id: i64) -> anyhow::Result<Vec
         if view
             .tasks
             .iter()
-            .all(|t| t.status == app::model::TaskStatus::Running)
+            .all(|t| t.status == domain::model::TaskStatus::Running)
         {
             return Ok(view.tasks.iter().filter_map(|t| t.run_id).collect());
         }

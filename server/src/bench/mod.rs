@@ -44,8 +44,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use app::model::{PlanStatus, PlanView};
 use clap::Args;
+use domain::model::{PlanStatus, PlanView};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 

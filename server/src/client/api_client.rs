@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use app::model::{ErrorBody, PlanList, PlanView};
-use app::search::{BulkCounts, PlanBulkCounts, PlanQuery, RunList, RunQuery};
+use domain::model::{ErrorBody, PlanList, PlanView};
+use domain::search::{BulkCounts, PlanBulkCounts, PlanQuery, RunList, RunQuery};
 use reqwest::{RequestBuilder, Response, header};
 use serde::de::DeserializeOwned;
 
@@ -162,10 +162,10 @@ impl ApiClient {
     /// `GET /api/v1/audit`: a page of the audit log, newest first.
     pub async fn audit(
         &self,
-        filter: &app::audit::AuditQuery,
+        filter: &domain::audit::AuditQuery,
         before: Option<i64>,
         limit: i64,
-    ) -> anyhow::Result<app::audit::AuditList> {
+    ) -> anyhow::Result<domain::audit::AuditList> {
         let query = paged(filter.pairs(), before, limit);
         let request = self
             .http
@@ -209,7 +209,7 @@ impl ApiClient {
     }
 
     /// `GET /api/v1/targets`.
-    pub async fn targets(&self) -> anyhow::Result<Vec<app::model::TargetView>> {
+    pub async fn targets(&self) -> anyhow::Result<Vec<domain::model::TargetView>> {
         self.get("targets").await
     }
 

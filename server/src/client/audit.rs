@@ -1,8 +1,8 @@
 //! `baton audit`: the audit log from the command line, newest first,
 //! filtered as on the dashboard's Audit page.
 
-use app::audit::AuditQuery;
 use clap::Args;
+use domain::audit::AuditQuery;
 
 use super::{ServerArg, render};
 

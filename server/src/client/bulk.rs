@@ -4,7 +4,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use anyhow::bail;
-use app::search::BulkAction;
+use domain::search::BulkAction;
 
 pub fn parse_action(text: &str) -> Result<BulkAction, String> {
     BulkAction::parse(text).ok_or_else(|| format!("`{text}` is not retry, cancel or skip"))

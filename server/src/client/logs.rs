@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use app::model::{RunStatus, RunView};
 use clap::Args;
+use domain::model::{RunStatus, RunView};
 
 use super::ServerArg;
 

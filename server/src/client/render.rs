@@ -1,8 +1,8 @@
 //! Plain-text tables for the terminal: what the dashboard shows, in
 //! columns an operator can read and `grep`.
 
-use app::model::{PausedView, PlanList, PlanView, TargetView, TaskStatus, TaskView};
-use app::search::RunList;
+use domain::model::{PausedView, PlanList, PlanView, TargetView, TaskStatus, TaskView};
+use domain::search::RunList;
 
 /// A plan's header and one line per task.
 pub fn plan(view: &PlanView, base: &str) -> String {
@@ -71,7 +71,7 @@ pub fn run_list(list: &RunList) -> String {
 }
 
 /// One line per audit entry, newest first.
-pub fn audit_list(list: &app::audit::AuditList) -> String {
+pub fn audit_list(list: &domain::audit::AuditList) -> String {
     if list.entries.is_empty() {
         return "no entry matches\n".to_owned();
     }
@@ -80,8 +80,8 @@ pub fn audit_list(list: &app::audit::AuditList) -> String {
     ])];
     rows.extend(list.entries.iter().map(|e| {
         let action = match e.outcome {
-            app::audit::Outcome::Done => e.action.clone(),
-            app::audit::Outcome::Refused => format!("{} (refused)", e.action),
+            domain::audit::Outcome::Done => e.action.clone(),
+            domain::audit::Outcome::Refused => format!("{} (refused)", e.action),
         };
         vec![
             e.id.to_string(),

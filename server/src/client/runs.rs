@@ -2,8 +2,8 @@
 //! filtered as on the dashboard's Runs page.
 
 use anyhow::bail;
-use app::search::{BulkAction, BulkCounts, BulkResult, RunQuery};
 use clap::Args;
+use domain::search::{BulkAction, BulkCounts, BulkResult, RunQuery};
 
 use super::bulk::{confirm, parse_action, run_count};
 use super::{ServerArg, render};

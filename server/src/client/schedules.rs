@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use app::model::{PlanView, ScheduleView};
 use clap::{Args, Subcommand};
+use domain::model::{PlanView, ScheduleView};
 
 use super::submit::{format_of, read_plan_file};
 use super::{ApiClient, ServerArg, render};

@@ -4,8 +4,8 @@
 //! every plan the list's filter matches.
 
 use anyhow::bail;
-use app::search::{BulkAction, BulkResult, PlanQuery};
 use clap::Args;
+use domain::search::{BulkAction, BulkResult, PlanQuery};
 
 use super::bulk::{confirm, parse_action, run_count};
 use super::{ApiClient, ServerArg, render};

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use app::model::{PlanStatus, PlanView, TaskStatus};
 use clap::Args;
+use domain::model::{PlanStatus, PlanView, TaskStatus};
 
 use super::api_client::{ApiClient, PlanFormat};
 use super::progress::Progress;
@@ -87,7 +87,7 @@ fn blocked_tasks(view: &PlanView) -> String {
         .filter_map(|t| {
             let cause = t.waiting_cause.as_deref()?;
             cause
-                .starts_with(app::model::BLOCKED_CAUSE)
+                .starts_with(domain::model::BLOCKED_CAUSE)
                 .then(|| format!("\n  {}: {cause}", t.name))
         })
         .collect();

@@ -2,8 +2,8 @@
 //! command line, for the incident at hand. Each prints the plan as it is
 //! after the action.
 
-use app::model::PlanView;
 use clap::Args;
+use domain::model::PlanView;
 
 use super::{ApiClient, ServerArg, render};
 

@@ -1,8 +1,8 @@
 //! `baton pause`, `baton resume`, `baton paused` and `baton target …`:
 //! the workflow gates from the command line, through the API.
 
-use app::model::{PlanView, TargetView};
 use clap::{Args, Subcommand};
+use domain::model::{PlanView, TargetView};
 use serde_json::json;
 
 use super::{ServerArg, render};
@@ -68,7 +68,7 @@ pub async fn paused(
     listen: std::net::SocketAddr,
 ) -> anyhow::Result<()> {
     let client = server.client(listen)?;
-    let view: app::model::PausedView = client.get("paused").await?;
+    let view: domain::model::PausedView = client.get("paused").await?;
     match json {
         true => println!("{}", serde_json::to_string_pretty(&view)?),
         false => super::show(&render::paused(&view)),

@@ -6,7 +6,7 @@
 #![cfg(test)]
 
 use app::components::status::task_status_class;
-use app::model::TaskStatus;
+use domain::model::TaskStatus;
 
 use super::STYLESHEET;
 

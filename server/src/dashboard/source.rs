@@ -6,16 +6,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::audit::AuditQuery;
-use app::backend::{DashboardSource, PlanFilter};
+use app::backend::DashboardSource;
 use app::error::DashboardError;
-use app::model::{Identity, TaskView};
-use app::search::{BulkAction, BulkResult, PlanQuery, RunQuery};
 use app::views::{
     Action, AuditPage, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage,
     ReplicasPage, RunPage, RunsPage, ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE,
     TargetChange, TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
 };
+use domain::audit::AuditQuery;
+use domain::model::{Identity, TaskView};
+use domain::search::PlanFilter;
+use domain::search::{BulkAction, BulkResult, PlanQuery, RunQuery};
 
 use crate::audit_filter;
 use crate::executor::CommandPolicy;
@@ -414,7 +415,7 @@ impl DashboardSource for StoreSource {
 }
 
 /// A stored schedule written back as a file, for the edit form.
-fn schedule_file(s: &app::model::ScheduleView) -> String {
+fn schedule_file(s: &domain::model::ScheduleView) -> String {
     let mut file = serde_json::json!({
         "name": s.name,
         "cron": s.cron,

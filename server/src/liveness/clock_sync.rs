@@ -85,7 +85,7 @@ impl ClockSync {
                 skew_ms = skew.num_milliseconds(),
                 "this host's clock is {} the database's; Baton keeps to the database's \
                  clock, but commands run here see the host's (limit {} ms)",
-                app::model::describe_clock_skew(skew.num_milliseconds()),
+                domain::model::describe_clock_skew(skew.num_milliseconds()),
                 SKEW_WARNING.as_millis()
             );
         } else {

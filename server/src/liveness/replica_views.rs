@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use app::model::ReplicaView;
+use domain::model::ReplicaView;
 
 use crate::store::{self, LEADER_LEASE, Store, Ts};
 

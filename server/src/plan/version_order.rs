@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use super::{InvalidPlan, NewTask};
-use crate::store::version;
+use domain::version;
 
 /// Steps of work (tasks plus dependencies, per target checked) past which
 /// the check is not made: only a plan built to be absurd gets there, and

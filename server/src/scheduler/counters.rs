@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use app::model::RunStatus;
+use domain::model::RunStatus;
 
 /// Which of a replica's two claims took a run: its claimer, or (on the
 /// leader) its promotion round, which claims what it promotes while the

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use app::model::RunStatus;
+use domain::model::RunStatus;
 use tokio::sync::{Mutex as AsyncMutex, MutexGuard, Notify, OwnedMutexGuard, mpsc};
 use tokio_util::sync::CancellationToken;
 

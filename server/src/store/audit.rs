@@ -4,8 +4,8 @@
 //! transaction of the change they record; this is what they hold and
 //! how they are read back.
 
-use app::audit::{AuditEntry, AuditList, Outcome};
-use app::model::Identity;
+use domain::audit::{AuditEntry, AuditList, Outcome};
+use domain::model::Identity;
 
 use super::engine::Arg;
 use super::plan_list::{folded, name_pattern};

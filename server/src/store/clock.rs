@@ -27,7 +27,7 @@ use super::{Result, Store};
 /// A skew beyond this is worth an operator's attention: the replica's own
 /// decisions are unaffected, but its commands and its logs see the wrong
 /// time, and a clock this far off usually has no time service at all.
-pub const SKEW_WARNING: Duration = Duration::from_millis(app::model::CLOCK_SKEW_WARNING_MS);
+pub const SKEW_WARNING: Duration = Duration::from_millis(domain::model::CLOCK_SKEW_WARNING_MS);
 
 /// A sample whose round trip took longer than this says little about when
 /// the database read its clock; it is not adopted over an anchor already
@@ -69,7 +69,7 @@ pub fn adopt(sample: &Sample) -> Adopted {
 
 /// Whether a skew is beyond [`SKEW_WARNING`] either way.
 pub fn skew_is_notable(skew: chrono::TimeDelta) -> bool {
-    app::model::clock_skew_is_notable(skew.num_milliseconds())
+    domain::model::clock_skew_is_notable(skew.num_milliseconds())
 }
 
 /// An anchor of the database's clock on this process's monotonic clock.

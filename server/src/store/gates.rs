@@ -18,8 +18,8 @@ use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
 use super::time::Ts;
-use super::version;
 use super::{Result, StoreError};
+use domain::version;
 
 /// A PENDING run as the promoter sees it.
 #[derive(Debug, Clone, sqlx::FromRow)]

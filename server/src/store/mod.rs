@@ -29,12 +29,11 @@ pub mod signals;
 mod sqlite;
 pub mod submission;
 pub mod time;
-pub mod version;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
+use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
 
 pub use self::audit::Person;
 pub use self::dashboard::{CHART_MINUTES, OverviewStats, RECENT_FAILURES};
@@ -387,9 +386,9 @@ pub trait Store: Send + Sync + 'static {
         now: Ts,
     ) -> Result<()>;
     /// Targets with live runs or settings, by name.
-    async fn target_list(&self) -> Result<Vec<app::model::TargetView>>;
+    async fn target_list(&self) -> Result<Vec<domain::model::TargetView>>;
     /// Every paused plan and target.
-    async fn paused_list(&self) -> Result<app::model::PausedView>;
+    async fn paused_list(&self) -> Result<domain::model::PausedView>;
 
     // ---- schedules (engine/schedules.rs) ----
 
@@ -420,9 +419,9 @@ pub trait Store: Send + Sync + 'static {
         grace: Duration,
         now: Ts,
     ) -> Result<TickReport>;
-    async fn schedule_get(&self, id: i64) -> Result<app::model::ScheduleView>;
+    async fn schedule_get(&self, id: i64) -> Result<domain::model::ScheduleView>;
     /// Every schedule, by name.
-    async fn schedule_list(&self) -> Result<Vec<app::model::ScheduleView>>;
+    async fn schedule_list(&self) -> Result<Vec<domain::model::ScheduleView>>;
 
     // ---- the scheduler ----
 
@@ -471,21 +470,21 @@ pub trait Store: Send + Sync + 'static {
         filter: &crate::run_filter::RunFilter,
         before: Option<i64>,
         limit: i64,
-    ) -> Result<app::search::RunList>;
+    ) -> Result<domain::search::RunList>;
     /// How many runs `filter` matches that `action` applies to (up to
     /// 10,001).
     async fn run_bulk_count(
         &self,
         filter: &crate::run_filter::RunFilter,
-        action: app::search::BulkAction,
+        action: domain::search::BulkAction,
     ) -> Result<i64>;
     /// [`Store::run_bulk_count`] for Retry/Skip and for Cancel.
     async fn run_bulk_counts(
         &self,
         filter: &crate::run_filter::RunFilter,
-    ) -> Result<app::search::BulkCounts> {
-        use app::search::BulkAction;
-        Ok(app::search::BulkCounts {
+    ) -> Result<domain::search::BulkCounts> {
+        use domain::search::BulkAction;
+        Ok(domain::search::BulkCounts {
             ended_badly: self.run_bulk_count(filter, BulkAction::Retry).await?,
             live: self.run_bulk_count(filter, BulkAction::Cancel).await?,
         })
@@ -496,25 +495,25 @@ pub trait Store: Send + Sync + 'static {
     async fn run_bulk(
         &self,
         filter: &crate::run_filter::RunFilter,
-        action: app::search::BulkAction,
+        action: domain::search::BulkAction,
         expected: i64,
         by: Person<'_>,
         now: Ts,
-    ) -> Result<app::search::BulkResult>;
+    ) -> Result<domain::search::BulkResult>;
     /// How many runs `action` would change in the plans `filter` matches
     /// (up to 10,001), and in how many plans.
     async fn plan_bulk_count(
         &self,
-        filter: &app::backend::PlanFilter,
-        action: app::search::BulkAction,
-    ) -> Result<app::search::PlanBulkCount>;
+        filter: &domain::search::PlanFilter,
+        action: domain::search::BulkAction,
+    ) -> Result<domain::search::PlanBulkCount>;
     /// [`Store::plan_bulk_count`] for Retry/Skip and for Cancel.
     async fn plan_bulk_counts(
         &self,
-        filter: &app::backend::PlanFilter,
-    ) -> Result<app::search::PlanBulkCounts> {
-        use app::search::BulkAction;
-        Ok(app::search::PlanBulkCounts {
+        filter: &domain::search::PlanFilter,
+    ) -> Result<domain::search::PlanBulkCounts> {
+        use domain::search::BulkAction;
+        Ok(domain::search::PlanBulkCounts {
             ended_badly: self.plan_bulk_count(filter, BulkAction::Retry).await?,
             live: self.plan_bulk_count(filter, BulkAction::Cancel).await?,
         })
@@ -523,12 +522,12 @@ pub trait Store: Send + Sync + 'static {
     /// plans list's filter), bound to the number of runs, `expected`.
     async fn plan_bulk(
         &self,
-        filter: &app::backend::PlanFilter,
-        action: app::search::BulkAction,
+        filter: &domain::search::PlanFilter,
+        action: domain::search::BulkAction,
         expected: i64,
         by: Person<'_>,
         now: Ts,
-    ) -> Result<app::search::BulkResult>;
+    ) -> Result<domain::search::BulkResult>;
     async fn run_log(&self, id: i64) -> Result<String>;
     /// The last `limit` lines of a run's log and how many it has in all.
     async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail>;
@@ -647,7 +646,7 @@ pub trait Store: Send + Sync + 'static {
         filter: &crate::audit_filter::AuditFilter,
         before: Option<i64>,
         limit: i64,
-    ) -> Result<app::audit::AuditList>;
+    ) -> Result<domain::audit::AuditList>;
     /// Records a sign-in refused for a wrong name or password (`by.name`
     /// is the name tried).
     async fn audit_sign_in_failed(&self, by: Person<'_>, reason: &str, now: Ts) -> Result<()>;

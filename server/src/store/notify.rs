@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use app::model::{DeliveryAttemptView, DeliveryView, PlanView, TaskStatus};
+use domain::model::{DeliveryAttemptView, DeliveryView, PlanView, TaskStatus};
 use serde::Serialize;
 
 use super::time::Ts;

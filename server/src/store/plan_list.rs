@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use app::model::{PlanList, PlanStatus, PlanSummary, TaskStatus};
+use domain::model::{PlanList, PlanStatus, PlanSummary, TaskStatus};
 
 use super::rows::{blocked_like, stuck_columns_sql, task_status_sql};
 use super::{Backend, Result, StoreError, Ts};

@@ -1,10 +1,10 @@
 //! Row types and the read queries whose SQL is the same on both backends
 //! (both accept `$n` placeholders), with their conversion into the JSON
-//! views of `app::model`.
+//! views of `domain::model`.
 
 use std::collections::BTreeMap;
 
-use app::model::{
+use domain::model::{
     EventView, PlanStatus, PlanView, RunStatus, RunView, Stuck, TaskStatus, TaskView,
 };
 
@@ -94,7 +94,7 @@ pub const PLAN_TASKS: &str = concat!(
      WHERE t.plan_id = $1 ORDER BY t.id"
 );
 
-/// [`app::model::BLOCKED_CAUSE`] as a `LIKE` pattern: a PENDING run
+/// [`domain::model::BLOCKED_CAUSE`] as a `LIKE` pattern: a PENDING run
 /// halted behind a task that ended FAILED or CANCELED.
 macro_rules! blocked_like {
     () => {
@@ -104,7 +104,7 @@ macro_rules! blocked_like {
 pub(super) use blocked_like;
 
 /// Two columns of a task's latest run `r`, 1 or 0, that count what
-/// [`app::model::Stuck`] counts: `blocked` (PENDING behind a FAILED or
+/// [`domain::model::Stuck`] counts: `blocked` (PENDING behind a FAILED or
 /// CANCELED task) and `waiting` (PENDING for an open dependency, not
 /// blocked).
 macro_rules! stuck_columns_sql {
@@ -328,7 +328,7 @@ pub fn plan_view(
         parallel_limit: plan.parallel_limit,
         created_at: plan.created_at.0,
         created_by: plan.created_by,
-        notification: notification.map(|n| app::model::NotificationView {
+        notification: notification.map(|n| domain::model::NotificationView {
             event: n.event,
             claimed_at: n.claimed_at.0,
         }),
@@ -342,11 +342,11 @@ pub fn plan_view(
 }
 
 /// The stored stages as the views show them.
-fn stage_views(json: &str) -> Vec<app::model::StageView> {
+fn stage_views(json: &str) -> Vec<domain::model::StageView> {
     let stages: Vec<crate::plan::Stage> = serde_json::from_str(json).unwrap_or_default();
     stages
         .into_iter()
-        .map(|s| app::model::StageView {
+        .map(|s| domain::model::StageView {
             name: s.name,
             approval: s.approval.map(|a| a.kind().to_owned()),
         })

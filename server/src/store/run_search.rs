@@ -36,7 +36,7 @@
 //! as a condition that index can drive; the two select the same runs, and
 //! the conformance suite holds them to it.
 
-use app::search::{RunList, RunSummary};
+use domain::search::{RunList, RunSummary};
 
 use super::engine::Arg;
 use super::plan_list::{folded, name_pattern};

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
-use app::model::{EventView, PlanStatus, RunStatus, TaskStatus};
 use baton::store::Store;
+use domain::model::{EventView, PlanStatus, RunStatus, TaskStatus};
 
 use crate::STALE_AFTER;
 use crate::common::invariants::{self, RunFacts};
@@ -58,7 +58,7 @@ pub async fn check(
                 && task
                     .waiting_cause
                     .as_deref()
-                    .is_some_and(|c| c.starts_with(app::model::BLOCKED_CAUSE));
+                    .is_some_and(|c| c.starts_with(domain::model::BLOCKED_CAUSE));
             match plan.expect {
                 Expect::Ends => assert!(
                     matches!(task.status, TaskStatus::Done | TaskStatus::Failed)
@@ -429,6 +429,6 @@ async fn webhooks_once(
 }
 
 /// A task of the plan failed for good: its failure was announced.
-pub fn own_failure(view: &app::model::PlanView) -> bool {
+pub fn own_failure(view: &domain::model::PlanView) -> bool {
     view.tasks.iter().any(|t| t.status == TaskStatus::Failed)
 }

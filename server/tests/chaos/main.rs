@@ -45,13 +45,13 @@ mod stream;
 
 use std::time::{Duration, Instant};
 
-use app::model::{PlanStatus, TaskStatus};
 use baton::store::Store;
 use common::cluster::Cluster;
 use common::process::Baton;
 use common::proxy::{Proxy, upstream_of};
 use common::receiver::Receiver;
 use common::{Kind, TestDb};
+use domain::model::{PlanStatus, TaskStatus};
 use faults::{Faults, Slot, inject, options};
 use stream::{Expect, Submits, Submitted};
 

@@ -8,8 +8,9 @@
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
-use app::model::{EventView, PlanView, RunStatus};
-use baton::store::{Store, version};
+use baton::store::Store;
+use domain::model::{EventView, PlanView, RunStatus};
+use domain::version;
 
 /// What the replay needs to know of a run: its task, plan and gates.
 #[derive(Debug, Clone)]
@@ -32,7 +33,7 @@ pub struct RunFacts {
 impl RunFacts {
     /// The facts of `task` of `plan` (dependencies by name, resolved
     /// within the plan).
-    pub fn of(plan: &PlanView, task: &app::model::TaskView, capacity: Option<i64>) -> Self {
+    pub fn of(plan: &PlanView, task: &domain::model::TaskView, capacity: Option<i64>) -> Self {
         let ids: HashMap<&str, i64> = plan.tasks.iter().map(|t| (t.name.as_str(), t.id)).collect();
         RunFacts {
             plan_id: plan.id,
@@ -43,7 +44,7 @@ impl RunFacts {
             limit: plan.parallel_limit,
             depends_on: task.depends_on.iter().map(|n| ids[n.as_str()]).collect(),
             capacity,
-            skipped: task.status == app::model::TaskStatus::Skipped,
+            skipped: task.status == domain::model::TaskStatus::Skipped,
         }
     }
 }

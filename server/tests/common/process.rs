@@ -11,7 +11,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use app::model::{PlanView, ReplicaView};
+use domain::model::{PlanView, ReplicaView};
 use tokio::process::{Child, Command};
 
 use super::eventually;

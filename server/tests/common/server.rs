@@ -5,13 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{PlanStatus, PlanView};
 use baton::cli::Cli;
 use baton::config::Settings;
 use baton::executor::Registry;
 use baton::scheduler::{Replica, new_replica_id};
 use baton::store::{ReplicaInfo, Store, Ts};
 use clap::Parser;
+use domain::model::{PlanStatus, PlanView};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use app::model::RunStatus;
 use baton::store::{Claim, Finish, NodeLabels, ReplicaInfo, Store, Ts};
+use domain::model::RunStatus;
 
 pub fn replica(id: &str, labels: &[&str]) -> ReplicaInfo {
     ReplicaInfo {
@@ -59,7 +59,10 @@ pub async fn promote_and_claim(store: &dyn Store) -> Vec<i64> {
     claimed.iter().map(|c| c.id).collect()
 }
 
-pub fn task_named<'a>(view: &'a app::model::PlanView, name: &str) -> &'a app::model::TaskView {
+pub fn task_named<'a>(
+    view: &'a domain::model::PlanView,
+    name: &str,
+) -> &'a domain::model::TaskView {
     view.tasks.iter().find(|t| t.name == name).expect("task")
 }
 
@@ -74,7 +77,7 @@ pub fn noop_tasks(n: usize) -> Vec<serde_json::Value> {
 /// Waits (up to 30 s) until plan `id` is DONE.
 pub async fn plan_done(store: &dyn Store, id: i64) {
     crate::common::eventually(Duration::from_secs(30), "the plan DONE", || async move {
-        (store.plan_get(id).await.unwrap().status == app::model::PlanStatus::Done).then_some(())
+        (store.plan_get(id).await.unwrap().status == domain::model::PlanStatus::Done).then_some(())
     })
     .await;
 }

@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use app::audit::{AuditEntry, AuditQuery, Outcome};
-use app::model::TaskStatus;
-use app::search::BulkAction;
 use baton::audit_filter::{self, AuditFilter};
 use baton::run_filter;
 use baton::schedule::parse_json;
 use baton::store::{Person, Session, Store, StoreError, Ts};
+use domain::audit::{AuditEntry, AuditQuery, Outcome};
+use domain::model::TaskStatus;
+use domain::search::BulkAction;
 use serde_json::json;
 
 use crate::common::store::{claim, failed, promote, task_named};

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use app::model::{RunStatus, TaskStatus};
-use app::search::{BulkAction, BulkCounts, BulkResult};
 use baton::run_filter::{self, RunFilter};
 use baton::store::{Finish, NotifyTargets, Store, StoreError, Ts};
+use domain::model::{RunStatus, TaskStatus};
+use domain::search::{BulkAction, BulkCounts, BulkResult};
 use serde_json::json;
 
 use crate::common::store::{claim, failed, promote, task_named};

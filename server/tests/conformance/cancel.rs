@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use app::model::{PlanStatus, RunStatus, TaskStatus};
 use baton::store::{Finish, LogLine, StoreError, Ts};
+use domain::model::{PlanStatus, RunStatus, TaskStatus};
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, replica, task_named};

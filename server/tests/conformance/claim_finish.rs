@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use app::model::{PlanStatus, RunStatus, TaskStatus};
 use baton::store::{LogLine, NodeLabels, Ts};
+use domain::model::{PlanStatus, RunStatus, TaskStatus};
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, task_named};

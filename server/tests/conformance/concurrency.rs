@@ -13,10 +13,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{PlanStatus, PlanView, TaskStatus};
 use baton::executor::Registry;
 use baton::scheduler::{Replica, SchedulerConfig};
 use baton::store::{NodeLabels, ReplicaInfo, Store, StoreError, Ts};
+use domain::model::{PlanStatus, PlanView, TaskStatus};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -847,7 +847,7 @@ mod cases {
             .await
             .into_iter()
             .filter(|e| e.id > braked_at && braked_runs.contains(&e.run_id))
-            .filter(|e| e.to == app::model::RunStatus::Available)
+            .filter(|e| e.to == domain::model::RunStatus::Available)
             .collect();
         assert!(late.is_empty(), "promoted after the brakes: {late:?}");
         let view = busy.plan_get(paused_plan).await.unwrap();

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use app::model::{PlanStatus, RunStatus};
 use baton::store::{CHART_MINUTES, LogLine, Store, Ts};
+use domain::model::{PlanStatus, RunStatus};
 use serde_json::json;
 
 use crate::common::store::{done, failed, promote, promote_and_claim};

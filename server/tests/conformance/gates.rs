@@ -3,8 +3,8 @@
 //! node pins and pinned work losing its pin after `reassign_after`, each
 //! waiting run explaining what it waits for.
 
-use app::model::{RunStatus, TaskStatus};
 use baton::store::{NodeLabels, Ts};
+use domain::model::{RunStatus, TaskStatus};
 use serde_json::json;
 
 use crate::common::store::{claim, done, noop_tasks, promote, replica, task_named};
@@ -237,7 +237,7 @@ mod cases {
         let view = s.plan_get(id).await.unwrap();
         assert_eq!(
             task_named(&view, "forever").status,
-            app::model::TaskStatus::Pending
+            domain::model::TaskStatus::Pending
         );
     }
 

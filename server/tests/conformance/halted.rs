@@ -6,8 +6,8 @@
 //! Skip makes it RUNNING again, and a plan with anything left to move is
 //! not halted.
 
-use app::model::{PlanStatus, TaskStatus};
 use baton::store::{Store, Ts};
+use domain::model::{PlanStatus, TaskStatus};
 use serde_json::json;
 
 use crate::common::store::{claim, failed, promote, task_named};
@@ -57,7 +57,7 @@ async fn assert_status(s: &dyn Store, id: i64, status: PlanStatus) {
         .filter(|t| {
             t.waiting_cause
                 .as_deref()
-                .is_some_and(|c| c.starts_with(app::model::BLOCKED_CAUSE))
+                .is_some_and(|c| c.starts_with(domain::model::BLOCKED_CAUSE))
         })
         .count() as i64;
     assert_eq!(summary.blocked, blocked, "plan {}", view.name);
@@ -106,16 +106,16 @@ mod cases {
         assert_status(s.as_ref(), first, PlanStatus::Halted).await;
         assert_status(s.as_ref(), behind, PlanStatus::Halted).await;
         // The Targets page and API say where the line stopped.
-        let line = |targets: Vec<app::model::TargetView>| {
+        let line = |targets: Vec<domain::model::TargetView>| {
             let orders = targets.into_iter().find(|t| t.target == "db/orders");
             orders.and_then(|t| t.halted_by)
         };
         assert_eq!(
             line(s.target_list().await.unwrap()),
-            Some(app::model::HaltedLine {
+            Some(domain::model::HaltedLine {
                 version: "0001".into(),
                 run_id: task_named(&view, "v1").run_id.unwrap(),
-                status: app::model::RunStatus::Failed,
+                status: domain::model::RunStatus::Failed,
             })
         );
 

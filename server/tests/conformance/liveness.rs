@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{RunStatus, TaskStatus};
 use baton::store::{LEADER_LEASE, NodeLabels, Store, Ts};
+use domain::model::{RunStatus, TaskStatus};
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, replica, task_named};
@@ -294,11 +294,11 @@ mod cases {
         let stale = task_named(&view, "stale");
         assert_eq!(
             (stale.status, stale.attempt),
-            (app::model::TaskStatus::Pending, Some(2))
+            (domain::model::TaskStatus::Pending, Some(2))
         );
         assert_eq!(
             task_named(&view, "fine").status,
-            app::model::TaskStatus::Running
+            domain::model::TaskStatus::Running
         );
         // The stale replica, back, is fenced out of its old run.
         assert!(

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::TaskStatus;
 use baton::store::notify::{PIPELINE_COMPLETED, PIPELINE_FAILED};
 use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Signals, Store, Ts};
+use domain::model::TaskStatus;
 use serde_json::json;
 use tokio::sync::Notify;
 

@@ -7,13 +7,13 @@
 
 use std::sync::Arc;
 
-use app::audit::Outcome;
-use app::backend::PlanFilter;
-use app::model::{RunStatus, TaskStatus};
-use app::search::{BulkAction, PlanBulkCount, PlanBulkCounts, PlanQuery};
 use baton::audit_filter::AuditFilter;
 use baton::plan_filter;
 use baton::store::{NotifyTargets, Store, StoreError, Ts};
+use domain::audit::Outcome;
+use domain::model::{RunStatus, TaskStatus};
+use domain::search::PlanFilter;
+use domain::search::{BulkAction, PlanBulkCount, PlanBulkCounts, PlanQuery};
 use serde_json::json;
 
 use crate::bulk::{failed_plan, gated_plan_failed_first, race_bulk_retries};
@@ -40,7 +40,7 @@ fn count(runs: i64, plans: i64) -> PlanBulkCount {
 }
 
 /// The newest audit entry.
-async fn last_entry(s: &dyn Store) -> app::audit::AuditEntry {
+async fn last_entry(s: &dyn Store) -> domain::audit::AuditEntry {
     s.audit_list(&AuditFilter::default(), None, 1)
         .await
         .unwrap()

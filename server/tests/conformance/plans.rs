@@ -5,9 +5,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use app::model::{PlanStatus, RunStatus, TaskStatus};
 use baton::store::gates::CAUSE_NEW;
 use baton::store::{LogLine, NodeLabels, StoreError, Ts};
+use domain::model::{PlanStatus, RunStatus, TaskStatus};
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, task_named};

@@ -7,11 +7,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use app::model::{RunStatus, RunView};
-use app::search::{RunList, RunQuery};
 use baton::run_filter::{self, RunFilter};
 use baton::store::run_search::PROBE_IDS;
 use baton::store::{Finish, Store, Ts};
+use domain::model::{RunStatus, RunView};
+use domain::search::{RunList, RunQuery};
 use serde_json::json;
 
 use crate::common::store::{claim, done, noop_tasks, promote, task_named};

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{PlanStatus, ScheduleView};
 use baton::schedule::{NewSchedule, parse_json};
 use baton::store::{Store, StoreError, Ts};
 use chrono::{DateTime, Utc};
+use domain::model::{PlanStatus, ScheduleView};
 use serde_json::{Value, json};
 
 use crate::common::store::{claim, done};
@@ -418,7 +418,11 @@ mod cases {
             .await
             .unwrap();
         let task = &s.plan_get(plan).await.unwrap().tasks[0];
-        assert_eq!(task.status, app::model::TaskStatus::Available, "{task:?}");
+        assert_eq!(
+            task.status,
+            domain::model::TaskStatus::Available,
+            "{task:?}"
+        );
         // Its failure shows among the schedule's last plans.
         s.plan_cancel(plan, "bob".into(), Ts::now()).await.unwrap();
         assert_eq!(view(s, id).await.plans[0].status, PlanStatus::Canceled);

@@ -4,8 +4,8 @@
 //! cause, the action that releases it, and the refusals that change
 //! nothing.
 
-use app::model::{PlanView, TaskStatus};
 use baton::store::{Store, StoreError, Ts};
+use domain::model::{PlanView, TaskStatus};
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, task_named};

@@ -40,7 +40,7 @@ pub async fn follow(
     Path(view): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
     credentials: Option<Extension<Credentials>>,
-    who: Option<Extension<app::model::Identity>>,
+    who: Option<Extension<domain::model::Identity>>,
 ) -> Response {
     let Some(feed) = Feed::parse(&view, &params) else {
         return (

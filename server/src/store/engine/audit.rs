@@ -13,7 +13,7 @@
 //! The scheduler's and replicas' own transitions are not audited: the
 //! event history records them.
 
-use app::audit::Outcome;
+use domain::audit::Outcome;
 
 use super::{Dialect, optional};
 use crate::store::audit::{AUDIT_INSERT, AuditRow, Person, client_text, list_sql, page};
@@ -46,7 +46,7 @@ pub enum Subject<'a> {
 #[derive(Debug, Clone)]
 pub struct Asked<'a> {
     pub by: Person<'a>,
-    /// A stable verb of [`app::audit::ACTIONS`].
+    /// A stable verb of [`domain::audit::ACTIONS`].
     pub action: &'static str,
     pub subject: Subject<'a>,
 }
@@ -239,7 +239,7 @@ pub async fn audit_list<D: Dialect>(
     filter: &crate::audit_filter::AuditFilter,
     before: Option<i64>,
     limit: i64,
-) -> Result<app::audit::AuditList> {
+) -> Result<domain::audit::AuditList> {
     let (sql, values) = list_sql(filter, D::BACKEND);
     let mut args = vec![before.unwrap_or(i64::MAX).into(), (limit + 1).into()];
     args.extend(values.iter().map(|v| v.arg()));

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use app::model::{PausedPlan, PausedView, TargetView};
+use domain::model::{PausedPlan, PausedView, TargetView};
 
 use super::audit::Asked;
 use super::{Dialect, optional};
@@ -393,14 +393,14 @@ pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {
             .entry(target.clone())
             .or_insert_with(|| TargetView::idle(target));
         let smaller = view.halted_by.as_ref().is_none_or(|h| {
-            crate::store::version::compare(&version, &h.version) == std::cmp::Ordering::Less
+            domain::version::compare(&version, &h.version) == std::cmp::Ordering::Less
         });
         if smaller {
-            view.halted_by = Some(app::model::HaltedLine {
+            view.halted_by = Some(domain::model::HaltedLine {
                 version,
                 run_id,
-                status: app::model::RunStatus::parse(&status)
-                    .unwrap_or(app::model::RunStatus::Failed),
+                status: domain::model::RunStatus::parse(&status)
+                    .unwrap_or(domain::model::RunStatus::Failed),
             });
         }
     }

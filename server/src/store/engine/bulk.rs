@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use app::search::{BulkAction, BulkResult};
+use domain::search::{BulkAction, BulkResult};
 
 use super::actions::{cancel_runs, create_runs, new_phase, retrying_deadlocks, run_count};
 use super::audit::Asked;

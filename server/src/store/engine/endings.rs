@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::{Dialect, RowLock, Sql, outcomes};
 use crate::store::liveness::{SweepCandidate, SweepReport};
 use crate::store::signals::Signal;
-use app::model::RunStatus;
+use domain::model::RunStatus;
 
 use crate::store::rows::FinishedRow;
 use crate::store::{Finish, FinishReport, Result, Ts};

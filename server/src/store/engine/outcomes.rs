@@ -11,7 +11,7 @@
 use super::{Dialect, actions, dependencies, one};
 use std::collections::HashSet;
 
-use app::model::RunStatus;
+use domain::model::RunStatus;
 
 use crate::store::notify::{
     self, Notified, NotifyTargets, PIPELINE_COMPLETED, PIPELINE_FAILED, PlanOutcomes,

@@ -10,8 +10,8 @@
 //! failed task since the page was drawn changes what the action would do
 //! as surely as a new plan does, and the runs count sees both.
 
-use app::backend::PlanFilter;
-use app::search::{BulkAction, BulkResult, PlanBulkCount};
+use domain::search::PlanFilter;
+use domain::search::{BulkAction, BulkResult, PlanBulkCount};
 
 use super::audit::Asked;
 use super::bulk::{self, MAX_RUNS, applies};

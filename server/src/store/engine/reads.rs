@@ -1,8 +1,8 @@
 //! The reads the API and the dashboard make: plans, runs, logs, events,
 //! replicas, deliveries and the overview. None takes a lock or writes.
 
-use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
-use app::search::RunList;
+use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
+use domain::search::RunList;
 
 use super::{Dialect, Sql, read_one, read_optional};
 use crate::run_filter::RunFilter;

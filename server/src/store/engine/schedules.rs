@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use app::model::{PlanStatus, ScheduleView, ScheduledPlan, Stuck, TaskStatus, TickView};
+use domain::model::{PlanStatus, ScheduleView, ScheduledPlan, Stuck, TaskStatus, TickView};
 
 use super::audit::{Asked, Subject};
 use super::{Arg, Dialect, RowLock, Sql, actions, dependencies, optional, read_optional};

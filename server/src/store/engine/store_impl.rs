@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
+use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 
 use super::audit::{self, Asked, Subject};
 use super::{
@@ -196,11 +196,11 @@ impl<D: Dialect> Store for D {
         asked.settle(self, done, now).await
     }
 
-    async fn target_list(&self) -> Result<Vec<app::model::TargetView>> {
+    async fn target_list(&self) -> Result<Vec<domain::model::TargetView>> {
         brakes::target_list(self).await
     }
 
-    async fn paused_list(&self) -> Result<app::model::PausedView> {
+    async fn paused_list(&self) -> Result<domain::model::PausedView> {
         brakes::paused_list(self).await
     }
 
@@ -264,11 +264,11 @@ impl<D: Dialect> Store for D {
         schedules::schedule_fire_due(self, replica, grace, now).await
     }
 
-    async fn schedule_get(&self, id: i64) -> Result<app::model::ScheduleView> {
+    async fn schedule_get(&self, id: i64) -> Result<domain::model::ScheduleView> {
         schedules::schedule_get(self, id).await
     }
 
-    async fn schedule_list(&self) -> Result<Vec<app::model::ScheduleView>> {
+    async fn schedule_list(&self) -> Result<Vec<domain::model::ScheduleView>> {
         schedules::schedule_list(self).await
     }
 
@@ -332,14 +332,14 @@ impl<D: Dialect> Store for D {
         filter: &crate::run_filter::RunFilter,
         before: Option<i64>,
         limit: i64,
-    ) -> Result<app::search::RunList> {
+    ) -> Result<domain::search::RunList> {
         reads::run_search(self, filter, before, limit).await
     }
 
     async fn run_bulk_count(
         &self,
         filter: &crate::run_filter::RunFilter,
-        action: app::search::BulkAction,
+        action: domain::search::BulkAction,
     ) -> Result<i64> {
         bulk::bulk_count(self, filter, action).await
     }
@@ -347,11 +347,11 @@ impl<D: Dialect> Store for D {
     async fn run_bulk(
         &self,
         filter: &crate::run_filter::RunFilter,
-        action: app::search::BulkAction,
+        action: domain::search::BulkAction,
         expected: i64,
         by: Person<'_>,
         now: Ts,
-    ) -> Result<app::search::BulkResult> {
+    ) -> Result<domain::search::BulkResult> {
         let verb = bulk::verb(bulk::List::Runs, action);
         let asked = Asked::new(by, verb, Subject::Filter(bulk::described(filter)));
         let done = bulk::bulk_apply(self, filter, action, expected, &asked, now).await;
@@ -360,20 +360,20 @@ impl<D: Dialect> Store for D {
 
     async fn plan_bulk_count(
         &self,
-        filter: &app::backend::PlanFilter,
-        action: app::search::BulkAction,
-    ) -> Result<app::search::PlanBulkCount> {
+        filter: &domain::search::PlanFilter,
+        action: domain::search::BulkAction,
+    ) -> Result<domain::search::PlanBulkCount> {
         plan_bulk::plan_bulk_count(self, filter, action).await
     }
 
     async fn plan_bulk(
         &self,
-        filter: &app::backend::PlanFilter,
-        action: app::search::BulkAction,
+        filter: &domain::search::PlanFilter,
+        action: domain::search::BulkAction,
         expected: i64,
         by: Person<'_>,
         now: Ts,
-    ) -> Result<app::search::BulkResult> {
+    ) -> Result<domain::search::BulkResult> {
         let verb = bulk::verb(bulk::List::Plans, action);
         let described = crate::plan_filter::described(filter);
         let asked = Asked::new(by, verb, Subject::Filter(described));
@@ -508,7 +508,7 @@ impl<D: Dialect> Store for D {
         filter: &crate::audit_filter::AuditFilter,
         before: Option<i64>,
         limit: i64,
-    ) -> Result<app::audit::AuditList> {
+    ) -> Result<domain::audit::AuditList> {
         audit::audit_list(self, filter, before, limit).await
     }
 

@@ -10,7 +10,7 @@ use crate::store::gates;
 use crate::store::rows::{self, millis};
 use crate::store::signals::{CHANNEL, Signal};
 use crate::store::{Actor, Result, Ts};
-use app::audit::Outcome;
+use domain::audit::Outcome;
 
 /// The submit statement, with `$audit` (a CTE or nothing) spliced in
 /// before its final SELECT.

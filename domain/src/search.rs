@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::model::RunStatus;
+use crate::model::{PlanStatus, RunStatus};
 
 /// A runs search as typed. Every field is optional; empty means "any".
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -269,6 +269,14 @@ pub struct BulkResult {
     pub action: BulkAction,
     /// Runs changed: retried, canceled, or whose task was skipped.
     pub changed: i64,
+}
+
+/// Which plans the list shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlanFilter {
+    pub status: Option<PlanStatus>,
+    /// Part of the name, case-insensitive.
+    pub name: Option<String>,
 }
 
 #[cfg(test)]
