@@ -9,12 +9,12 @@
 use std::sync::Arc;
 
 use crate::error::DashboardError;
-use crate::views::{
+use domain::model::Identity;
+use domain::search::PlanFilter;
+use domain::views::{
     Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, RunsPage,
     ScheduleAction, SchedulePage, SchedulesPage, TargetChange, TargetsPage,
 };
-use domain::model::Identity;
-use domain::search::PlanFilter;
 
 /// Longest run log tail a page shows; the full log is a link away.
 pub const LOG_TAIL_LINES: i64 = 500;
@@ -33,7 +33,7 @@ pub trait DashboardSource: Send + Sync + 'static {
         offset: i64,
         confirm: Option<domain::search::BulkAction>,
     ) -> Result<PlansPage, DashboardError>;
-    /// The plan with the tasks from `offset` on, [`crate::views::TASKS_PER_PAGE`]
+    /// The plan with the tasks from `offset` on, [`domain::views::TASKS_PER_PAGE`]
     /// of them.
     async fn plan(&self, id: i64, offset: i64) -> Result<PlanPage, DashboardError>;
     /// Runs matching `query` with ids below `before`, newest first, and
@@ -72,7 +72,7 @@ pub trait DashboardSource: Send + Sync + 'static {
         query: domain::audit::AuditQuery,
         before: Option<i64>,
         limit: i64,
-    ) -> Result<crate::views::AuditPage, DashboardError>;
+    ) -> Result<domain::views::AuditPage, DashboardError>;
     /// The run with its events and the last `log_lines` lines of its log.
     async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError>;
     async fn replicas(&self) -> Result<ReplicasPage, DashboardError>;

@@ -19,7 +19,6 @@
 #![recursion_limit = "256"]
 
 pub mod error;
-pub mod views;
 
 #[cfg(feature = "ssr")]
 pub mod backend;

@@ -6,7 +6,9 @@
 //! be read, and tested, on their own.
 
 pub mod audit;
+pub mod filter;
 pub mod model;
 pub mod query;
 pub mod search;
 pub mod version;
+pub mod views;

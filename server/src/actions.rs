@@ -1,7 +1,7 @@
 //! Operator actions on plans and tasks, as the API and the dashboard both
 //! take them: one dispatch, so a button and its endpoint cannot drift.
 
-use app::views::Action;
+use domain::views::Action;
 
 use crate::store::{Person, Result, Store, Ts};
 

@@ -32,7 +32,6 @@
 
 pub mod actions;
 pub mod api;
-pub mod audit_filter;
 pub mod auth;
 pub mod bench;
 pub mod body_limit;
@@ -48,9 +47,7 @@ pub mod http_server;
 pub mod liveness;
 pub mod notifications;
 pub mod plan;
-pub mod plan_filter;
 pub mod retention;
-pub mod run_filter;
 pub mod schedule;
 pub mod scheduler;
 pub mod secret;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use app::error::DashboardError;
-use app::views::PlanPage;
 use baton::auth::hash_password;
 use common::server::Server;
 use common::{Kind, TestDb, eventually};
 use domain::model::TaskStatus;
+use domain::views::PlanPage;
 use serde_json::json;
 
 per_backend!(cases:

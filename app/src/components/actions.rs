@@ -11,7 +11,7 @@ use leptos::prelude::*;
 use crate::components::notice::ErrorNotice;
 use crate::components::session::may_act;
 use crate::error::DashboardError;
-use crate::views::Action;
+use domain::views::Action;
 
 /// Applies `kind` to plan or task `id`; answers with a line for the page.
 #[server(prefix = "/_fn", endpoint = "act")]

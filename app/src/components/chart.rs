@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 use crate::components::time::exact;
-use crate::views::MinuteCount;
+use domain::views::MinuteCount;
 
 const WIDTH: f64 = 600.0;
 const HEIGHT: f64 = 120.0;

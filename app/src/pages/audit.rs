@@ -16,8 +16,8 @@ use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
 use crate::pages::runs::runs_with;
-use crate::views::AuditPage;
 use domain::audit::{AuditEntry, AuditQuery, Outcome};
+use domain::views::AuditPage;
 
 pub const PAGE_SIZE: i64 = 50;
 

@@ -8,7 +8,7 @@ use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::tables::DeliveryTable;
 use crate::error::DashboardError;
-use crate::views::DeliveriesPage;
+use domain::views::DeliveriesPage;
 
 /// The latest 200 deliveries.
 #[server(prefix = "/_fn", endpoint = "deliveries")]

@@ -15,8 +15,8 @@ use crate::components::tables::{DeliveryTable, LINK, ReplicaTable};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
 use crate::pages::runs::runs_with;
-use crate::views::{FailureView, Overview};
 use domain::model::{RunStatus, TaskStatus};
+use domain::views::{FailureView, Overview};
 
 #[server(prefix = "/_fn", endpoint = "overview")]
 pub async fn load_overview() -> Result<Overview, DashboardError> {

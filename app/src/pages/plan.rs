@@ -21,11 +21,11 @@ use crate::components::tables::{DataTable, DeliveryTable, LINK, TBODY, TD};
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
 use crate::pages::runs::runs_with;
-use crate::views::{
+use domain::model::{PlanStatus, PlanView, StageView, TaskStatus, TaskView};
+use domain::views::{
     Action, DEPENDENCY_NAMES, GRAPH_MAX_EDGES, GRAPH_MAX_TASKS, PlanPage, TASKS_PER_PAGE,
     TaskPlace, TieCounts, awaits_approval, graph_drawn,
 };
-use domain::model::{PlanStatus, PlanView, StageView, TaskStatus, TaskView};
 
 #[server(prefix = "/_fn", endpoint = "plan")]
 pub async fn load_plan(id: i64, page: i64) -> Result<PlanPage, DashboardError> {

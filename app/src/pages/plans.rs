@@ -20,9 +20,9 @@ use crate::components::status::{PlanStatusBadge, ProgressBar};
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
-use crate::views::PlansPage;
 use domain::model::{PlanStatus, PlanSummary};
 use domain::search::{BulkAction, PlanBulkCount, PlanQuery};
+use domain::views::PlansPage;
 
 pub const PAGE_SIZE: i64 = 50;
 /// The last page number whose offset still fits in an `i64`: a page
@@ -39,21 +39,16 @@ pub async fn load_plans(
     page: i64,
     confirm: Option<BulkAction>,
 ) -> Result<PlansPage, DashboardError> {
-    use domain::search::PlanFilter;
-
-    let status = match status.as_deref().filter(|s| !s.is_empty()) {
-        None => None,
-        Some(text) => Some(
-            PlanStatus::parse(text).ok_or_else(|| DashboardError::Invalid {
-                message: format!("`{text}` is not a plan status"),
-                field: Some("status".into()),
-            })?,
-        ),
-    };
-    let name = q.map(|q| q.trim().to_owned()).filter(|q| !q.is_empty());
+    // Read as the API reads it: a NUL in the name reached PostgreSQL once
+    // and came back a 500.
+    let filter = domain::filter::plan::parse(&domain::search::PlanQuery { status, name: q })
+        .map_err(|e| DashboardError::Invalid {
+            message: e.message,
+            field: Some(e.field.into()),
+        })?;
     let offset = (page.clamp(1, MAX_PAGE) - 1) * PAGE_SIZE;
     crate::backend::source()?
-        .plans(PlanFilter { status, name }, PAGE_SIZE, offset, confirm)
+        .plans(filter, PAGE_SIZE, offset, confirm)
         .await
 }
 

@@ -9,7 +9,7 @@ use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::tables::ReplicaTable;
 use crate::error::DashboardError;
-use crate::views::ReplicasPage;
+use domain::views::ReplicasPage;
 
 #[server(prefix = "/_fn", endpoint = "replicas")]
 pub async fn load_replicas() -> Result<ReplicasPage, DashboardError> {

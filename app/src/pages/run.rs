@@ -16,8 +16,8 @@ use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
 use crate::pages::plan::path_id;
 use crate::pages::runs::runs_with;
-use crate::views::{Action, LogTail, RunPage};
 use domain::model::{EventView, RunStatus, RunView};
+use domain::views::{Action, LogTail, RunPage};
 
 #[server(prefix = "/_fn", endpoint = "run")]
 pub async fn load_run(id: i64) -> Result<RunPage, DashboardError> {

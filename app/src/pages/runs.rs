@@ -19,9 +19,9 @@ use crate::components::status::{Canceling, RunStatusBadge};
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::MaybeAgo;
 use crate::error::DashboardError;
-use crate::views::RunsPage;
 use domain::model::RunStatus;
 use domain::search::{BulkAction, RunQuery, RunSummary};
+use domain::views::RunsPage;
 
 pub const PAGE_SIZE: i64 = 50;
 

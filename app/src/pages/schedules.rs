@@ -20,8 +20,8 @@ use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::{Ago, exact};
 use crate::error::DashboardError;
 use crate::pages::plan::path_id;
-use crate::views::{ScheduleAction, SchedulePage, SchedulesPage};
 use domain::model::{ScheduleView, ScheduledPlan, TickView};
+use domain::views::{ScheduleAction, SchedulePage, SchedulesPage};
 
 #[server(prefix = "/_fn", endpoint = "schedules")]
 pub async fn load_schedules() -> Result<SchedulesPage, DashboardError> {

@@ -16,8 +16,8 @@ use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
 use crate::pages::runs::runs_with;
-use crate::views::{TargetAction, TargetsPage};
 use domain::model::TargetView;
+use domain::views::{TargetAction, TargetsPage};
 
 #[server(prefix = "/_fn", endpoint = "targets")]
 pub async fn load_targets() -> Result<TargetsPage, DashboardError> {
@@ -33,7 +33,12 @@ pub async fn target_act(
     capacity: Option<String>,
 ) -> Result<String, DashboardError> {
     let who = crate::backend::identity()?;
-    let change = kind.change(capacity.as_deref())?;
+    let change = kind
+        .change(capacity.as_deref())
+        .map_err(|message| DashboardError::Invalid {
+            message,
+            field: Some("capacity".into()),
+        })?;
     crate::backend::source()?
         .target_act(&who, &target, change)
         .await?;

@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use super::strict_query::{Params, StrictQuery, paged};
 use super::{ApiError, ApiResult, ApiState, keyset};
-use crate::audit_filter;
 use crate::store::Ts;
+use domain::filter::audit as audit_filter;
 
 #[derive(Debug, Deserialize)]
 pub struct AuditSearch {
@@ -31,7 +31,7 @@ pub async fn list(
     State(state): State<ApiState>,
     StrictQuery(q): StrictQuery<AuditSearch>,
 ) -> ApiResult<Json<AuditList>> {
-    let filter = audit_filter::parse(&q.filter, Ts::now())
+    let filter = audit_filter::parse(&q.filter, Ts::now().into())
         .map_err(|e| ApiError::invalid(e.field, e.message))?;
     let (before, limit) = keyset::page(q.before.as_deref(), q.limit.as_deref(), "an entry")?;
     Ok(Json(state.store.audit_list(&filter, before, limit).await?))

@@ -33,9 +33,9 @@ pub use self::error::{ApiError, ApiResult};
 use crate::executor::CommandPolicy;
 use crate::scheduler::{LoopHealth, RunCounters};
 use crate::store::{ReplicaInfo, Store, Ts};
-use app::views::Action;
 use domain::model::Identity;
 use domain::model::PlanView;
+use domain::views::Action;
 
 /// What every handler may use.
 #[derive(Clone)]

@@ -1,11 +1,12 @@
 //! `/api/v1/plans`: submit, list, show, and the plan-wide actions.
 
-use app::views::Action;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use domain::model::{PlanList, PlanStatus, PlanView};
+use domain::model::{PlanList, PlanView};
+use domain::search::PlanQuery;
+use domain::views::Action;
 use serde::Deserialize;
 
 use super::error::parse_id;
@@ -112,21 +113,6 @@ pub async fn list(
     State(state): State<ApiState>,
     StrictQuery(q): StrictQuery<ListQuery>,
 ) -> ApiResult<Json<PlanList>> {
-    let status = match q.status.as_deref().filter(|s| !s.is_empty()) {
-        None => None,
-        Some(text) => Some(
-            PlanStatus::parse(&text.to_ascii_uppercase()).ok_or_else(|| {
-                let known: Vec<&str> = PlanStatus::ALL.iter().map(|s| s.as_str()).collect();
-                ApiError::invalid(
-                    "status",
-                    format!(
-                        "`{text}` is not a plan status; use one of {}",
-                        known.join(", ")
-                    ),
-                )
-            })?,
-        ),
-    };
     let limit = number(q.limit.as_deref(), "limit", DEFAULT_LIMIT)?;
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid(
@@ -138,12 +124,15 @@ pub async fn list(
     if offset < 0 {
         return Err(ApiError::invalid("offset", "offset must not be negative"));
     }
-    let name = crate::run_filter::text("name", &q.name)
-        .map_err(|e| ApiError::invalid(e.field, e.message))?;
+    let filter = domain::filter::plan::parse(&PlanQuery {
+        status: q.status,
+        name: q.name,
+    })
+    .map_err(|e| ApiError::invalid(e.field, e.message))?;
     Ok(Json(
         state
             .store
-            .plan_list(status, name.as_deref(), limit, offset)
+            .plan_list(filter.status, filter.name.as_deref(), limit, offset)
             .await?,
     ))
 }

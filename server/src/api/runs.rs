@@ -15,8 +15,8 @@ use super::keyset;
 use super::strict_query::{Params, StrictQuery, paged};
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
-use crate::run_filter::{self, RunFilter};
 use crate::store::Ts;
+use domain::filter::run::{self as run_filter, RunFilter};
 
 /// The search's filter plus the page it wants.
 #[derive(Debug, Deserialize)]
@@ -38,7 +38,7 @@ pub async fn search(
     State(state): State<ApiState>,
     StrictQuery(q): StrictQuery<SearchQuery>,
 ) -> ApiResult<Json<RunList>> {
-    let filter = run_filter::parse(&q.filter, Ts::now())
+    let filter = run_filter::parse(&q.filter, Ts::now().into())
         .map_err(|e| ApiError::invalid(e.field, e.message))?;
     let (before, limit) = keyset::page(q.before.as_deref(), q.limit.as_deref(), "a run")?;
     Ok(Json(state.store.run_search(&filter, before, limit).await?))
@@ -86,13 +86,13 @@ pub async fn bulk(
 /// [`run_filter::parse_for_bulk`], its fields named as they were sent:
 /// under `filter.` in a POST body (`prefix`), bare in a query string.
 fn bulk_filter(q: &RunQuery, prefix: &str) -> ApiResult<RunFilter> {
-    run_filter::parse_for_bulk(q, Ts::now()).map_err(|e| bad_bulk_filter(e, prefix))
+    run_filter::parse_for_bulk(q, Ts::now().into()).map_err(|e| bad_bulk_filter(e, prefix))
 }
 
 /// A bulk action's filter that cannot be read, its field named as it was
 /// sent: under `prefix` (`filter.` in a POST body), except the whole
 /// `filter` (one that narrows nothing).
-pub(super) fn bad_bulk_filter(e: run_filter::BadFilter, prefix: &str) -> ApiError {
+pub(super) fn bad_bulk_filter(e: domain::filter::BadFilter, prefix: &str) -> ApiError {
     let field = match e.field {
         "filter" => "filter".to_owned(),
         field => format!("{prefix}{field}"),

@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use domain::model::PlanView;
 
-use app::views::Action;
+use domain::views::Action;
 
 use super::{ApiResult, ApiState};
 use crate::auth::Operator;

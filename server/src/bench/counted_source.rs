@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use app::backend::DashboardSource;
 use app::error::DashboardError;
-use app::views::{
-    Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, RunsPage,
-    ScheduleAction, SchedulePage, SchedulesPage, TargetChange, TargetsPage,
-};
 use domain::model::Identity;
 use domain::search::PlanFilter;
 use domain::search::{BulkAction, BulkResult, PlanQuery, RunQuery};
+use domain::views::{
+    Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, RunsPage,
+    ScheduleAction, SchedulePage, SchedulesPage, TargetChange, TargetsPage,
+};
 
 pub struct CountedSource {
     inner: Arc<dyn DashboardSource>,
@@ -89,7 +89,7 @@ impl DashboardSource for CountedSource {
         query: domain::audit::AuditQuery,
         before: Option<i64>,
         limit: i64,
-    ) -> Result<app::views::AuditPage, DashboardError> {
+    ) -> Result<domain::views::AuditPage, DashboardError> {
         self.read().audit(query, before, limit).await
     }
 

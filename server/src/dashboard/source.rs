@@ -8,24 +8,24 @@ use std::time::Duration;
 
 use app::backend::DashboardSource;
 use app::error::DashboardError;
-use app::views::{
-    Action, AuditPage, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage,
-    ReplicasPage, RunPage, RunsPage, ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE,
-    TargetChange, TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
-};
 use domain::audit::AuditQuery;
 use domain::model::{Identity, TaskView};
 use domain::search::PlanFilter;
 use domain::search::{BulkAction, BulkResult, PlanQuery, RunQuery};
+use domain::views::{
+    Action, AuditPage, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage,
+    ReplicasPage, RunPage, RunsPage, ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE,
+    TargetChange, TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
+};
 
-use crate::audit_filter;
 use crate::executor::CommandPolicy;
 use crate::liveness::replica_views;
 use crate::plan;
-use crate::plan_filter;
-use crate::run_filter::{self, RunFilter};
 use crate::schedule;
 use crate::store::{Person, Store, StoreError, Ts};
+use domain::filter::audit as audit_filter;
+use domain::filter::plan as plan_filter;
+use domain::filter::run::{self as run_filter, RunFilter};
 
 /// Deliveries the overview lists.
 const OVERVIEW_DELIVERIES: i64 = 8;
@@ -72,10 +72,6 @@ impl DashboardSource for StoreSource {
         confirm: Option<BulkAction>,
     ) -> Result<PlansPage, DashboardError> {
         let now = Ts::now();
-        // Checked as the API and the bulk action check it: a NUL reached
-        // PostgreSQL and came back a 500.
-        let name = run_filter::text("name", &filter.name).map_err(bad_filter)?;
-        let filter = PlanFilter { name, ..filter };
         let list = self
             .store
             .plan_list(filter.status, filter.name.as_deref(), limit, offset)
@@ -161,7 +157,7 @@ impl DashboardSource for StoreSource {
         confirm: Option<BulkAction>,
     ) -> Result<RunsPage, DashboardError> {
         let now = Ts::now();
-        let filter = run_filter::parse(&query, now).map_err(bad_filter)?;
+        let filter = run_filter::parse(&query, now.into()).map_err(bad_filter)?;
         let list = self
             .store
             .run_search(&filter, before, limit)
@@ -201,7 +197,7 @@ impl DashboardSource for StoreSource {
         expected: i64,
     ) -> Result<BulkResult, DashboardError> {
         may_act(who)?;
-        let filter = run_filter::parse_for_bulk(&query, Ts::now()).map_err(bad_filter)?;
+        let filter = run_filter::parse_for_bulk(&query, Ts::now().into()).map_err(bad_filter)?;
         self.store
             .run_bulk(&filter, action, expected, who.into(), Ts::now())
             .await
@@ -230,7 +226,7 @@ impl DashboardSource for StoreSource {
         limit: i64,
     ) -> Result<AuditPage, DashboardError> {
         let now = Ts::now();
-        let filter = audit_filter::parse(&query, now).map_err(bad_filter)?;
+        let filter = audit_filter::parse(&query, now.into()).map_err(bad_filter)?;
         let list = self
             .store
             .audit_list(&filter, before, limit)
@@ -479,7 +475,7 @@ fn may_act(who: &Identity) -> Result<(), DashboardError> {
 }
 
 /// A runs, plans or audit filter that cannot be read, naming its field.
-fn bad_filter(e: run_filter::BadFilter) -> DashboardError {
+fn bad_filter(e: domain::filter::BadFilter) -> DashboardError {
     DashboardError::Invalid {
         message: e.to_string(),
         field: Some(e.field.to_owned()),

@@ -10,7 +10,7 @@ use domain::model::Identity;
 use super::engine::Arg;
 use super::plan_list::{folded, name_pattern};
 use super::{Backend, Result, StoreError, Ts};
-use crate::audit_filter::AuditFilter;
+use domain::filter::audit::AuditFilter;
 
 /// Longest text kept of what a client sent about itself (a name tried
 /// at sign-in, `X-Forwarded-For`): enough for any real value, and an
@@ -92,11 +92,11 @@ pub fn list_sql(filter: &AuditFilter, backend: Backend) -> (String, Vec<ListArg>
         wheres.push(format!("{subject} LIKE {n} ESCAPE '\\'"));
     }
     if let Some(since) = filter.since {
-        let n = arg(ListArg::Time(since), &mut args);
+        let n = arg(ListArg::Time(since.into()), &mut args);
         wheres.push(format!("at >= {n}"));
     }
     if let Some(until) = filter.until {
-        let n = arg(ListArg::Time(until), &mut args);
+        let n = arg(ListArg::Time(until.into()), &mut args);
         wheres.push(format!("at < {n}"));
     }
     let sql = format!(

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use app::views::{FailureView, LogLineView, LogTail, MinuteCount};
 use chrono::{DurationRound, TimeDelta};
 use domain::model::RunStatus;
+use domain::views::{FailureView, LogLineView, LogTail, MinuteCount};
 
 use super::{Result, StoreError, Ts};
 

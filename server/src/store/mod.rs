@@ -467,7 +467,7 @@ pub trait Store: Send + Sync + 'static {
     /// most `limit` (the runs search).
     async fn run_search(
         &self,
-        filter: &crate::run_filter::RunFilter,
+        filter: &domain::filter::run::RunFilter,
         before: Option<i64>,
         limit: i64,
     ) -> Result<domain::search::RunList>;
@@ -475,13 +475,13 @@ pub trait Store: Send + Sync + 'static {
     /// 10,001).
     async fn run_bulk_count(
         &self,
-        filter: &crate::run_filter::RunFilter,
+        filter: &domain::filter::run::RunFilter,
         action: domain::search::BulkAction,
     ) -> Result<i64>;
     /// [`Store::run_bulk_count`] for Retry/Skip and for Cancel.
     async fn run_bulk_counts(
         &self,
-        filter: &crate::run_filter::RunFilter,
+        filter: &domain::filter::run::RunFilter,
     ) -> Result<domain::search::BulkCounts> {
         use domain::search::BulkAction;
         Ok(domain::search::BulkCounts {
@@ -494,7 +494,7 @@ pub trait Store: Send + Sync + 'static {
     /// naming both counts otherwise, and nothing changes).
     async fn run_bulk(
         &self,
-        filter: &crate::run_filter::RunFilter,
+        filter: &domain::filter::run::RunFilter,
         action: domain::search::BulkAction,
         expected: i64,
         by: Person<'_>,
@@ -530,7 +530,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<domain::search::BulkResult>;
     async fn run_log(&self, id: i64) -> Result<String>;
     /// The last `limit` lines of a run's log and how many it has in all.
-    async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail>;
+    async fn run_log_tail(&self, id: i64, limit: i64) -> Result<domain::views::LogTail>;
     /// Live run counts, runs finished per minute over the last hour, and
     /// the latest failures (the dashboard's overview).
     async fn overview_stats(&self, now: Ts) -> Result<OverviewStats>;
@@ -643,7 +643,7 @@ pub trait Store: Send + Sync + 'static {
     /// most `limit`.
     async fn audit_list(
         &self,
-        filter: &crate::audit_filter::AuditFilter,
+        filter: &domain::filter::audit::AuditFilter,
         before: Option<i64>,
         limit: i64,
     ) -> Result<domain::audit::AuditList>;

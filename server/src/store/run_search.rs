@@ -42,7 +42,7 @@ use super::engine::Arg;
 use super::plan_list::{folded, name_pattern};
 use super::rows::run_status;
 use super::{Backend, Result, Ts};
-use crate::run_filter::RunFilter;
+use domain::filter::run::RunFilter;
 
 /// Run ids the probe reads before the search turns to the indexes.
 pub const PROBE_IDS: i64 = 4096;
@@ -179,12 +179,12 @@ impl Search {
             );
         }
         if let Some(since) = filter.since {
-            let n = search.arg(Value::Time(since));
+            let n = search.arg(Value::Time(since.into()));
             search.live = false;
             search.add(format!("r.finished_at >= {n}"), None);
         }
         if let Some(until) = filter.until {
-            let n = search.arg(Value::Time(until));
+            let n = search.arg(Value::Time(until.into()));
             search.live = false;
             search.add(format!("r.finished_at < {n}"), None);
         }

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use baton::audit_filter::{self, AuditFilter};
-use baton::run_filter;
 use baton::schedule::parse_json;
 use baton::store::{Person, Session, Store, StoreError, Ts};
 use domain::audit::{AuditEntry, AuditQuery, Outcome};
+use domain::filter::audit::{self as audit_filter, AuditFilter};
+use domain::filter::run as run_filter;
 use domain::model::TaskStatus;
 use domain::search::BulkAction;
 use serde_json::json;
@@ -68,7 +68,7 @@ fn query(pairs: &[(&str, &str)]) -> AuditFilter {
             other => panic!("no field {other}"),
         }
     }
-    audit_filter::parse(&q, Ts::now()).unwrap()
+    audit_filter::parse(&q, Ts::now().into()).unwrap()
 }
 
 mod cases {
@@ -318,7 +318,7 @@ mod cases {
         let before = entries(s).await.len();
         let f = run_filter::parse(
             &crate::run_search::query(&[("target", "db/orders"), ("status", "FAILED")]),
-            Ts::now(),
+            Ts::now().into(),
         )
         .unwrap();
         // Seen 2, there are 3: refused and recorded, nothing retried.

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use baton::run_filter::{self, RunFilter};
 use baton::store::{Finish, NotifyTargets, Store, StoreError, Ts};
+use domain::filter::run::{self as run_filter, RunFilter};
 use domain::model::{RunStatus, TaskStatus};
 use domain::search::{BulkAction, BulkCounts, BulkResult};
 use serde_json::json;
@@ -22,7 +22,7 @@ per_backend!(cases:
 );
 
 fn filter(pairs: &[(&str, &str)]) -> RunFilter {
-    run_filter::parse(&crate::run_search::query(pairs), Ts::now()).unwrap()
+    run_filter::parse(&crate::run_search::query(pairs), Ts::now().into()).unwrap()
 }
 
 /// `racers` operators press the same bulk Retry at once, each through

@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use baton::audit_filter::AuditFilter;
-use baton::plan_filter;
 use baton::store::{NotifyTargets, Store, StoreError, Ts};
 use domain::audit::Outcome;
+use domain::filter::audit::AuditFilter;
+use domain::filter::plan as plan_filter;
 use domain::model::{RunStatus, TaskStatus};
 use domain::search::PlanFilter;
 use domain::search::{BulkAction, PlanBulkCount, PlanBulkCounts, PlanQuery};
@@ -276,9 +276,9 @@ mod cases {
         }
         let by_erin = s
             .run_search(
-                &baton::run_filter::parse(
+                &domain::filter::run::parse(
                     &crate::run_search::query(&[("actor", "erin")]),
-                    Ts::now(),
+                    Ts::now().into(),
                 )
                 .unwrap(),
                 None,

@@ -7,9 +7,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use baton::run_filter::{self, RunFilter};
 use baton::store::run_search::PROBE_IDS;
 use baton::store::{Finish, Store, Ts};
+use domain::filter::run::{self as run_filter, RunFilter};
 use domain::model::{RunStatus, RunView};
 use domain::search::{RunList, RunQuery};
 use serde_json::json;
@@ -102,9 +102,9 @@ fn matches(f: &RunFilter, seen: &Seen) -> bool {
                     .is_some_and(|e| e.to_lowercase().contains(&text.to_lowercase()))
         })
         && f.since
-            .is_none_or(|since| finished.is_some_and(|at| at >= since))
+            .is_none_or(|since| finished.is_some_and(|at| at.0 >= since))
         && f.until
-            .is_none_or(|until| finished.is_some_and(|at| at < until))
+            .is_none_or(|until| finished.is_some_and(|at| at.0 < until))
 }
 
 /// Every page of the search for `f`, `limit` runs at a time; checks each
@@ -322,7 +322,7 @@ mod cases {
         ];
         for pairs in cases {
             let q = query(&pairs);
-            let filter = run_filter::parse(&q, t0.plus(minute)).unwrap();
+            let filter = run_filter::parse(&q, t0.plus(minute).into()).unwrap();
             let expected: Vec<i64> = history
                 .iter()
                 .filter(|seen| matches(&filter, seen))
@@ -342,13 +342,13 @@ mod cases {
         }
         // Who did what: carol's retry, dave's cancel of a RUNNING run (its
         // event names the replica too), alice's plan, retry included.
-        let by = |actor: &str| run_filter::parse(&query(&[("actor", actor)]), t0).unwrap();
+        let by = |actor: &str| run_filter::parse(&query(&[("actor", actor)]), t0.into()).unwrap();
         assert_eq!(all_pages(s, &by("carol"), 50).await, [a2]);
         assert_eq!(all_pages(s, &by("dave"), 50).await, [g]);
         assert_eq!(all_pages(s, &by("alice"), 50).await, [a2, d, c, b, a]);
         assert!(all_pages(s, &by("r-1"), 50).await.is_empty());
         // Some cases reach both sides of the probe's edge.
-        let orders = run_filter::parse(&query(&[("target", "db/orders")]), t0).unwrap();
+        let orders = run_filter::parse(&query(&[("target", "db/orders")]), t0.into()).unwrap();
         let found: BTreeSet<i64> = all_pages(s, &orders, 50).await.into_iter().collect();
         assert!(
             found.contains(&a) && found.contains(&f) && found.contains(&a2),

@@ -236,7 +236,7 @@ async fn write<D: Dialect>(
 /// most `limit`.
 pub async fn audit_list<D: Dialect>(
     d: &D,
-    filter: &crate::audit_filter::AuditFilter,
+    filter: &domain::filter::audit::AuditFilter,
     before: Option<i64>,
     limit: i64,
 ) -> Result<domain::audit::AuditList> {

@@ -17,11 +17,11 @@ use domain::search::{BulkAction, BulkResult};
 use super::actions::{cancel_runs, create_runs, new_phase, retrying_deadlocks, run_count};
 use super::audit::Asked;
 use super::{Arg, BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placeholders, read_one};
-use crate::run_filter::RunFilter;
 use crate::store::notify::PlanOutcomes;
 use crate::store::run_search::Search;
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError, Ts};
+use domain::filter::run::RunFilter;
 
 /// A filter as an audit entry names it: `runs status=FAILED target=db/`.
 pub fn described(filter: &RunFilter) -> String {

@@ -5,10 +5,10 @@ use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, Run
 use domain::search::RunList;
 
 use super::{Dialect, Sql, read_one, read_optional};
-use crate::run_filter::RunFilter;
 use crate::store::dashboard::{self, OverviewStats};
 use crate::store::{ReplicaRecord, Result, StoreError, Ts};
 use crate::store::{notify, plan_list, rows, run_search};
+use domain::filter::run::RunFilter;
 
 pub async fn plan_get<D: Dialect>(d: &D, id: i64) -> Result<PlanView> {
     let plan: rows::PlanRow = read_optional(d, rows::PLAN_GET, &[id.into()])
@@ -91,7 +91,8 @@ pub async fn run_search<D: Dialect>(
     // below the runs created later, instead of reading through them.
     if let Some(until) = filter.until {
         let created_later =
-            first_run_created_since(d, until.plus(run_search::CLOCK_MARGIN), upper).await?;
+            first_run_created_since(d, Ts::from(until).plus(run_search::CLOCK_MARGIN), upper)
+                .await?;
         upper = upper.min(created_later);
     }
     let lower = upper.saturating_sub(run_search::PROBE_IDS).max(0);
@@ -175,7 +176,11 @@ pub async fn run_log<D: Dialect>(d: &D, id: i64) -> Result<String> {
 }
 
 /// The last `limit` lines of a run's log and how many it has in all.
-pub async fn run_log_tail<D: Dialect>(d: &D, id: i64, limit: i64) -> Result<app::views::LogTail> {
+pub async fn run_log_tail<D: Dialect>(
+    d: &D,
+    id: i64,
+    limit: i64,
+) -> Result<domain::views::LogTail> {
     let lines: Vec<dashboard::LogTailRow> = d
         .read(dashboard::LOG_TAIL.into(), &[id.into(), limit.into()])
         .await?;

@@ -329,7 +329,7 @@ impl<D: Dialect> Store for D {
 
     async fn run_search(
         &self,
-        filter: &crate::run_filter::RunFilter,
+        filter: &domain::filter::run::RunFilter,
         before: Option<i64>,
         limit: i64,
     ) -> Result<domain::search::RunList> {
@@ -338,7 +338,7 @@ impl<D: Dialect> Store for D {
 
     async fn run_bulk_count(
         &self,
-        filter: &crate::run_filter::RunFilter,
+        filter: &domain::filter::run::RunFilter,
         action: domain::search::BulkAction,
     ) -> Result<i64> {
         bulk::bulk_count(self, filter, action).await
@@ -346,7 +346,7 @@ impl<D: Dialect> Store for D {
 
     async fn run_bulk(
         &self,
-        filter: &crate::run_filter::RunFilter,
+        filter: &domain::filter::run::RunFilter,
         action: domain::search::BulkAction,
         expected: i64,
         by: Person<'_>,
@@ -375,7 +375,7 @@ impl<D: Dialect> Store for D {
         now: Ts,
     ) -> Result<domain::search::BulkResult> {
         let verb = bulk::verb(bulk::List::Plans, action);
-        let described = crate::plan_filter::described(filter);
+        let described = domain::filter::plan::described(filter);
         let asked = Asked::new(by, verb, Subject::Filter(described));
         let done = plan_bulk::plan_bulk_apply(self, filter, action, expected, &asked, now).await;
         asked.settle(self, done, now).await
@@ -385,7 +385,7 @@ impl<D: Dialect> Store for D {
         reads::run_log(self, id).await
     }
 
-    async fn run_log_tail(&self, id: i64, limit: i64) -> Result<app::views::LogTail> {
+    async fn run_log_tail(&self, id: i64, limit: i64) -> Result<domain::views::LogTail> {
         reads::run_log_tail(self, id, limit).await
     }
 
@@ -505,7 +505,7 @@ impl<D: Dialect> Store for D {
 
     async fn audit_list(
         &self,
-        filter: &crate::audit_filter::AuditFilter,
+        filter: &domain::filter::audit::AuditFilter,
         before: Option<i64>,
         limit: i64,
     ) -> Result<domain::audit::AuditList> {

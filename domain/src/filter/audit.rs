@@ -3,10 +3,10 @@
 //! [`AuditFilter`], or a [`BadFilter`] naming the field at fault. Text
 //! and times are read as the runs search reads them.
 
-use domain::audit::{ACTIONS, AuditQuery};
+use chrono::{DateTime, Utc};
 
-use crate::run_filter::{BadFilter, bad, text, window};
-use crate::store::Ts;
+use super::{BadFilter, bad, text, window};
+use crate::audit::{ACTIONS, AuditQuery};
 
 /// Which entries a search returns: all of the set fields hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -17,13 +17,13 @@ pub struct AuditFilter {
     /// Part of the subject, any case.
     pub subject: Option<String>,
     /// At or after.
-    pub since: Option<Ts>,
+    pub since: Option<DateTime<Utc>>,
     /// Before.
-    pub until: Option<Ts>,
+    pub until: Option<DateTime<Utc>>,
 }
 
 /// Checks `q`; relative times count back from `now`.
-pub fn parse(q: &AuditQuery, now: Ts) -> Result<AuditFilter, BadFilter> {
+pub fn parse(q: &AuditQuery, now: DateTime<Utc>) -> Result<AuditFilter, BadFilter> {
     let (since, until) = window(&q.since, &q.until, now)?;
     let actions = match text("action", &q.action)? {
         None => None,
@@ -59,10 +59,10 @@ pub fn parse(q: &AuditQuery, now: Ts) -> Result<AuditFilter, BadFilter> {
 
 #[cfg(test)]
 mod tests {
-    use domain::audit::AuditQuery;
+    use chrono::Utc;
 
     use super::parse;
-    use crate::store::Ts;
+    use crate::audit::AuditQuery;
 
     #[test]
     fn an_action_prefix_names_the_verbs_it_starts() {
@@ -71,7 +71,7 @@ mod tests {
                 action: Some(" Task. ".into()),
                 ..AuditQuery::default()
             },
-            Ts::now(),
+            Utc::now(),
         )
         .expect("valid");
         assert_eq!(
@@ -88,7 +88,7 @@ mod tests {
                 action: Some("tsk".into()),
                 ..AuditQuery::default()
             },
-            Ts::now(),
+            Utc::now(),
         )
         .expect_err("refused");
         assert_eq!(e.field, "action");
@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn bad_times_and_text_name_their_field() {
-        let bad = |q: AuditQuery| parse(&q, Ts::now()).expect_err("refused").field;
+        let bad = |q: AuditQuery| parse(&q, Utc::now()).expect_err("refused").field;
         assert_eq!(
             bad(AuditQuery {
                 since: Some("last tuesday".into()),

@@ -1,19 +1,16 @@
-//! The plans list's filter for a bulk action, checked once for the API,
-//! the dashboard and `baton status --act`: a [`PlanQuery`] (text as typed)
-//! becomes a [`PlanFilter`], or a [`BadFilter`] naming the field at fault.
-//! It reads the fields as the list does (status any case, the name
-//! trimmed), so an action acts on the plans the list showed.
+//! The plans list's filter, checked once for the list and its bulk
+//! actions in the API, the dashboard and `baton status --act`: a
+//! [`PlanQuery`] (text as typed) becomes a [`PlanFilter`], or a
+//! [`BadFilter`] naming the field at fault. An action reads the fields as
+//! the list does, so it acts on the plans the list showed.
 
-use domain::model::PlanStatus;
-use domain::search::PlanFilter;
-use domain::search::PlanQuery;
+use super::{BadFilter, bad, text};
+use crate::model::PlanStatus;
+use crate::search::{PlanFilter, PlanQuery};
 
-use crate::run_filter::{BadFilter, bad, text};
-
-/// Checks `q` for a bulk action, which also refuses a filter that narrows
-/// nothing (field `filter`): nobody acts on every plan there is by leaving
-/// the form empty.
-pub fn parse_for_bulk(q: &PlanQuery) -> Result<PlanFilter, BadFilter> {
+/// Checks `q` as the plans list reads it: the status in any case, the
+/// name trimmed; both may be unset.
+pub fn parse(q: &PlanQuery) -> Result<PlanFilter, BadFilter> {
     let status = match text("status", &q.status)? {
         None => None,
         Some(s) => Some(PlanStatus::parse(&s.to_ascii_uppercase()).ok_or_else(|| {
@@ -27,10 +24,17 @@ pub fn parse_for_bulk(q: &PlanQuery) -> Result<PlanFilter, BadFilter> {
             )
         })?),
     };
-    let filter = PlanFilter {
+    Ok(PlanFilter {
         status,
         name: text("name", &q.name)?,
-    };
+    })
+}
+
+/// [`parse`] for a bulk action, which also refuses a filter that narrows
+/// nothing (field `filter`): nobody acts on every plan there is by leaving
+/// the form empty.
+pub fn parse_for_bulk(q: &PlanQuery) -> Result<PlanFilter, BadFilter> {
+    let filter = parse(q)?;
     if filter == PlanFilter::default() {
         return Err(bad(
             "filter",
@@ -55,8 +59,8 @@ pub fn described(filter: &PlanFilter) -> String {
 
 #[cfg(test)]
 mod tests {
-    use domain::model::PlanStatus;
-    use domain::search::PlanQuery;
+    use crate::model::PlanStatus;
+    use crate::search::PlanQuery;
 
     use super::{described, parse_for_bulk};
 

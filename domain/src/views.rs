@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::DashboardError;
-use domain::model::{
+use crate::model::{
     DeliveryView, PlanList, PlanView, ReplicaView, RunStatus, RunView, ScheduleView, TargetView,
     TaskStatus, TaskView,
 };
@@ -69,7 +68,7 @@ pub struct PlansPage {
     pub list: PlanList,
     /// The bulk action asked about (`confirm=`) and what it would change
     /// in the plans the filter matches.
-    pub confirm: Option<(domain::search::BulkAction, domain::search::PlanBulkCount)>,
+    pub confirm: Option<(crate::search::BulkAction, crate::search::PlanBulkCount)>,
 }
 
 /// Tasks the plan page shows at once: a 10,000-task plan on one page was
@@ -189,20 +188,20 @@ impl ScheduleAction {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunsPage {
     pub now: DateTime<Utc>,
-    pub list: domain::search::RunList,
+    pub list: crate::search::RunList,
     /// The filter as the server read it, relative times made absolute:
     /// what a bulk action carries, so it acts on the set that was shown.
-    pub resolved: domain::search::RunQuery,
+    pub resolved: crate::search::RunQuery,
     /// The bulk action asked about (`confirm=`) and how many runs it
     /// would change.
-    pub confirm: Option<(domain::search::BulkAction, i64)>,
+    pub confirm: Option<(crate::search::BulkAction, i64)>,
 }
 
 /// `/audit`: one page of the audit log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditPage {
     pub now: DateTime<Utc>,
-    pub list: domain::audit::AuditList,
+    pub list: crate::audit::AuditList,
 }
 
 /// `/runs/:id`: the run, its history and the end of its log.
@@ -338,8 +337,9 @@ impl TargetAction {
 
     /// The change a form asks for; `capacity` is the capacity field as
     /// typed (empty removes the capacity), read only by
-    /// [`TargetAction::Capacity`].
-    pub fn change(self, capacity: Option<&str>) -> Result<TargetChange, DashboardError> {
+    /// [`TargetAction::Capacity`]. The error is what is wrong with the
+    /// `capacity` field.
+    pub fn change(self, capacity: Option<&str>) -> Result<TargetChange, String> {
         match self {
             TargetAction::Pause => Ok(TargetChange::Pause),
             TargetAction::Resume => Ok(TargetChange::Resume),
@@ -350,11 +350,10 @@ impl TargetAction {
                 }
                 text.parse::<i64>()
                     .map(|n| TargetChange::Capacity(Some(n)))
-                    .map_err(|_| DashboardError::Invalid {
-                        message: format!(
+                    .map_err(|_| {
+                        format!(
                             "must be a whole number of runs, or empty to remove it (got `{text}`)"
-                        ),
-                        field: Some("capacity".into()),
+                        )
                     })
             }
         }
@@ -417,10 +416,9 @@ mod tests {
             TargetAction::Capacity.change(None),
             Ok(TargetChange::Capacity(None))
         );
-        let error = capacity("two").unwrap_err().to_string();
         assert_eq!(
-            error,
-            "capacity: must be a whole number of runs, or empty to remove it (got `two`)"
+            capacity("two").unwrap_err(),
+            "must be a whole number of runs, or empty to remove it (got `two`)"
         );
         assert_eq!(
             TargetAction::Pause.change(Some("junk")),
