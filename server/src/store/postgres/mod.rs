@@ -25,7 +25,7 @@ use crate::store::{
     Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts,
 };
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+pub(super) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
 /// Key of the advisory lock that serialises promotion rounds ("baton:p"),
 /// as a literal so `concat!` can splice it into [`ROUND_BEGIN`].

@@ -40,7 +40,7 @@ mod submit;
 
 pub use self::serve_lock::ServeLock;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+pub(super) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
 /// Readers run in parallel under WAL; writers queue on SQLite's lock.
 const DEFAULT_POOL_SIZE: u32 = 8;
