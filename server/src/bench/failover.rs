@@ -16,8 +16,8 @@ use anyhow::{Context, bail};
 use domain::model::RunStatus;
 
 use super::serve_process::ServeProcess;
+use crate::bench::scratch::Scratch;
 use crate::config::Settings;
-use crate::store::scratch::Scratch;
 use crate::store::{LEADER_LEASE, Store, StoreError, Ts};
 
 /// How often the bench looks at the runs it is waiting for.

@@ -26,9 +26,9 @@ use tokio::io::AsyncBufReadExt;
 
 use super::serve_process::ServeProcess;
 use crate::auth::{new_token, token_hash};
+use crate::bench::scratch::Scratch;
+use crate::bench::seed::{SeedSpec, seed};
 use crate::config::Settings;
-use crate::store::scratch::Scratch;
-use crate::store::seed::{SeedSpec, seed};
 
 /// The history the searches go through.
 const HISTORY: SeedSpec = SeedSpec {

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{InProcess, Replicas, Target, ms, wait_done_polling};
+use crate::bench::scratch::Scratch;
 use crate::scheduler::SchedulerConfig;
 use crate::store::Ts;
-use crate::store::scratch::Scratch;
 
 /// `n` tasks, each depending on the one before.
 fn chain(n: usize) -> Value {

@@ -25,10 +25,10 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::counted_source::CountedSource;
+use crate::bench::scratch::Scratch;
 use crate::config::Settings;
 use crate::executor::Registry;
 use crate::scheduler::{Replica, new_replica_id};
-use crate::store::scratch::Scratch;
 use crate::store::{ReplicaInfo, Store, Ts};
 
 /// How often a tab polled before the feed (the pages' old refresh).

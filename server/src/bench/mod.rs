@@ -38,6 +38,8 @@ mod live;
 mod processes;
 mod prune;
 mod render;
+pub mod scratch;
+pub mod seed;
 mod serve_process;
 
 use std::sync::Arc;
@@ -51,11 +53,11 @@ use tokio_util::sync::CancellationToken;
 
 use self::cpu_meter::CpuMeter;
 use self::cpu_window::{Meters, Sample, cores};
+use crate::bench::scratch::Scratch;
 use crate::client::{ApiClient, PlanFormat};
 use crate::config::Settings;
 use crate::executor::Registry;
 use crate::scheduler::{Replica, SchedulerConfig, new_replica_id};
-use crate::store::scratch::Scratch;
 use crate::store::{ReplicaInfo, Store, Ts};
 
 #[derive(Args, Debug, Clone)]
@@ -236,7 +238,7 @@ impl Target for ApiClient {
 }
 
 pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
-    let seed_spec = crate::store::seed::SeedSpec {
+    let seed_spec = crate::bench::seed::SeedSpec {
         plans: args.seed_plans,
         tasks: args.seed_tasks,
         big_plan_tasks: args.seed_big_plan,

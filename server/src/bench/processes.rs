@@ -29,8 +29,8 @@ use anyhow::{Context, bail};
 use super::cpu_window::{Meters, Sample, cores};
 use super::serve_process::{self, ServeProcess};
 use super::{BenchArgs, InProcess, cpu_per_run, ms, submit_all, throughput_plans};
+use crate::bench::scratch::Scratch;
 use crate::config::Settings;
-use crate::store::scratch::Scratch;
 use crate::store::{LEADER_LEASE, Store, Ts};
 
 pub async fn run(settings: &Settings, args: &BenchArgs, processes: usize) -> anyhow::Result<()> {

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{InProcess, Replicas, ms, percentile, pickup, render};
+use crate::bench::scratch::Scratch;
+use crate::bench::seed::SeedSpec;
 use crate::retention::{self, PAUSE};
 use crate::scheduler::SchedulerConfig;
-use crate::store::scratch::Scratch;
-use crate::store::seed::SeedSpec;
 use crate::store::{PruneReport, Ts};
 
 /// Fewest samples per phase; the pruning phase takes more while pruning

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::bench::scratch::Scratch;
+use crate::bench::seed::{SeedSpec, Seeded, seed};
 use crate::client::progress::Progress;
 use crate::config::Settings;
-use crate::store::scratch::Scratch;
-use crate::store::seed::{SeedSpec, Seeded, seed};
 use crate::store::{self, ReplicaInfo, Store, Ts};
 
 /// Seeds the configured database (migrating it first).

@@ -22,8 +22,6 @@ mod plan_list;
 mod postgres;
 mod rows;
 pub mod run_search;
-pub mod scratch;
-pub mod seed;
 mod sessions;
 pub mod signals;
 mod sqlite;

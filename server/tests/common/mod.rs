@@ -15,8 +15,8 @@ pub mod store;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton::bench::scratch::Scratch;
 use baton::plan::NewPlan;
-use baton::store::scratch::Scratch;
 use baton::store::{Store, Ts};
 
 /// The PostgreSQL server tests create their databases on. `scripts/test.sh`

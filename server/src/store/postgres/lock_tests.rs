@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{CLAIM_LOCK, PROMOTER_LOCK, PgStore};
+use crate::bench::scratch::Scratch;
 use crate::plan::{NewPlan, parse_json};
 use crate::store::gates::NodeLabels;
-use crate::store::scratch::Scratch;
 use crate::store::{Claim, Result, Store, Ts};
 
 async fn store() -> (Scratch, PgStore) {

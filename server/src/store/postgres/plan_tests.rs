@@ -13,8 +13,8 @@ use super::{
     CLAIM, CLAIM_TRIED, FINISH, PROMOTE, PgStore, Planned, ROUND_BEGIN, ROUND_CLAIM, ROUND_READS,
     RUN_HEARTBEAT,
 };
+use crate::bench::scratch::Scratch;
 use crate::store::Store;
-use crate::store::scratch::Scratch;
 
 const HISTORY: i64 = 200;
 /// Runs in the live status under test.

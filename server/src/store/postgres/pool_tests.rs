@@ -9,7 +9,7 @@ use std::time::Duration;
 use sqlx::Connection;
 
 use super::{PING_IDLE_AFTER, PgStore};
-use crate::store::scratch::Scratch;
+use crate::bench::scratch::Scratch;
 
 /// Connections the pool holds when the server drops them.
 const POOLED: usize = 3;

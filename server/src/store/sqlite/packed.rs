@@ -177,10 +177,10 @@ fn unpack(row: PackedRun) -> PendingRun {
 #[cfg(test)]
 mod tests {
     use super::pending_runs_paged;
+    use crate::bench::scratch::Scratch;
     use crate::plan::parse_json;
     use crate::store::engine::Dialect;
     use crate::store::gates::PendingRun;
-    use crate::store::scratch::Scratch;
     use crate::store::sqlite::SqliteStore;
     use crate::store::{Store, Ts};
 

@@ -7,7 +7,7 @@ use anyhow::Context;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
-use super::{PgStore, SqliteStore, Store};
+use crate::store::{PgStore, SqliteStore, Store, redact};
 
 /// A migrated, empty database that disappears when dropped (PostgreSQL:
 /// call [`Scratch::drop_database`] for a clean removal).
@@ -50,7 +50,7 @@ impl Scratch {
         );
         let mut admin = PgConnection::connect(admin_url)
             .await
-            .with_context(|| format!("cannot reach PostgreSQL at {}", super::redact(admin_url)))?;
+            .with_context(|| format!("cannot reach PostgreSQL at {}", redact(admin_url)))?;
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut admin)
             .await?;

@@ -13,7 +13,7 @@ use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{Connection, Executor};
 
-use super::Ts;
+use crate::store::Ts;
 
 /// What to seed.
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +130,7 @@ pub async fn seed(
         Conn::Postgres(
             PgConnection::connect(url)
                 .await
-                .with_context(|| format!("cannot connect to {}", super::redact(url)))?,
+                .with_context(|| format!("cannot connect to {}", crate::store::redact(url)))?,
         )
     } else {
         Conn::Sqlite(
