@@ -7,8 +7,10 @@
 
 pub mod audit;
 pub mod filter;
+pub mod gates;
 pub mod model;
 pub mod query;
 pub mod search;
+pub mod time;
 pub mod version;
 pub mod views;

@@ -3,7 +3,8 @@
 
 use domain::views::Action;
 
-use crate::store::{Person, Result, Store, Ts};
+use crate::store::{Person, Result, Store};
+use domain::time::Ts;
 
 /// Which kind of thing an action's id names, for messages.
 pub fn subject(action: Action) -> &'static str {

@@ -15,7 +15,8 @@ use crate::config::Settings;
 use crate::dashboard;
 use crate::executor::Registry;
 use crate::scheduler::{Replica, SchedulerView, new_replica_id};
-use crate::store::{self, ReplicaInfo, Store, Ts};
+use crate::store::{self, ReplicaInfo, Store};
+use domain::time::Ts;
 
 /// The version of the package; replicas report [`VERSION_LONG`], which
 /// names the commit too, so a rolling upgrade shows which build each runs.

@@ -896,8 +896,8 @@ impl baton::executor::Executor for Counted {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_answered_too_late_starts_nothing() {
     use baton::scheduler::{Claimer, SchedulerConfig, Worker};
-    use baton::store::gates::NodeLabels;
     use common::proxy::Link;
+    use domain::gates::NodeLabels;
 
     let _turn = ONE_AT_A_TIME.lock().await;
     let db = TestDb::new(Kind::Postgres).await;

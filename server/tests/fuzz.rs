@@ -17,9 +17,11 @@ use std::time::Duration;
 use baton::executor::LogSink;
 use baton::executor::output::{MAX_LINE_BYTES, pump};
 use baton::plan::{self, ExecutorSpec, NewPlan, limits};
-use baton::store::{NodeLabels, Store, Ts};
+use baton::store::Store;
 use chrono::Datelike;
 use common::{Kind, TestDb};
+use domain::gates::NodeLabels;
+use domain::time::Ts;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use super::strict_query::{Params, StrictQuery, paged};
 use super::{ApiError, ApiResult, ApiState, keyset};
-use crate::store::Ts;
 use domain::filter::audit as audit_filter;
+use domain::time::Ts;
 
 #[derive(Debug, Deserialize)]
 pub struct AuditSearch {

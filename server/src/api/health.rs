@@ -9,7 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::{ApiError, ApiState};
-use crate::store::{Ts, clock};
+use domain::time::Ts;
+use domain::time::clock;
 
 /// How long a probe waits for the database. The pool waits 10 s for a
 /// connection, and a load balancer's or Prometheus' own timeout (often

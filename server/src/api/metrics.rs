@@ -23,7 +23,7 @@ use super::ApiState;
 use super::health::PROBE_WAIT;
 use crate::liveness::replica_views;
 use crate::scheduler::RunCounts;
-use crate::store::Ts;
+use domain::time::Ts;
 
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 

@@ -32,9 +32,10 @@ use axum::routing::{get, post};
 pub use self::error::{ApiError, ApiResult};
 use crate::executor::CommandPolicy;
 use crate::scheduler::{LoopHealth, RunCounters};
-use crate::store::{ReplicaInfo, Store, Ts};
+use crate::store::{ReplicaInfo, Store};
 use domain::model::Identity;
 use domain::model::PlanView;
+use domain::time::Ts;
 use domain::views::Action;
 
 /// What every handler may use.

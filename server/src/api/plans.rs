@@ -14,7 +14,8 @@ use super::strict_query::{Params, StrictQuery};
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::plan;
-use crate::store::{IdempotencyKey, Submitted, Ts};
+use crate::store::{IdempotencyKey, Submitted};
+use domain::time::Ts;
 
 /// Plans per page when the client names no limit, and the most it may ask.
 const DEFAULT_LIMIT: i64 = 50;

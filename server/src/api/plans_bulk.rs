@@ -12,8 +12,8 @@ use super::runs::{bad_bulk_filter, seen_count};
 use super::strict_query::StrictQuery;
 use super::{ApiResult, ApiState};
 use crate::auth::Operator;
-use crate::store::Ts;
 use domain::filter::plan as plan_filter;
+use domain::time::Ts;
 
 /// `GET /api/v1/plans/bulk?status=&name=`: how many runs, in how many
 /// plans, each bulk action would change, to show before asking.

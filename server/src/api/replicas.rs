@@ -6,7 +6,7 @@ use domain::model::ReplicaView;
 
 use super::{ApiResult, ApiState};
 use crate::liveness::replica_views;
-use crate::store::Ts;
+use domain::time::Ts;
 
 pub async fn list(State(state): State<ApiState>) -> ApiResult<Json<Vec<ReplicaView>>> {
     let views = replica_views(state.store.as_ref(), state.stale_after, Ts::now()).await?;

@@ -15,8 +15,8 @@ use super::keyset;
 use super::strict_query::{Params, StrictQuery, paged};
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
-use crate::store::Ts;
 use domain::filter::run::{self as run_filter, RunFilter};
+use domain::time::Ts;
 
 /// The search's filter plus the page it wants.
 #[derive(Debug, Deserialize)]

@@ -12,7 +12,7 @@ use super::{ApiResult, ApiState};
 use crate::auth::Operator;
 use crate::plan::InvalidPlan;
 use crate::schedule::{self, NewSchedule};
-use crate::store::Ts;
+use domain::time::Ts;
 
 /// A schedule file from the body: JSON, or YAML when the Content-Type
 /// says so; its template must pass this server's command policy.

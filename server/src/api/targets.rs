@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::json_body::JsonBody;
 use super::{ApiError, ApiResult, ApiState};
 use crate::auth::Operator;
-use crate::store::Ts;
+use domain::time::Ts;
 
 /// `GET /api/v1/targets`.
 pub async fn list(State(state): State<ApiState>) -> ApiResult<Json<Vec<TargetView>>> {

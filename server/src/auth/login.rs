@@ -17,8 +17,9 @@ use serde::Deserialize;
 
 use super::guard::SIGN_IN_PAGE;
 use super::{Auth, Client, PasswordRefused, SESSION_COOKIE, new_token, session_token, token_hash};
+use crate::store::Session;
 use crate::store::audit::client_text;
-use crate::store::{Session, Ts};
+use domain::time::Ts;
 
 #[derive(Deserialize)]
 pub struct SignIn {

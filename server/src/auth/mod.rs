@@ -45,7 +45,8 @@ use self::password_cache::PasswordCache;
 pub use self::secrets::{hash_password, new_token, token_hash};
 use self::throttle::Throttle;
 pub use self::users::Users;
-use crate::store::{Store, Ts};
+use crate::store::Store;
+use domain::time::Ts;
 
 /// The actor recorded for changes made on a server without users.
 pub const ANONYMOUS: &str = "anonymous";

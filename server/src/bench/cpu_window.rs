@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::cpu_meter::{CpuMeter, ProcessCpu};
-use crate::store::Ts;
+use domain::time::Ts;
 
 /// CPU used since the sampler started, at one moment.
 #[derive(Debug, Clone, Copy)]

@@ -18,7 +18,8 @@ use domain::model::RunStatus;
 use super::serve_process::ServeProcess;
 use crate::bench::scratch::Scratch;
 use crate::config::Settings;
-use crate::store::{LEADER_LEASE, Store, StoreError, Ts};
+use crate::store::{LEADER_LEASE, Store, StoreError};
+use domain::time::Ts;
 
 /// How often the bench looks at the runs it is waiting for.
 const POLL: Duration = Duration::from_millis(20);

@@ -29,7 +29,8 @@ use crate::bench::scratch::Scratch;
 use crate::config::Settings;
 use crate::executor::Registry;
 use crate::scheduler::{Replica, new_replica_id};
-use crate::store::{ReplicaInfo, Store, Ts};
+use crate::store::{ReplicaInfo, Store};
+use domain::time::Ts;
 
 /// How often a tab polled before the feed (the pages' old refresh).
 const POLL_EVERY: Duration = Duration::from_secs(2);

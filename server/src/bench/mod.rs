@@ -58,7 +58,8 @@ use crate::client::{ApiClient, PlanFormat};
 use crate::config::Settings;
 use crate::executor::Registry;
 use crate::scheduler::{Replica, SchedulerConfig, new_replica_id};
-use crate::store::{ReplicaInfo, Store, Ts};
+use crate::store::{ReplicaInfo, Store};
+use domain::time::Ts;
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {

@@ -31,7 +31,8 @@ use super::serve_process::{self, ServeProcess};
 use super::{BenchArgs, InProcess, cpu_per_run, ms, submit_all, throughput_plans};
 use crate::bench::scratch::Scratch;
 use crate::config::Settings;
-use crate::store::{LEADER_LEASE, Store, Ts};
+use crate::store::{LEADER_LEASE, Store};
+use domain::time::Ts;
 
 pub async fn run(settings: &Settings, args: &BenchArgs, processes: usize) -> anyhow::Result<()> {
     let url = &settings.database_url.0;

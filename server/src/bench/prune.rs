@@ -16,7 +16,8 @@ use crate::bench::scratch::Scratch;
 use crate::bench::seed::SeedSpec;
 use crate::retention::{self, PAUSE};
 use crate::scheduler::SchedulerConfig;
-use crate::store::{PruneReport, Ts};
+use crate::store::PruneReport;
+use domain::time::Ts;
 
 /// Fewest samples per phase; the pruning phase takes more while pruning
 /// lasts.

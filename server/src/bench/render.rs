@@ -17,7 +17,8 @@ use crate::bench::scratch::Scratch;
 use crate::bench::seed::{SeedSpec, Seeded, seed};
 use crate::client::progress::Progress;
 use crate::config::Settings;
-use crate::store::{self, ReplicaInfo, Store, Ts};
+use crate::store::{self, ReplicaInfo, Store};
+use domain::time::Ts;
 
 /// Seeds the configured database (migrating it first).
 pub async fn seed_configured(settings: &Settings, spec: SeedSpec) -> anyhow::Result<()> {

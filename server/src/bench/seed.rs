@@ -13,7 +13,7 @@ use sqlx::postgres::PgConnection;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{Connection, Executor};
 
-use crate::store::Ts;
+use domain::time::Ts;
 
 /// What to seed.
 #[derive(Debug, Clone, Copy)]

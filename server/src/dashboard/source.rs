@@ -22,10 +22,11 @@ use crate::executor::CommandPolicy;
 use crate::liveness::replica_views;
 use crate::plan;
 use crate::schedule;
-use crate::store::{Person, Store, StoreError, Ts};
+use crate::store::{Person, Store, StoreError};
 use domain::filter::audit as audit_filter;
 use domain::filter::plan as plan_filter;
 use domain::filter::run::{self as run_filter, RunFilter};
+use domain::time::Ts;
 
 /// Deliveries the overview lists.
 const OVERVIEW_DELIVERIES: i64 = 8;

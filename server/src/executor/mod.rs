@@ -27,7 +27,8 @@ pub use self::command_policy::CommandPolicy;
 pub use self::http::HttpExecutor;
 pub use self::sleep::SleepExecutor;
 pub use self::task_env::TaskEnv;
-use crate::store::{LogLine, Ts};
+use crate::store::LogLine;
+use domain::time::Ts;
 
 /// How one execution ended.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::scheduler::Probe;
 use crate::store::Store;
-use crate::store::clock::{self, Adopted, SKEW_WARNING};
+use crate::store::clock::sample;
+use domain::time::clock::{self, Adopted, SKEW_WARNING};
 
 pub struct ClockSync {
     store: Arc<dyn Store>,
@@ -40,7 +41,7 @@ impl ClockSync {
 
     /// One sample, adopted where it tells more than the anchor held.
     pub async fn run_once(&self) -> anyhow::Result<()> {
-        let Some(sample) = clock::sample(self.store.as_ref()).await? else {
+        let Some(sample) = sample(self.store.as_ref()).await? else {
             return Ok(());
         };
         if let Adopted::Moved(by) = clock::adopt(&sample)

@@ -18,7 +18,8 @@ use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::scheduler::Probe;
-use crate::store::{LEADER_LEASE, Store, Ts};
+use crate::store::{LEADER_LEASE, Store};
+use domain::time::Ts;
 
 /// Whether this replica leads now; cheap to clone and to ask.
 #[derive(Clone)]

@@ -7,7 +7,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::scheduler::{Ownership, Probe};
-use crate::store::{ReplicaInfo, Store, StoreError, Ts};
+use crate::store::{ReplicaInfo, Store, StoreError};
+use domain::time::Ts;
 
 pub struct ReplicaHeartbeat {
     store: Arc<dyn Store>,

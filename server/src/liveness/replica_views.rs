@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use domain::model::ReplicaView;
 
-use crate::store::{self, LEADER_LEASE, Store, Ts};
+use crate::store::{self, LEADER_LEASE, Store};
+use domain::time::Ts;
 
 pub async fn replica_views(
     store: &dyn Store,

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Store, StoreError, Ts};
+use crate::store::{Store, StoreError};
+use domain::time::Ts;
 
 /// Between attempts after a failed beat: short against the runs'
 /// heartbeat timeouts (seconds), long against a refused connection.

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use super::unwritable::Unwritable;
 use super::{Leadership, round_interval};
 use crate::scheduler::Probe;
-use crate::store::{Store, SweepReport, Ts};
+use crate::store::{Store, SweepReport};
+use domain::time::Ts;
 
 /// Heartbeat rows older than this are deleted.
 pub const PRUNE_AFTER: Duration = Duration::from_secs(60 * 60);

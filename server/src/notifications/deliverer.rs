@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 use super::signature::{SIGNATURE_HEADER, sign};
 use crate::scheduler::Probe;
 use crate::secret::Secret;
-use crate::store::{DeliveryOutcome, DueDelivery, Store, Ts, retry_backoff};
+use crate::store::{DeliveryOutcome, DueDelivery, Store, retry_backoff};
+use domain::time::Ts;
 
 /// How long a taken delivery stays with its sender.
 const LOCK_FOR: Duration = Duration::from_secs(30);

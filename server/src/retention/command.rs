@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::{PAUSE, Retain, prune, prune_dry_run};
 use crate::client::progress::Progress;
 use crate::config::Settings;
-use crate::store::Ts;
+use domain::time::Ts;
 
 #[derive(Args, Debug, Clone)]
 pub struct PruneArgs {

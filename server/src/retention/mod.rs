@@ -21,7 +21,8 @@ mod pruner;
 pub use command::{PruneArgs, prune_command};
 pub use pruner::Pruner;
 
-use crate::store::{PRUNE_BATCH_RUNS as BATCH_RUNS, PruneCursor, PruneReport, Store, Ts};
+use crate::store::{PRUNE_BATCH_RUNS as BATCH_RUNS, PruneCursor, PruneReport, Store};
+use domain::time::Ts;
 
 /// How long finished plans are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 use super::{PAUSE, PRUNE_EVERY, prune, prune_audit};
 use crate::liveness::{Leadership, round_interval};
 use crate::scheduler::Probe;
-use crate::store::{Store, Ts};
+use crate::store::Store;
+use domain::time::Ts;
 
 /// The most one round works: a backlog (a first start with years of
 /// history, a window just shortened) is worked off over several rounds,

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::plan::InvalidPlan;
 use crate::plan::limits::MAX_NAME_CHARS;
-use crate::store::Ts;
+use domain::time::Ts;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -30,7 +30,7 @@ use serde_json::Value;
 pub use self::file::{parse_json, parse_text, parse_yaml};
 pub use self::timing::{Due, Timing};
 use crate::plan::{InvalidPlan, NewPlan};
-use crate::store::Ts;
+use domain::time::Ts;
 
 /// Missed ticks `catch_up: all` fires when the file names no limit.
 pub const DEFAULT_CATCH_UP_LIMIT: u32 = 10;

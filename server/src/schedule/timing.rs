@@ -15,7 +15,7 @@ use croner::parser::{CronParser, Seconds};
 
 use super::CatchUp;
 use crate::plan::InvalidPlan;
-use crate::store::Ts;
+use domain::time::Ts;
 
 /// Ticks a round counts one by one when it reports what was missed;
 /// past this it says "at least".

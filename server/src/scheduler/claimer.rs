@@ -8,7 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::health::Probe;
 use super::{Claimant, SchedulerConfig, Worker};
-use crate::store::{Claim, Store, Ts};
+use crate::store::{Claim, Store};
+use domain::time::Ts;
 
 pub struct Claimer {
     store: Arc<dyn Store>,

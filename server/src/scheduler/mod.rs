@@ -41,7 +41,8 @@ use crate::executor::Registry;
 use crate::liveness::{ClockSync, LAST_WRITE, LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
 use crate::notifications::{DELIVERY_ROUND_BOUND, Deliverer, DeliveryConfig};
 use crate::retention::Pruner;
-use crate::store::{ReplicaInfo, Store, Ts};
+use crate::store::{ReplicaInfo, Store};
+use domain::time::Ts;
 
 /// Settings shared by a replica's loops.
 #[derive(Debug, Clone)]

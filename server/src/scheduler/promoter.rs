@@ -20,7 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::health::Probe;
 use super::{Claimant, SchedulerConfig, Worker};
 use crate::liveness::Leadership;
-use crate::store::{Claim, NodeLabels, PromoteReport, RoundClaims, Store, Ts};
+use crate::store::{Claim, PromoteReport, RoundClaims, Store};
+use domain::gates::NodeLabels;
+use domain::time::Ts;
 
 /// The replica a round claims for.
 struct ClaimsFor {
@@ -109,7 +111,9 @@ impl Promoter {
         let now = Ts::now();
         let fresh = matches!(&self.nodes, Some((at, _)) if at.elapsed() < self.nodes_max_age);
         if !fresh {
-            let labels = NodeLabels::read(self.store.as_ref(), self.stale_after, now).await?;
+            let labels =
+                crate::store::gates::node_labels(self.store.as_ref(), self.stale_after, now)
+                    .await?;
             self.nodes = Some((Instant::now(), labels));
         }
         let nodes = &self.nodes.as_ref().expect("just set").1;

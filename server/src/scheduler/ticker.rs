@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::SchedulerConfig;
 use super::health::Probe;
 use crate::liveness::{Leadership, round_interval};
-use crate::store::{Store, TickReport, Ts};
+use crate::store::{Store, TickReport};
+use domain::time::Ts;
 
 /// The least a tick may be late and still fire as on time; the grace is
 /// longer when the leader lease is (see [`grace`]).

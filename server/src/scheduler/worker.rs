@@ -28,7 +28,8 @@ use super::counters::{Claimant, RunCounters};
 use super::ownership::Ownership;
 use crate::executor::{LogSink, Outcome, Registry, RunContext, output};
 use crate::liveness::{LAST_WRITE, LastWords, RunHandle, RunHeartbeat, RunTable};
-use crate::store::{ClaimedRun, Finish, LogLine, Store, StoreError, Ts};
+use crate::store::{ClaimedRun, Finish, LogLine, Store, StoreError};
+use domain::time::Ts;
 
 /// Finishes written per transaction, at most.
 const FINISH_BATCH: usize = 2048;

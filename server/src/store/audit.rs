@@ -9,8 +9,9 @@ use domain::model::Identity;
 
 use super::engine::Arg;
 use super::plan_list::{folded, name_pattern};
-use super::{Backend, Result, StoreError, Ts};
+use super::{Backend, Result, StoreError};
 use domain::filter::audit::AuditFilter;
+use domain::time::Ts;
 
 /// Longest text kept of what a client sent about itself (a name tried
 /// at sign-in, `X-Forwarded-For`): enough for any real value, and an

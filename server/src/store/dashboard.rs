@@ -9,7 +9,8 @@ use chrono::{DurationRound, TimeDelta};
 use domain::model::RunStatus;
 use domain::views::{FailureView, LogLineView, LogTail, MinuteCount};
 
-use super::{Result, StoreError, Ts};
+use super::{Result, StoreError};
+use domain::time::Ts;
 
 /// How many recent failures the overview lists.
 pub const RECENT_FAILURES: i64 = 8;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::time::Ts;
+use domain::time::Ts;
 
 /// The lease the singleton loops (promoter, sweeper, pruning) run under.
 pub const LEADER: &str = "leader";

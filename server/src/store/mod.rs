@@ -26,12 +26,13 @@ mod sessions;
 pub mod signals;
 mod sqlite;
 pub mod submission;
-pub mod time;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use domain::gates::NodeLabels;
 use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
+use domain::time::Ts;
 
 pub use self::audit::Person;
 pub use self::dashboard::{CHART_MINUTES, OverviewStats, RECENT_FAILURES};
@@ -39,7 +40,6 @@ pub use self::engine::retention::{
     BATCH_RUNS as PRUNE_BATCH_RUNS, Prunable, PruneCursor, PruneReport, PruneScan,
 };
 pub use self::engine::schedules::TickReport;
-pub use self::gates::NodeLabels;
 pub use self::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
 pub use self::notify::{DeliveryOutcome, DueDelivery, Notified, NotifyTargets};
 pub use self::postgres::PgStore;
@@ -47,7 +47,6 @@ pub use self::sessions::Session;
 pub use self::signals::{Signal, Signals};
 pub use self::sqlite::{ServeLock, SqliteStore};
 pub use self::submission::{IdempotencyKey, Submitted};
-pub use self::time::Ts;
 use crate::plan::NewPlan;
 use crate::schedule::NewSchedule;
 
@@ -272,7 +271,7 @@ pub struct ReplicaRecord {
     pub info: ReplicaInfo,
     pub last_heartbeat: Ts,
     /// Its host's clock minus the database's at that heartbeat
-    /// ([`clock::skew`]).
+    /// ([`domain::time::clock::skew`]).
     pub clock_skew_ms: i64,
     pub running: i64,
 }

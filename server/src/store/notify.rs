@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use domain::model::{DeliveryAttemptView, DeliveryView, PlanView, TaskStatus};
 use serde::Serialize;
 
-use super::time::Ts;
 use crate::plan::Webhook;
 use crate::secret::Secret;
+use domain::time::Ts;
 
 pub const PIPELINE_FAILED: &str = "PIPELINE_FAILED";
 pub const PIPELINE_COMPLETED: &str = "PIPELINE_COMPLETED";

@@ -8,8 +8,8 @@ use domain::model::{
     EventView, PlanStatus, PlanView, RunStatus, RunView, Stuck, TaskStatus, TaskView,
 };
 
-use super::time::Ts;
 use super::{ReplicaInfo, ReplicaRecord, Result, StoreError};
+use domain::time::Ts;
 
 /// A task's status as SQL: skipped, never run, or its latest run's status.
 /// Used by plan pages and lists; must match `TaskStatus` derivation.

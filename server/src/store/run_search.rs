@@ -41,8 +41,9 @@ use domain::search::{RunList, RunSummary};
 use super::engine::Arg;
 use super::plan_list::{folded, name_pattern};
 use super::rows::run_status;
-use super::{Backend, Result, Ts};
+use super::{Backend, Result};
 use domain::filter::run::RunFilter;
+use domain::time::Ts;
 
 /// Run ids the probe reads before the search turns to the indexes.
 pub const PROBE_IDS: i64 = 4096;

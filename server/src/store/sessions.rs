@@ -1,7 +1,7 @@
 //! Dashboard sessions, SQL shared by both backends (docs/design.md,
 //! "Authorization").
 
-use super::time::Ts;
+use domain::time::Ts;
 
 /// A signed-in browser. The cookie holds the token; the store only ever
 /// sees its SHA-256, hex-encoded.

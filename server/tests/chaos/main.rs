@@ -145,7 +145,7 @@ async fn chaos(mode: Mode, seed: u64) {
             stream::CAPPED_TARGET,
             Some(2),
             "chaos".into(),
-            baton::store::Ts::now(),
+            domain::time::Ts::now(),
         )
         .await
         .unwrap();

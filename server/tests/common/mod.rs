@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use baton::bench::scratch::Scratch;
 use baton::plan::NewPlan;
-use baton::store::{Store, Ts};
+use baton::store::Store;
+use domain::time::Ts;
 
 /// The PostgreSQL server tests create their databases on. `scripts/test.sh`
 /// makes sure one is reachable and exports this variable.

@@ -9,9 +9,10 @@ use baton::cli::Cli;
 use baton::config::Settings;
 use baton::executor::Registry;
 use baton::scheduler::{Replica, new_replica_id};
-use baton::store::{ReplicaInfo, Store, Ts};
+use baton::store::{ReplicaInfo, Store};
 use clap::Parser;
 use domain::model::{PlanStatus, PlanView};
+use domain::time::Ts;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
-use baton::store::{Claim, Finish, NodeLabels, ReplicaInfo, Store, Ts};
+use baton::store::{Claim, Finish, ReplicaInfo, Store};
+use domain::gates::NodeLabels;
 use domain::model::RunStatus;
+use domain::time::Ts;
 
 pub fn replica(id: &str, labels: &[&str]) -> ReplicaInfo {
     ReplicaInfo {

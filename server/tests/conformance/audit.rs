@@ -6,12 +6,13 @@
 use std::time::Duration;
 
 use baton::schedule::parse_json;
-use baton::store::{Person, Session, Store, StoreError, Ts};
+use baton::store::{Person, Session, Store, StoreError};
 use domain::audit::{AuditEntry, AuditQuery, Outcome};
 use domain::filter::audit::{self as audit_filter, AuditFilter};
 use domain::filter::run as run_filter;
 use domain::model::TaskStatus;
 use domain::search::BulkAction;
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, failed, promote, task_named};

@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use baton::store::{Finish, NotifyTargets, Store, StoreError, Ts};
+use baton::store::{Finish, NotifyTargets, Store, StoreError};
 use domain::filter::run::{self as run_filter, RunFilter};
 use domain::model::{RunStatus, TaskStatus};
 use domain::search::{BulkAction, BulkCounts, BulkResult};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, failed, promote, task_named};

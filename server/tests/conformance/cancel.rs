@@ -7,8 +7,9 @@
 
 use std::time::Duration;
 
-use baton::store::{Finish, LogLine, StoreError, Ts};
+use baton::store::{Finish, LogLine, StoreError};
 use domain::model::{PlanStatus, RunStatus, TaskStatus};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, replica, task_named};

@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
-use baton::store::{LogLine, NodeLabels, Ts};
+use baton::store::LogLine;
+use domain::gates::NodeLabels;
 use domain::model::{PlanStatus, RunStatus, TaskStatus};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, task_named};

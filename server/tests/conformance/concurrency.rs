@@ -15,8 +15,10 @@ use std::time::Duration;
 
 use baton::executor::Registry;
 use baton::scheduler::{Replica, SchedulerConfig};
-use baton::store::{NodeLabels, ReplicaInfo, Store, StoreError, Ts};
+use baton::store::{ReplicaInfo, Store, StoreError};
+use domain::gates::NodeLabels;
 use domain::model::{PlanStatus, PlanView, TaskStatus};
+use domain::time::Ts;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

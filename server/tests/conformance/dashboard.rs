@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use baton::store::{CHART_MINUTES, LogLine, Store, Ts};
+use baton::store::{CHART_MINUTES, LogLine, Store};
 use domain::model::{PlanStatus, RunStatus};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{done, failed, promote, promote_and_claim};

@@ -3,8 +3,9 @@
 //! node pins and pinned work losing its pin after `reassign_after`, each
 //! waiting run explaining what it waits for.
 
-use baton::store::{NodeLabels, Ts};
+use domain::gates::NodeLabels;
 use domain::model::{RunStatus, TaskStatus};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, done, noop_tasks, promote, replica, task_named};

@@ -6,8 +6,10 @@
 //! Skip makes it RUNNING again, and a plan with anything left to move is
 //! not halted.
 
-use baton::store::{Store, Ts};
+use baton::store::Store;
+use domain::gates::NodeLabels;
 use domain::model::{PlanStatus, TaskStatus};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, failed, promote, task_named};
@@ -223,7 +225,7 @@ mod cases {
         // Once flaky fails for good too, nothing can move.
         let retry = task_named(&view, "flaky").run_id.unwrap();
         s.run_promote_round(
-            &baton::store::NodeLabels::default(),
+            &NodeLabels::default(),
             None,
             Ts::now().plus(std::time::Duration::from_secs(5)),
         )

@@ -6,8 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::store::{LEADER_LEASE, NodeLabels, Store, Ts};
+use baton::store::{LEADER_LEASE, Store};
+use domain::gates::NodeLabels;
 use domain::model::{RunStatus, TaskStatus};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, replica, task_named};

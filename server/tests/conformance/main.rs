@@ -56,8 +56,9 @@ mod workflow;
 
 use std::time::Duration;
 
-use baton::store::{Store, Ts};
+use baton::store::Store;
 use common::plan;
+use domain::time::Ts;
 
 const SECOND: Duration = Duration::from_secs(1);
 

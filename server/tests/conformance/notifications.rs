@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton::store::notify::{PIPELINE_COMPLETED, PIPELINE_FAILED};
-use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Signals, Store, Ts};
+use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Signals, Store};
 use domain::model::TaskStatus;
+use domain::time::Ts;
 use serde_json::json;
 use tokio::sync::Notify;
 

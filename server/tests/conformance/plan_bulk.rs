@@ -7,13 +7,14 @@
 
 use std::sync::Arc;
 
-use baton::store::{NotifyTargets, Store, StoreError, Ts};
+use baton::store::{NotifyTargets, Store, StoreError};
 use domain::audit::Outcome;
 use domain::filter::audit::AuditFilter;
 use domain::filter::plan as plan_filter;
 use domain::model::{RunStatus, TaskStatus};
 use domain::search::PlanFilter;
 use domain::search::{BulkAction, PlanBulkCount, PlanBulkCounts, PlanQuery};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::bulk::{failed_plan, gated_plan_failed_first, race_bulk_retries};

@@ -5,9 +5,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use baton::store::gates::CAUSE_NEW;
-use baton::store::{LogLine, NodeLabels, StoreError, Ts};
+use baton::store::{LogLine, StoreError};
+use domain::gates::CAUSE_NEW;
+use domain::gates::NodeLabels;
 use domain::model::{PlanStatus, RunStatus, TaskStatus};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, task_named};

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton::store::submission::{IdempotencyKey, Submitted};
-use baton::store::{DeliveryOutcome, LogLine, NotifyTargets, Store, StoreError, Ts};
+use baton::store::{DeliveryOutcome, LogLine, NotifyTargets, Store, StoreError};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote};

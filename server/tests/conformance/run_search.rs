@@ -8,10 +8,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use baton::store::run_search::PROBE_IDS;
-use baton::store::{Finish, Store, Ts};
+use baton::store::{Finish, Store};
 use domain::filter::run::{self as run_filter, RunFilter};
 use domain::model::{RunStatus, RunView};
 use domain::search::{RunList, RunQuery};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, done, noop_tasks, promote, task_named};

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton::schedule::{NewSchedule, parse_json};
-use baton::store::{Store, StoreError, Ts};
+use baton::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use domain::model::{PlanStatus, ScheduleView};
+use domain::time::Ts;
 use serde_json::{Value, json};
 
 use crate::common::store::{claim, done};

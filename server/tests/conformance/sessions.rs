@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use baton::store::{Session, Ts};
+use baton::store::Session;
+use domain::time::Ts;
 
 use crate::common::{Kind, TestDb};
 use crate::per_backend;

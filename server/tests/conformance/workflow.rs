@@ -4,8 +4,9 @@
 //! cause, the action that releases it, and the refusals that change
 //! nothing.
 
-use baton::store::{Store, StoreError, Ts};
+use baton::store::{Store, StoreError};
 use domain::model::{PlanView, TaskStatus};
+use domain::time::Ts;
 use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, task_named};

@@ -7,7 +7,8 @@ use super::{Arg, Dialect, RowLock, Sql, dependencies, optional, outcomes};
 use crate::store::notify::{self, PlanOutcomes};
 use crate::store::rows::{self, PlanTasks};
 use crate::store::signals::Signal;
-use crate::store::{Actor, Result, StoreError, Ts};
+use crate::store::{Actor, Result, StoreError};
+use domain::time::Ts;
 
 /// Creates PENDING runs for every NOT_STARTED task of the plan.
 pub async fn plan_start<D: Dialect>(d: &D, id: i64, asked: &Asked<'_>, now: Ts) -> Result<()> {

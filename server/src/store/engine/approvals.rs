@@ -8,7 +8,8 @@ use super::audit::Asked;
 use super::{Arg, BATCH, Dialect, Sql, id_args, optional, placeholders};
 use crate::plan::{Approval, Stage};
 use crate::store::signals::Signal;
-use crate::store::{Actor, Result, StoreError, Ts};
+use crate::store::{Actor, Result, StoreError};
+use domain::time::Ts;
 
 /// A task as an approval needs it, locked.
 #[derive(sqlx::FromRow)]
@@ -203,7 +204,7 @@ async fn approve_write<D: Dialect>(
 ) -> Result<usize> {
     let mut approved = 0;
     let detail = format!("approved by {actor}");
-    let cause = format!("{detail}; {}", crate::store::gates::CAUSE_NEW);
+    let cause = format!("{detail}; {}", domain::gates::CAUSE_NEW);
     for chunk in tasks.chunks(BATCH) {
         let mut args: Vec<Arg> = vec![actor.into(), now.into()];
         args.extend(id_args(chunk));

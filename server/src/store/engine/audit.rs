@@ -17,7 +17,8 @@ use domain::audit::Outcome;
 
 use super::{Dialect, optional};
 use crate::store::audit::{AUDIT_INSERT, AuditRow, Person, client_text, list_sql, page};
-use crate::store::{Result, StoreError, Ts};
+use crate::store::{Result, StoreError};
+use domain::time::Ts;
 
 /// What an entry touched. Names are read when the entry is written and
 /// kept as text, so the entry still says what it was after a plan is

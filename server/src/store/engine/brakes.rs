@@ -14,7 +14,8 @@ use domain::model::{PausedPlan, PausedView, TargetView};
 use super::audit::Asked;
 use super::{Dialect, optional};
 use crate::store::signals::Signal;
-use crate::store::{Actor, Result, StoreError, Ts};
+use crate::store::{Actor, Result, StoreError};
+use domain::time::Ts;
 
 /// How long a brake waits for a promotion round to end: rounds take
 /// milliseconds; a replica stuck inside one is cut off by

@@ -20,8 +20,9 @@ use super::{Arg, BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placehold
 use crate::store::notify::PlanOutcomes;
 use crate::store::run_search::Search;
 use crate::store::signals::Signal;
-use crate::store::{Actor, Result, StoreError, Ts};
+use crate::store::{Actor, Result, StoreError};
 use domain::filter::run::RunFilter;
+use domain::time::Ts;
 
 /// A filter as an audit entry names it: `runs status=FAILED target=db/`.
 pub fn described(filter: &RunFilter) -> String {

@@ -2,8 +2,9 @@
 //! the due ones to send and keeps each attempt's outcome.
 
 use super::{Dialect, RowLock, Sql};
+use crate::store::Result;
 use crate::store::notify::{self, DeliveryOutcome, DueDelivery};
-use crate::store::{Result, Ts};
+use domain::time::Ts;
 
 /// Takes up to `limit` due deliveries for this replica to send, locked to
 /// it until `until`.

@@ -23,9 +23,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::{Arg, BATCH, Dialect, RowLock, Sql, id_args, placeholders};
 use crate::plan::NewPlan;
-use crate::store::gates::{self, Decisions};
 use crate::store::signals::Signal;
-use crate::store::{Result, StoreError, Ts};
+use crate::store::{Result, StoreError};
+use domain::gates::Decisions;
+use domain::time::Ts;
 
 /// Writes what a submitted plan says beyond its tasks and runs: the
 /// dependency edges, open counts, stages and approvals, and which of its
@@ -199,7 +200,7 @@ pub async fn completed<D: Dialect>(tx: &mut D::Tx, tasks: &[i64], now: Ts) -> Re
         )
         .await?;
         for part in dependents.chunks(BATCH) {
-            let mut args: Vec<Arg> = vec![gates::CAUSE_NEW.into()];
+            let mut args: Vec<Arg> = vec![domain::gates::CAUSE_NEW.into()];
             args.extend(id_args(part));
             released += D::execute(
                 tx,

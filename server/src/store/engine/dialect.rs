@@ -24,12 +24,14 @@ use super::Shared;
 use super::audit::Asked;
 use crate::plan::NewPlan;
 use crate::secret::Secret;
-use crate::store::gates::{ContextRow, Decisions, PendingRun, ROUND_CONTEXT};
+use crate::store::gates::ROUND_CONTEXT;
 use crate::store::liveness::SweepCandidate;
 use crate::store::notify::NotifyTargets;
 use crate::store::rows::{ClaimRow, FinishedRow};
 use crate::store::signals::{Signal, Signals};
-use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, StoreError, Ts};
+use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, StoreError};
+use domain::gates::{ContextRow, Decisions, PendingRun};
+use domain::time::Ts;
 
 /// A statement's text. Every `Sql` is a constant or assembled from
 /// constants; values always travel as [`Arg`]s.

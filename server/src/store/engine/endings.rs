@@ -14,7 +14,8 @@ use crate::store::signals::Signal;
 use domain::model::RunStatus;
 
 use crate::store::rows::FinishedRow;
-use crate::store::{Finish, FinishReport, Result, Ts};
+use crate::store::{Finish, FinishReport, Result};
+use domain::time::Ts;
 
 /// Records how executions ended, then what follows: automatic retries and
 /// the plans' notifications, in the finish's transaction.

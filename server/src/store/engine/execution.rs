@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::{Dialect, dependencies};
 use crate::store::rows::ClaimRow;
-use crate::store::{Beaten, Claim, ClaimedRun, Result, Ts};
+use crate::store::{Beaten, Claim, ClaimedRun, Result};
+use domain::time::Ts;
 
 /// Claims up to `claim.limit` AVAILABLE runs this replica may execute,
 /// oldest first.

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::{Dialect, one, read_optional};
 use crate::store::liveness::{self, Lease};
-use crate::store::{ReplicaInfo, Result, Ts, rows};
+use crate::store::{ReplicaInfo, Result, rows};
+use domain::time::Ts;
 
 /// Takes the named lease if it is free or expired, or renews it if
 /// `holder` has it; returns the lease as it now stands.
@@ -54,7 +55,7 @@ pub async fn replica_upsert<D: Dialect>(d: &D, replica: &ReplicaInfo, now: Ts) -
             replica.started_at.into(),
             now.into(),
             // The skew this process measured last (0 before any sample).
-            crate::store::clock::skew().num_milliseconds().into(),
+            domain::time::clock::skew().num_milliseconds().into(),
         ],
     )
     .await?;

@@ -18,7 +18,8 @@ use crate::store::notify::{
 };
 use crate::store::rows::{self, FinishedRow};
 use crate::store::signals::Signal;
-use crate::store::{Finish, FinishReport, Result, SCHEDULER, Ts, retry_backoff};
+use crate::store::{Finish, FinishReport, Result, SCHEDULER, retry_backoff};
+use domain::time::Ts;
 
 /// The next attempt of each failure with attempts left, then the
 /// notifications the outcomes call for. Returns both.

@@ -9,9 +9,11 @@
 use std::time::Duration;
 
 use super::Dialect;
-use crate::store::gates::{self, NodeLabels, PinnedRun};
+use crate::store::gates;
 use crate::store::signals::Signal;
-use crate::store::{Result, SCHEDULER, Store, Ts};
+use crate::store::{Result, SCHEDULER, Store};
+use domain::gates::PinnedRun;
+use domain::time::Ts;
 
 /// Drops expired pins of AVAILABLE runs; the ids unpinned. Each keeps its
 /// status, attempt and target, gains an event naming the lost pin, and
@@ -25,8 +27,8 @@ pub async fn run_unpin_stranded<D: Dialect + Store>(
     if pinned.is_empty() {
         return Ok(Vec::new());
     }
-    let nodes = NodeLabels::read(d, stale_after, now).await?;
-    let expired = gates::stranded(&pinned, &nodes, now);
+    let nodes = gates::node_labels(d, stale_after, now).await?;
+    let expired = domain::gates::stranded(&pinned, &nodes, now);
     if expired.is_empty() {
         return Ok(Vec::new());
     }

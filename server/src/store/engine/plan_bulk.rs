@@ -16,8 +16,9 @@ use domain::search::{BulkAction, BulkResult, PlanBulkCount};
 use super::audit::Asked;
 use super::bulk::{self, MAX_RUNS, applies};
 use super::{Arg, Dialect, RowLock, Sql, read_one};
+use crate::store::Result;
 use crate::store::plan_list::{bulk_sql, name_pattern};
-use crate::store::{Result, Ts};
+use domain::time::Ts;
 
 /// How many runs `action` would change in the plans `filter` matches
 /// (counted up to [`MAX_RUNS`] + 1), and in how many plans.

@@ -1,5 +1,5 @@
 //! One promotion round (docs/design.md, "Gates"): read every PENDING run
-//! and what holds its gates, decide ([`gates::evaluate`]), write the
+//! and what holds its gates, decide ([`domain::gates::evaluate`]), write the
 //! promotions, unpins and waiting causes, all in one transaction that one
 //! replica at a time may run.
 
@@ -7,10 +7,12 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use super::{Dialect, dependencies};
-use crate::store::gates::{self, Decisions, NodeLabels, PendingRun};
+use crate::store::gates;
 use crate::store::rows::ClaimRow;
 use crate::store::signals::Signal;
-use crate::store::{Claim, PromoteReport, Result, RoundClaims, Ts};
+use crate::store::{Claim, PromoteReport, Result, RoundClaims, StoreError};
+use domain::gates::{Decisions, NodeLabels, PendingRun};
+use domain::time::Ts;
 
 pub async fn run_promote_round<D: Dialect>(
     d: &D,
@@ -38,10 +40,11 @@ pub async fn run_promote_round<D: Dialect>(
     // reading them apart from the runs cannot see a half-made change.
     // Holders read after the runs can only be fewer (runs that ended in
     // between), never more: only a round adds them.
-    let (brakes, targets) = gates::Brakes::from_context(context)?;
+    let (brakes, targets) =
+        domain::gates::Brakes::from_context(context).map_err(StoreError::Corrupt)?;
     brakes.apply(&mut pending);
-    let needed = gates::Summaries::needed_by(&pending);
-    let mut holders = gates::Holders {
+    let needed = domain::gates::Summaries::needed_by(&pending);
+    let mut holders = domain::gates::Holders {
         targets,
         ..Default::default()
     };
@@ -52,7 +55,7 @@ pub async fn run_promote_round<D: Dialect>(
         holders.versions = D::fetch_all(&mut tx, gates::VERSION_HOLDS.into(), &[]).await?;
         holders.halts = D::fetch_all(&mut tx, gates::HALTS.into(), &[]).await?;
     }
-    let mut decided = gates::evaluate(&pending, &holders, nodes, now);
+    let mut decided = domain::gates::evaluate(&pending, &holders, nodes, now);
     let claim = claim
         .filter(|_| !decided.promote.is_empty())
         .and_then(|c| c.claim());
@@ -131,7 +134,7 @@ fn claimable(pending: &[PendingRun], decided: &mut Decisions, claim: &Claim<'_>)
 
 /// Tasks of promoted runs that other tasks wait for (their causes name
 /// the new status).
-fn promoted_awaited(pending: &[gates::PendingRun], promoted: &[i64]) -> Vec<i64> {
+fn promoted_awaited(pending: &[domain::gates::PendingRun], promoted: &[i64]) -> Vec<i64> {
     if promoted.is_empty() || !pending.iter().any(|r| r.dependents) {
         return Vec::new();
     }

@@ -6,9 +6,10 @@ use domain::search::RunList;
 
 use super::{Dialect, Sql, read_one, read_optional};
 use crate::store::dashboard::{self, OverviewStats};
-use crate::store::{ReplicaRecord, Result, StoreError, Ts};
+use crate::store::{ReplicaRecord, Result, StoreError};
 use crate::store::{notify, plan_list, rows, run_search};
 use domain::filter::run::RunFilter;
+use domain::time::Ts;
 
 pub async fn plan_get<D: Dialect>(d: &D, id: i64) -> Result<PlanView> {
     let plan: rows::PlanRow = read_optional(d, rows::PLAN_GET, &[id.into()])

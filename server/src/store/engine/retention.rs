@@ -18,7 +18,8 @@
 
 use super::{BATCH, Dialect, RowLock, Sql, id_args, placeholders};
 use crate::store::submission::IDEMPOTENCY_WINDOW;
-use crate::store::{Result, StoreError, Ts};
+use crate::store::{Result, StoreError};
+use domain::time::Ts;
 
 /// About how many runs (with their events and logs) one deletion takes.
 pub const BATCH_RUNS: i64 = 500;

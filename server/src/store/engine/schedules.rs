@@ -22,7 +22,8 @@ use crate::executor::CommandPolicy;
 use crate::plan::NewPlan;
 use crate::schedule::{self, CatchUp, NewSchedule, Overlap, Timing};
 use crate::store::signals::Signal;
-use crate::store::{Actor, Result, StoreError, Ts, rows};
+use crate::store::{Actor, Result, StoreError, rows};
+use domain::time::Ts;
 
 /// Schedules one round handles; the rest wait for the next round.
 const ROUND_SCHEDULES: i64 = 100;

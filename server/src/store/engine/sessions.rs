@@ -3,9 +3,10 @@
 
 use super::audit::{Asked, Subject};
 use super::{Dialect, read_optional};
+use crate::store::Result;
 use crate::store::audit::Person;
 use crate::store::sessions::{self, Session};
-use crate::store::{Result, Ts};
+use domain::time::Ts;
 
 /// Stores a new sign-in by `by`, and deletes the sessions expired by
 /// `now`.

@@ -13,7 +13,6 @@ use super::{
 use crate::plan::NewPlan;
 use crate::schedule::NewSchedule;
 use crate::store::dashboard::OverviewStats;
-use crate::store::gates::NodeLabels;
 use crate::store::liveness::{Lease, SweepReport};
 use crate::store::notify::{DeliveryOutcome, DueDelivery, NotifyTargets};
 use crate::store::sessions::Session;
@@ -22,8 +21,10 @@ use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{
     Backend, Beaten, Claim, ClaimedRun, Finish, FinishReport, LogLine, Person, PromoteReport,
     PruneCursor, PruneReport, PruneScan, ReplicaInfo, ReplicaRecord, Result, RoundClaims, Store,
-    StoreError, TickReport, Ts,
+    StoreError, TickReport,
 };
+use domain::gates::NodeLabels;
+use domain::time::Ts;
 
 #[async_trait::async_trait]
 impl<D: Dialect> Store for D {

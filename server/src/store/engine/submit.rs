@@ -5,9 +5,10 @@
 use super::audit::{Asked, Subject};
 use super::{Dialect, dependencies, optional};
 use crate::plan::NewPlan;
+use crate::store::Result;
 use crate::store::signals::Signal;
 use crate::store::submission::{self, IdempotencyKey, Submitted};
-use crate::store::{Result, Ts};
+use domain::time::Ts;
 
 /// Stores a validated plan; creates PENDING runs when `plan.start`.
 ///

@@ -13,8 +13,9 @@ use std::time::Duration;
 use super::{CLAIM_LOCK, PROMOTER_LOCK, PgStore};
 use crate::bench::scratch::Scratch;
 use crate::plan::{NewPlan, parse_json};
-use crate::store::gates::NodeLabels;
-use crate::store::{Claim, Result, Store, Ts};
+use crate::store::{Claim, Result, Store};
+use domain::gates::NodeLabels;
+use domain::time::Ts;
 
 async fn store() -> (Scratch, PgStore) {
     let scratch = Scratch::postgres_for_tests().await;

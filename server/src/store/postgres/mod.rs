@@ -17,13 +17,13 @@ use crate::store::dashboard::{self};
 use crate::store::engine::audit::Asked;
 use crate::store::engine::dialect::arguments;
 use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
-use crate::store::gates::{self, ContextRow, Decisions, PendingRun};
+use crate::store::gates;
 use crate::store::liveness::{self, SweepCandidate};
 use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::signals::{CHANNEL, Signal};
-use crate::store::{
-    Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts,
-};
+use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError};
+use domain::gates::{ContextRow, Decisions, PendingRun};
+use domain::time::Ts;
 
 pub(super) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
@@ -788,7 +788,7 @@ impl Dialect for PgStore {
         .bind(task_ids)
         .bind(run_at)
         .bind(now)
-        .bind(gates::CAUSE_NEW)
+        .bind(domain::gates::CAUSE_NEW)
         .bind(actor)
         .bind(detail)
         .fetch_all(&mut **tx)

@@ -323,8 +323,8 @@ async fn a_round_that_claims_waits_for_the_disk() {
         sqlx::query(ROUND_CLAIM.sql)
             .bind(REPLICA)
             .bind(ids)
-            .bind(crate::store::Ts::now())
-            .bind(crate::store::Ts::now())
+            .bind(domain::time::Ts::now())
+            .bind(domain::time::Ts::now())
             .bind(10_000_i64)
             .bind("scheduler")
     };

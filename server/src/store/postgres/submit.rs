@@ -6,11 +6,11 @@ use sqlx::PgExecutor;
 
 use crate::plan::NewPlan;
 use crate::store::engine::audit::Asked;
-use crate::store::gates;
 use crate::store::rows::{self, millis};
 use crate::store::signals::{CHANNEL, Signal};
-use crate::store::{Actor, Result, Ts};
+use crate::store::{Actor, Result};
 use domain::audit::Outcome;
+use domain::time::Ts;
 
 /// The submit statement, with `$audit` (a CTE or nothing) spliced in
 /// before its final SELECT.
@@ -132,7 +132,7 @@ pub async fn plan_write<'c>(
                 .collect::<Vec<_>>(),
         )
         .bind(plan.start)
-        .bind(gates::CAUSE_NEW)
+        .bind(domain::gates::CAUSE_NEW)
         .bind(CHANNEL)
         .bind(Signal::Changed.payload());
     if let Some(audit) = audit {

@@ -25,13 +25,13 @@ use crate::plan::NewPlan;
 use crate::store::dashboard::{self};
 use crate::store::engine::dialect::arguments;
 use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
-use crate::store::gates::{self, Decisions};
+use crate::store::gates;
 use crate::store::liveness::{self, SweepCandidate};
 use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::signals::Signal;
-use crate::store::{
-    Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError, Ts,
-};
+use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError};
+use domain::gates::Decisions;
+use domain::time::Ts;
 
 mod checkpoint;
 mod packed;
@@ -418,7 +418,7 @@ impl Dialect for SqliteStore {
         )
         .bind(serde_json::Value::Array(wanted).to_string())
         .bind(now)
-        .bind(gates::CAUSE_NEW)
+        .bind(domain::gates::CAUSE_NEW)
         .fetch_all(&mut **tx)
         .await?;
         let pairs: Vec<_> = made.iter().map(|(id, task)| json!([id, task])).collect();
@@ -531,7 +531,7 @@ impl Dialect for SqliteStore {
     /// Every round has the lock. Read through [`packed::pending_runs`].
     const PENDING_RUNS: &'static str = gates::pending_runs_sql!("TRUE");
 
-    async fn pending_runs(tx: &mut Self::Tx) -> Result<Vec<gates::PendingRun>> {
+    async fn pending_runs(tx: &mut Self::Tx) -> Result<Vec<domain::gates::PendingRun>> {
         packed::pending_runs(tx).await
     }
 
@@ -883,7 +883,7 @@ impl Dialect for SqliteStore {
             )
             .bind(plan_id)
             .bind(now)
-            .bind(gates::CAUSE_NEW)
+            .bind(domain::gates::CAUSE_NEW)
             .execute(&mut **tx)
             .await?;
             // The runs above the reserved range's start are the ones just

@@ -13,9 +13,11 @@
 use std::ops::DerefMut;
 
 use super::WriteTx;
-use crate::store::gates::{PendingRun, pending_runs_sql};
+use crate::store::gates::pending_runs_sql;
 use crate::store::rows::{ClaimRow, FinishedRow};
-use crate::store::{Result, StoreError, Ts};
+use crate::store::{Result, StoreError};
+use domain::gates::PendingRun;
+use domain::time::Ts;
 
 /// Runs per page: about 1 MB of JSON, so a backlog of millions of
 /// PENDING runs never needs one string near SQLite's length limit.
@@ -179,10 +181,11 @@ mod tests {
     use super::pending_runs_paged;
     use crate::bench::scratch::Scratch;
     use crate::plan::parse_json;
+    use crate::store::Store;
     use crate::store::engine::Dialect;
-    use crate::store::gates::PendingRun;
     use crate::store::sqlite::SqliteStore;
-    use crate::store::{Store, Ts};
+    use domain::gates::PendingRun;
+    use domain::time::Ts;
 
     /// What sqlx reads of a run, field by field, as the packed read must.
     fn fields(r: &PendingRun) -> String {

@@ -11,8 +11,9 @@ use sqlx::sqlite::Sqlite;
 use sqlx::{QueryBuilder, Transaction};
 
 use crate::plan::NewPlan;
+use crate::store::Result;
 use crate::store::rows::{self, millis};
-use crate::store::{Result, Ts};
+use domain::time::Ts;
 
 /// The largest chunk: 64 rows × 15 columns = 960 parameters.
 const CHUNK: usize = 64;

@@ -1,29 +1,31 @@
-//! One timestamp type that both backends store natively.
+//! Time as Baton judges it: [`Ts`], one instant type for every rule and
+//! both backends, and [`clock`], the one clock every replica reads it from
+//! (the database's, docs/design.md "One clock").
 //!
-//! PostgreSQL keeps `TIMESTAMPTZ`, which operators can read and query; SQLite
-//! has no time type, so it keeps Unix microseconds in an `INTEGER`, which
-//! compares and adds with plain integer arithmetic (deadlines are computed in
-//! SQL). Row structs hold [`Ts`] and decode the same way from either backend.
+//! Both backends store a [`Ts`] natively (the `sqlx` feature,
+//! [`storage`]): PostgreSQL keeps `TIMESTAMPTZ`, which operators can read
+//! and query; SQLite has no time type, so it keeps Unix microseconds in an
+//! `INTEGER`, which compares and adds with plain integer arithmetic
+//! (deadlines are computed in SQL).
 
 use std::fmt;
 
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
-use sqlx::encode::IsNull;
-use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef};
-use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
-use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
+
+pub mod clock;
+#[cfg(feature = "sqlx")]
+mod storage;
 
 /// A UTC instant with microsecond precision (what PostgreSQL keeps).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ts(pub DateTime<Utc>);
 
 impl Ts {
-    /// The current time on the database's clock ([`super::clock`]), in
+    /// The current time on the database's clock ([`clock`]), in
     /// microseconds so that a value read back from either backend equals
     /// the value written.
     pub fn now() -> Self {
-        Ts::from_micros(super::clock::now_micros())
+        Ts::from_micros(clock::now_micros())
     }
 
     pub fn from_micros(micros: i64) -> Self {
@@ -82,52 +84,6 @@ impl fmt::Display for Ts {
             "{}",
             self.0.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
         )
-    }
-}
-
-impl Type<Postgres> for Ts {
-    fn type_info() -> PgTypeInfo {
-        <DateTime<Utc> as Type<Postgres>>::type_info()
-    }
-}
-
-impl PgHasArrayType for Ts {
-    fn array_type_info() -> PgTypeInfo {
-        <DateTime<Utc> as PgHasArrayType>::array_type_info()
-    }
-}
-
-impl Encode<'_, Postgres> for Ts {
-    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
-        <DateTime<Utc> as Encode<Postgres>>::encode_by_ref(&self.0, buf)
-    }
-}
-
-impl<'r> Decode<'r, Postgres> for Ts {
-    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
-        Ok(Ts(<DateTime<Utc> as Decode<Postgres>>::decode(value)?))
-    }
-}
-
-impl Type<Sqlite> for Ts {
-    fn type_info() -> SqliteTypeInfo {
-        <i64 as Type<Sqlite>>::type_info()
-    }
-
-    fn compatible(ty: &SqliteTypeInfo) -> bool {
-        <i64 as Type<Sqlite>>::compatible(ty)
-    }
-}
-
-impl Encode<'_, Sqlite> for Ts {
-    fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
-        <i64 as Encode<Sqlite>>::encode_by_ref(&self.micros(), buf)
-    }
-}
-
-impl<'r> Decode<'r, Sqlite> for Ts {
-    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
-        Ok(Ts::from_micros(<i64 as Decode<Sqlite>>::decode(value)?))
     }
 }
 
