@@ -21,6 +21,7 @@ pub mod notify;
 mod plan_list;
 mod postgres;
 mod rows;
+mod run_columns;
 pub mod run_search;
 mod sessions;
 pub mod signals;

@@ -6,6 +6,7 @@
 //! status changes write their events in the same statement through
 //! data-modifying CTEs, so a batch costs one round trip.
 
+use crate::store::run_columns::run_copies_of_task;
 use std::time::{Duration, Instant};
 
 use sqlx::migrate::Migrator;
@@ -765,16 +766,17 @@ impl Dialect for PgStore {
         Self::creation_lock(tx).await?;
         // Who: plan start, retries (operator and automatic). A submit that
         // starts at once creates its runs in PLAN_SUBMIT.
-        let created: Vec<i64> = sqlx::query_scalar(
+        let created: Vec<i64> = sqlx::query_scalar(concat!(
             "WITH made AS (
-                INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive,
-                    version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
-                    reassign_after_ms, held, dependents, approval_pending)
-                SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
-                    t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
-                    COALESCE(x.run_at, t.run_at), $3, $4, t.reassign_after_ms,
-                    t.deps_open > 0, t.has_dependents,
-                    t.approval IS NOT NULL AND t.approved_at IS NULL
+                INSERT INTO task_run (task_id, plan_id, attempt, status, run_at, created_at,
+                    waiting_cause, held, dependents, approval_pending, ",
+            run_copies_of_task!(""),
+            ")
+                SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING',
+                    COALESCE(x.run_at, t.run_at), $3, $4, t.deps_open > 0, t.has_dependents,
+                    t.approval IS NOT NULL AND t.approved_at IS NULL, ",
+            run_copies_of_task!("t."),
+            "
                 FROM UNNEST($1::bigint[], $2::timestamptz[]) AS x(task_id, run_at)
                 JOIN task t ON t.id = x.task_id
                 LEFT JOIN task_run prev ON prev.id = t.latest_run_id
@@ -783,8 +785,8 @@ impl Dialect for PgStore {
                 UPDATE task SET latest_run_id = made.id FROM made WHERE task.id = made.task_id)
             INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
             SELECT id, NULL, 'PENDING', $5, $3, $6 FROM made
-            RETURNING run_id",
-        )
+            RETURNING run_id"
+        ))
         .bind(task_ids)
         .bind(run_at)
         .bind(now)

@@ -41,13 +41,17 @@ macro_rules! plan_submit_sql {
             WITH ORDINALITY AS x(name, target, exclusive, version, run_at, node, timeout_ms,
                 max_attempts, hbi, hbt, executor, reassign, ord)
         ORDER BY x.ord
-        RETURNING id, plan_id, target, exclusive, version, run_at, node, timeout_ms,
-            max_attempts, reassign_after_ms, latest_run_id),
+        RETURNING id, plan_id, run_at, latest_run_id, ",
+            $crate::store::run_columns::run_copies_of_task!(""),
+            "),
     made AS (
-        INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive, version,
-            node, timeout_ms, max_attempts, run_at, created_at, waiting_cause, reassign_after_ms)
-        SELECT latest_run_id, id, plan_id, 1, 'PENDING', target, exclusive, version, node,
-            timeout_ms, max_attempts, run_at, $4, $20, reassign_after_ms
+        INSERT INTO task_run (id, task_id, plan_id, attempt, status, run_at, created_at,
+            waiting_cause, ",
+            $crate::store::run_columns::run_copies_of_task!(""),
+            ")
+        SELECT latest_run_id, id, plan_id, 1, 'PENDING', run_at, $4, $20, ",
+            $crate::store::run_columns::run_copies_of_task!(""),
+            "
         FROM t WHERE $19
         RETURNING id),
     logged AS (

@@ -7,6 +7,7 @@
 //! with `json_each`. SQLite has no data-modifying CTEs, so a status change
 //! and its events are two statements in one transaction.
 
+use crate::store::run_columns::run_copies_of_task;
 use std::ops::DerefMut;
 use std::path::Path;
 use std::sync::Arc;
@@ -401,21 +402,22 @@ impl Dialect for SqliteStore {
             .zip(run_at)
             .map(|(id, at)| json!([id, at.map(Ts::micros)]))
             .collect();
-        let made: Vec<(i64, i64)> = sqlx::query_as(
-            "INSERT INTO task_run (task_id, plan_id, attempt, status, target, exclusive, version,
-                node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
-                reassign_after_ms, held, dependents, approval_pending)
-             SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING', t.target,
-                t.exclusive, t.version, t.node, t.timeout_ms, t.max_attempts,
-                COALESCE(x.value ->> 1, t.run_at), $2, $3, t.reassign_after_ms,
-                t.deps_open > 0, t.has_dependents,
-                t.approval IS NOT NULL AND t.approved_at IS NULL
+        let made: Vec<(i64, i64)> = sqlx::query_as(concat!(
+            "INSERT INTO task_run (task_id, plan_id, attempt, status, run_at, created_at,
+                waiting_cause, held, dependents, approval_pending, ",
+            run_copies_of_task!(""),
+            ")
+             SELECT t.id, t.plan_id, COALESCE(prev.attempt, 0) + 1, 'PENDING',
+                COALESCE(x.value ->> 1, t.run_at), $2, $3, t.deps_open > 0, t.has_dependents,
+                t.approval IS NOT NULL AND t.approved_at IS NULL, ",
+            run_copies_of_task!("t."),
+            "
              FROM json_each($1) AS x
              JOIN task t ON t.id = x.value ->> 0
              LEFT JOIN task_run prev ON prev.id = t.latest_run_id
              ORDER BY x.key
-             RETURNING id, task_id",
-        )
+             RETURNING id, task_id"
+        ))
         .bind(serde_json::Value::Array(wanted).to_string())
         .bind(now)
         .bind(domain::gates::CAUSE_NEW)
@@ -873,14 +875,16 @@ impl Dialect for SqliteStore {
         if plan.start {
             // Copied from the task rows just written: their (plan, name)
             // index hands them over in one range.
-            sqlx::query(
-                "INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive,
-                    version, node, timeout_ms, max_attempts, run_at, created_at, waiting_cause,
-                    reassign_after_ms)
-                 SELECT latest_run_id, id, plan_id, 1, 'PENDING', target, exclusive, version, node,
-                    timeout_ms, max_attempts, run_at, $2, $3, reassign_after_ms
-                 FROM task WHERE plan_id = $1 ORDER BY latest_run_id",
-            )
+            sqlx::query(concat!(
+                "INSERT INTO task_run (id, task_id, plan_id, attempt, status, run_at, created_at,
+                    waiting_cause, ",
+                run_copies_of_task!(""),
+                ")
+                 SELECT latest_run_id, id, plan_id, 1, 'PENDING', run_at, $2, $3, ",
+                run_copies_of_task!(""),
+                "
+                 FROM task WHERE plan_id = $1 ORDER BY latest_run_id"
+            ))
             .bind(plan_id)
             .bind(now)
             .bind(domain::gates::CAUSE_NEW)
