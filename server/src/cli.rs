@@ -91,7 +91,7 @@ mod tests {
     use clap::Parser;
 
     use super::Cli;
-    use crate::scheduler::SchedulerConfig;
+    use crate::loops::SchedulerConfig;
 
     /// The flags' defaults are the scheduler's constants, not a second copy.
     #[test]

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::notifications::DeliveryConfig;
-use crate::scheduler::{self, SchedulerConfig};
+use crate::loops::DeliveryConfig;
+use crate::loops::{self, SchedulerConfig};
 use crate::secret::Secret;
 use crate::store::NotifyTargets;
 
@@ -54,26 +54,26 @@ pub struct Settings {
     )]
     pub listen: SocketAddr,
     /// Executions this replica runs at once.
-    #[arg(long, env = "BATON_WORKERS", default_value_t = scheduler::DEFAULT_WORKERS, global = true)]
+    #[arg(long, env = "BATON_WORKERS", default_value_t = loops::DEFAULT_WORKERS, global = true)]
     pub workers: usize,
     /// Fallback wake-up of the scheduler loops when no notification comes.
-    #[arg(long, env = "BATON_POLL_INTERVAL", default_value = duration_text(scheduler::DEFAULT_POLL_INTERVAL), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_POLL_INTERVAL", default_value = duration_text(loops::DEFAULT_POLL_INTERVAL), value_parser = humantime::parse_duration, global = true)]
     pub poll_interval: Duration,
     /// Replica and run heartbeat period.
-    #[arg(long, env = "BATON_HEARTBEAT_INTERVAL", default_value = duration_text(scheduler::DEFAULT_HEARTBEAT_INTERVAL), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_HEARTBEAT_INTERVAL", default_value = duration_text(loops::DEFAULT_HEARTBEAT_INTERVAL), value_parser = humantime::parse_duration, global = true)]
     pub heartbeat_interval: Duration,
     /// A replica or run without a heartbeat for this long is stale.
-    #[arg(long, env = "BATON_STALE_AFTER", default_value = duration_text(scheduler::DEFAULT_STALE_AFTER), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_STALE_AFTER", default_value = duration_text(loops::DEFAULT_STALE_AFTER), value_parser = humantime::parse_duration, global = true)]
     pub stale_after: Duration,
     /// How long shutdown lets running executions finish.
-    #[arg(long, env = "BATON_SHUTDOWN_GRACE", default_value = duration_text(scheduler::DEFAULT_SHUTDOWN_GRACE), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_SHUTDOWN_GRACE", default_value = duration_text(loops::DEFAULT_SHUTDOWN_GRACE), value_parser = humantime::parse_duration, global = true)]
     pub shutdown_grace: Duration,
     /// How often the leader fails runs whose replica or deadlines lapsed.
-    #[arg(long, env = "BATON_SWEEP_INTERVAL", default_value = duration_text(scheduler::DEFAULT_SWEEP_INTERVAL), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_SWEEP_INTERVAL", default_value = duration_text(loops::DEFAULT_SWEEP_INTERVAL), value_parser = humantime::parse_duration, global = true)]
     pub sweep_interval: Duration,
     /// How long the leader's lease lasts without renewal; another replica
     /// takes over within this time after the leader dies.
-    #[arg(long, env = "BATON_LEADER_LEASE", default_value = duration_text(scheduler::DEFAULT_LEADER_LEASE), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_LEADER_LEASE", default_value = duration_text(loops::DEFAULT_LEADER_LEASE), value_parser = humantime::parse_duration, global = true)]
     pub leader_lease: Duration,
     /// The most of one run's output stored (`1MiB`, `512KiB`, a byte
     /// count; 4 KiB to 1 GiB). Later output is discarded and the cut is
@@ -98,7 +98,7 @@ pub struct Settings {
     )]
     pub webhook_secret: Option<Secret>,
     /// Attempts per delivery before it is given up.
-    #[arg(long, env = "BATON_WEBHOOK_MAX_ATTEMPTS", default_value_t = scheduler::DEFAULT_WEBHOOK_MAX_ATTEMPTS, global = true)]
+    #[arg(long, env = "BATON_WEBHOOK_MAX_ATTEMPTS", default_value_t = loops::DEFAULT_WEBHOOK_MAX_ATTEMPTS, global = true)]
     pub webhook_max_attempts: u32,
     /// The dashboard's live feed reads one view at most this often,
     /// however many tabs watch it (100ms to 60s).

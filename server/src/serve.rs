@@ -14,7 +14,7 @@ use crate::auth::{self, Auth, Users};
 use crate::config::Settings;
 use crate::dashboard;
 use crate::executor::Registry;
-use crate::scheduler::{Replica, SchedulerView, new_replica_id};
+use crate::loops::{Replica, SchedulerView, new_replica_id};
 use crate::store::{self, ReplicaInfo, Store};
 use domain::time::Ts;
 

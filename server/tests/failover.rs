@@ -832,7 +832,7 @@ async fn a_finish_waiting_on_a_lock_does_not_starve_run_heartbeats() {
 /// for a stopped database, where calls fail at once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_partitioned_leader_steps_down_before_its_lease_expires() {
-    use baton::liveness::LeaderLease;
+    use baton::loops::LeaderLease;
     use tokio_util::sync::CancellationToken;
 
     let _turn = ONE_AT_A_TIME.lock().await;
@@ -895,7 +895,7 @@ impl baton::executor::Executor for Counted {
 /// 1102322328102059040).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_answered_too_late_starts_nothing() {
-    use baton::scheduler::{Claimer, SchedulerConfig, Worker};
+    use baton::loops::{Claimer, SchedulerConfig, Worker};
     use common::proxy::Link;
     use domain::gates::NodeLabels;
 

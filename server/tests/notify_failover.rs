@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use baton::notifications::verify;
+use baton::webhook_signature::verify;
 use common::process::{Baton, Options};
 use common::receiver::Receiver;
 use common::{Kind, TestDb, eventually};

@@ -93,7 +93,7 @@ async fn a_postgres_restart_mid_plan_loses_nothing_and_runs_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_cut_off_from_the_database_steps_down_before_its_lease_expires() {
-    use baton::liveness::LeaderLease;
+    use baton::loops::LeaderLease;
     use std::time::Instant;
     use tokio_util::sync::CancellationToken;
 

@@ -21,8 +21,8 @@ use domain::model::{PlanStatus, RunStatus};
 
 use super::ApiState;
 use super::health::PROBE_WAIT;
-use crate::liveness::replica_views;
-use crate::scheduler::RunCounts;
+use crate::loops::RunCounts;
+use crate::replica_views::replica_views;
 use domain::time::Ts;
 
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -31,7 +31,7 @@ use axum::routing::{get, post};
 
 pub use self::error::{ApiError, ApiResult};
 use crate::executor::CommandPolicy;
-use crate::scheduler::{LoopHealth, RunCounters};
+use crate::loops::{LoopHealth, RunCounters};
 use crate::store::{ReplicaInfo, Store};
 use domain::model::Identity;
 use domain::model::PlanView;

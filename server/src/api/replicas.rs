@@ -5,7 +5,7 @@ use axum::extract::State;
 use domain::model::ReplicaView;
 
 use super::{ApiResult, ApiState};
-use crate::liveness::replica_views;
+use crate::replica_views::replica_views;
 use domain::time::Ts;
 
 pub async fn list(State(state): State<ApiState>) -> ApiResult<Json<Vec<ReplicaView>>> {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::{InProcess, Replicas, Target, ms, wait_done_polling};
 use crate::bench::scratch::Scratch;
-use crate::scheduler::SchedulerConfig;
+use crate::loops::SchedulerConfig;
 use domain::time::Ts;
 
 /// `n` tasks, each depending on the one before.

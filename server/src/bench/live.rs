@@ -28,7 +28,7 @@ use super::counted_source::CountedSource;
 use crate::bench::scratch::Scratch;
 use crate::config::Settings;
 use crate::executor::Registry;
-use crate::scheduler::{Replica, new_replica_id};
+use crate::loops::{Replica, new_replica_id};
 use crate::store::{ReplicaInfo, Store};
 use domain::time::Ts;
 
@@ -59,7 +59,7 @@ async fn bench(settings: &Settings, scratch: &Scratch, window: Duration) -> anyh
     let replica = Replica::start(
         store.clone(),
         info.clone(),
-        crate::scheduler::SchedulerConfig {
+        crate::loops::SchedulerConfig {
             workers: 32,
             ..settings.scheduler()
         },

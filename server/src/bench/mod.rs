@@ -57,7 +57,7 @@ use crate::bench::scratch::Scratch;
 use crate::client::{ApiClient, PlanFormat};
 use crate::config::Settings;
 use crate::executor::Registry;
-use crate::scheduler::{Replica, SchedulerConfig, new_replica_id};
+use crate::loops::{Replica, SchedulerConfig, new_replica_id};
 use crate::store::{ReplicaInfo, Store};
 use domain::time::Ts;
 

@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::{InProcess, Replicas, ms, percentile, pickup, render};
 use crate::bench::scratch::Scratch;
 use crate::bench::seed::SeedSpec;
+use crate::loops::SchedulerConfig;
 use crate::retention::{self, PAUSE};
-use crate::scheduler::SchedulerConfig;
 use crate::store::PruneReport;
 use domain::time::Ts;
 

@@ -19,8 +19,8 @@ use domain::views::{
 };
 
 use crate::executor::CommandPolicy;
-use crate::liveness::replica_views;
 use crate::plan;
+use crate::replica_views::replica_views;
 use crate::schedule;
 use crate::store::{Person, Store, StoreError};
 use domain::filter::audit as audit_filter;

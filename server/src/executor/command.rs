@@ -46,7 +46,7 @@ impl Default for CommandExecutor {
             // upgrade in place would have put the new version under the
             // old replica.
             supervisor: PathBuf::from("/proc/self/exe"),
-            quiet: crate::scheduler::DEFAULT_STALE_AFTER / 2,
+            quiet: crate::loops::DEFAULT_STALE_AFTER / 2,
             env: TaskEnv::default(),
         }
     }

@@ -16,10 +16,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 mod command;
-mod pruner;
 
 pub use command::{PruneArgs, prune_command};
-pub use pruner::Pruner;
 
 use crate::store::{PRUNE_BATCH_RUNS as BATCH_RUNS, PruneCursor, PruneReport, Store};
 use domain::time::Ts;

@@ -225,7 +225,7 @@ pub struct PromoteReport {
     /// claim for, in id order; they are RUNNING now.
     pub claimed: Vec<ClaimedRun>,
     /// When the claimed runs' start was stamped (just before the round
-    /// wrote them), for [`crate::scheduler::Worker::spawn_all`].
+    /// wrote them), for [`crate::loops::Worker::spawn_all`].
     pub claimed_at: Option<std::time::Instant>,
 }
 

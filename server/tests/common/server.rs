@@ -8,7 +8,7 @@ use std::time::Duration;
 use baton::cli::Cli;
 use baton::config::Settings;
 use baton::executor::Registry;
-use baton::scheduler::{Replica, new_replica_id};
+use baton::loops::{Replica, new_replica_id};
 use baton::store::{ReplicaInfo, Store};
 use clap::Parser;
 use domain::model::{PlanStatus, PlanView};

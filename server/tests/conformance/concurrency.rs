@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton::executor::Registry;
-use baton::scheduler::{Replica, SchedulerConfig};
+use baton::loops::{Replica, SchedulerConfig};
 use baton::store::{ReplicaInfo, Store, StoreError};
 use domain::gates::NodeLabels;
 use domain::model::{PlanStatus, PlanView, TaskStatus};
@@ -968,8 +968,8 @@ mod cases {
     /// worker, up to the free slots; a replica that cannot prove it is
     /// alive claims nothing in its rounds, and its runs wait AVAILABLE.
     pub async fn the_leaders_round_starts_what_it_claims_only_for_a_live_replica(kind: Kind) {
-        use baton::liveness::LeaderLease;
-        use baton::scheduler::{Promoter, Worker};
+        use baton::loops::LeaderLease;
+        use baton::loops::{Promoter, Worker};
         let db = TestDb::new(kind).await;
         let store = db.store().await;
         let config = SchedulerConfig {

@@ -526,7 +526,7 @@ mod cases {
         .unwrap();
         s.replica_upsert(&replica("r-new", &[]), now).await.unwrap();
         let pruned = s
-            .replica_prune(now.minus(baton::liveness::PRUNE_AFTER))
+            .replica_prune(now.minus(baton::loops::PRUNE_AFTER))
             .await
             .unwrap();
         assert_eq!(pruned, 1);

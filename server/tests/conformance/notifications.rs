@@ -103,10 +103,10 @@ fn deliver(
     tokio::task::JoinHandle<()>,
 ) {
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let deliverer = baton::notifications::Deliverer::new(
+    let deliverer = baton::loops::Deliverer::new(
         s.clone(),
         "r-deliver".into(),
-        baton::notifications::DeliveryConfig {
+        baton::loops::DeliveryConfig {
             secret: None,
             max_attempts,
         },

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::unwritable::Unwritable;
 use super::{Leadership, round_interval};
-use crate::scheduler::Probe;
+use crate::loops::Probe;
 use crate::store::{Store, SweepReport};
 use domain::time::Ts;
 
@@ -109,13 +109,8 @@ impl Sweeper {
             .next_round(&mut tick, &self.probe, &shutdown)
             .await
         {
-            match self.run_once().await {
-                Ok(_) => self.probe.round_done(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "sweep failed; will retry");
-                    self.probe.round_failed(&e);
-                }
-            }
+            let outcome = self.run_once().await;
+            self.probe.ended("sweep", &outcome);
             if pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
                 pruned_at = Some(Instant::now());
                 match self.store.replica_prune(Ts::now().minus(PRUNE_AFTER)).await {

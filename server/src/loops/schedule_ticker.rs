@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SchedulerConfig;
 use super::health::Probe;
-use crate::liveness::{Leadership, round_interval};
+use crate::loops::{Leadership, round_interval};
 use crate::store::{Store, TickReport};
 use domain::time::Ts;
 
@@ -90,13 +90,8 @@ impl Ticker {
             .next_round(&mut tick, &self.probe, &shutdown)
             .await
         {
-            match self.run_once().await {
-                Ok(_) => self.probe.round_done(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "schedule round failed; will retry");
-                    self.probe.round_failed(&e);
-                }
-            }
+            let outcome = self.run_once().await;
+            self.probe.ended("schedule round", &outcome);
         }
     }
 }

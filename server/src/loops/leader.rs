@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use crate::scheduler::Probe;
+use crate::loops::Probe;
 use crate::store::{LEADER_LEASE, Store};
 use domain::time::Ts;
 

@@ -1,5 +1,8 @@
-//! The scheduling loops every replica runs in-process (docs/design.md,
-//! "Gates" and "Claim and execute").
+//! Every loop a replica runs in-process, one file each: the scheduling
+//! loops (docs/design.md, "Gates" and "Claim and execute"), liveness (the
+//! replica and run heartbeats, the clock's samples, the leader lease and
+//! the sweeper the leader runs, "Liveness"), webhook delivery
+//! ("Notifications"), the schedules' ticker and the retention pruner.
 //!
 //! ```text
 //!  submit/retry ──► PENDING ──promoter──► AVAILABLE ──claimer──► RUNNING ──worker──► DONE/FAILED
@@ -14,12 +17,21 @@
 //! method and a `run_once` that tests call directly.
 
 mod claimer;
+mod clock_sync;
 mod counters;
+mod deliverer;
 mod health;
+mod last_words;
+mod leader;
 mod ownership;
 mod promoter;
-mod signals;
-mod ticker;
+mod pruner;
+mod replica_heartbeat;
+mod run_heartbeat;
+mod schedule_ticker;
+mod signal_forwarder;
+mod sweeper;
+mod unwritable;
 mod worker;
 
 use std::future::Future;
@@ -30,19 +42,31 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use self::claimer::Claimer;
+pub use self::clock_sync::ClockSync;
 pub use self::counters::{Claimant, RunCounters, RunCounts};
+pub use self::deliverer::{DELIVERY_ROUND_BOUND, Deliverer, DeliveryConfig};
 pub use self::health::{LoopHealth, Probe, Stalled};
+pub use self::last_words::LastWords;
+pub use self::leader::{LeaderLease, Leadership, round_interval};
 pub use self::ownership::Ownership;
 pub use self::promoter::Promoter;
-pub use self::signals::SignalForwarder;
-pub use self::ticker::Ticker;
+pub use self::pruner::Pruner;
+pub use self::replica_heartbeat::ReplicaHeartbeat;
+pub use self::run_heartbeat::{RunHandle, RunHeartbeat, RunTable};
+pub use self::schedule_ticker::Ticker;
+pub use self::signal_forwarder::SignalForwarder;
+pub use self::sweeper::{PRUNE_AFTER, Sweeper};
 pub use self::worker::Worker;
 use crate::executor::Registry;
-use crate::liveness::{ClockSync, LAST_WRITE, LeaderLease, Leadership, ReplicaHeartbeat, Sweeper};
-use crate::notifications::{DELIVERY_ROUND_BOUND, Deliverer, DeliveryConfig};
-use crate::retention::Pruner;
 use crate::store::{ReplicaInfo, Store};
 use domain::time::Ts;
+
+/// At shutdown, how long a last write (finishes, the hand-back, the
+/// lease's release, the heartbeat row's removal) may take: a database that
+/// is gone must not keep the process from exiting. What could not be
+/// written resolves itself: the lease expires, the row goes stale, the
+/// sweeper fails or retries the runs.
+pub const LAST_WRITE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Settings shared by a replica's loops.
 #[derive(Debug, Clone)]

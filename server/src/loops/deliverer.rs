@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::signature::{SIGNATURE_HEADER, sign};
-use crate::scheduler::Probe;
+use crate::loops::Probe;
 use crate::secret::Secret;
 use crate::store::{DeliveryOutcome, DueDelivery, Store, retry_backoff};
+use crate::webhook_signature::{SIGNATURE_HEADER, sign};
 use domain::time::Ts;
 
 /// How long a taken delivery stays with its sender.
@@ -193,13 +193,8 @@ impl Deliverer {
                 // Alive, every sender busy: the next look comes as one ends.
                 me.probe.round_done();
             } else {
-                match me.take_due(room, &mut sending).await {
-                    Ok(_) => me.probe.round_done(),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "taking due deliveries failed; will retry");
-                        me.probe.round_failed(&e);
-                    }
-                }
+                let outcome = me.take_due(room, &mut sending).await;
+                me.probe.ended("taking due deliveries", &outcome);
             }
             tokio::select! {
                 // A sender is free: look again at once (a retry may be due,

@@ -129,6 +129,19 @@ impl Probe {
         });
     }
 
+    /// A round of `what` ended with `outcome`: recorded, and a failure
+    /// logged (`"{what} failed; will retry"`). Every loop's round ends here,
+    /// so a loop cannot fail quietly or forget to tell `/readyz`.
+    pub fn ended<T>(&self, what: &str, outcome: &anyhow::Result<T>) {
+        match outcome {
+            Ok(_) => self.round_done(),
+            Err(error) => {
+                tracing::warn!(error = %error, "{what} failed; will retry");
+                self.round_failed(error);
+            }
+        }
+    }
+
     /// The loop has nothing it is expected to do until its next round
     /// (a follower waiting for leadership), which is as healthy as a
     /// completed round for as long as it lasts.

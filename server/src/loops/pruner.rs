@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{PAUSE, PRUNE_EVERY, prune, prune_audit};
-use crate::liveness::{Leadership, round_interval};
-use crate::scheduler::Probe;
+use crate::loops::Probe;
+use crate::loops::{Leadership, round_interval};
+use crate::retention::{PAUSE, PRUNE_EVERY, prune, prune_audit};
 use crate::store::Store;
 use domain::time::Ts;
 
@@ -48,13 +48,8 @@ impl Pruner {
             .next_round(&mut tick, &self.probe, &shutdown)
             .await
         {
-            match self.round(&shutdown).await {
-                Ok(()) => self.probe.round_done(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "pruning finished plans failed; will retry");
-                    self.probe.round_failed(&e);
-                }
-            }
+            let outcome = self.round(&shutdown).await;
+            self.probe.ended("pruning finished plans", &outcome);
         }
     }
 

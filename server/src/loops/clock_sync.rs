@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::scheduler::Probe;
+use crate::loops::Probe;
 use crate::store::Store;
 use crate::store::clock::sample;
 use domain::time::clock::{self, Adopted, SKEW_WARNING};
@@ -64,13 +64,8 @@ impl ClockSync {
                 _ = tick.tick() => {}
                 _ = shutdown.cancelled() => return,
             }
-            match self.run_once().await {
-                Ok(()) => self.probe.round_done(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "reading the database's clock failed; will retry");
-                    self.probe.round_failed(&e);
-                }
-            }
+            let outcome = self.run_once().await;
+            self.probe.ended("reading the database's clock", &outcome);
         }
     }
 

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::health::Probe;
 use super::{Claimant, SchedulerConfig, Worker};
-use crate::liveness::Leadership;
+use crate::loops::Leadership;
 use crate::store::{Claim, PromoteReport, RoundClaims, Store};
 use domain::gates::NodeLabels;
 use domain::time::Ts;
@@ -154,13 +154,8 @@ impl Promoter {
             if crate::faults::panic_in_promoter() {
                 panic!("BATON_FAULT=panic-in-promoter");
             }
-            match self.run_once().await {
-                Ok(_) => self.probe.round_done(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "promotion round failed; will retry");
-                    self.probe.round_failed(&e);
-                }
-            }
+            let outcome = self.run_once().await;
+            self.probe.ended("promotion round", &outcome);
             tokio::select! {
                 _ = signals.changed.notified() => {}
                 _ = tokio::time::sleep(self.poll_interval) => {}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::scheduler::{Ownership, Probe};
+use crate::loops::{Ownership, Probe};
 use crate::store::{ReplicaInfo, Store, StoreError};
 use domain::time::Ts;
 

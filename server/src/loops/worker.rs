@@ -27,7 +27,7 @@ use super::SchedulerConfig;
 use super::counters::{Claimant, RunCounters};
 use super::ownership::Ownership;
 use crate::executor::{LogSink, Outcome, Registry, RunContext, output};
-use crate::liveness::{LAST_WRITE, LastWords, RunHandle, RunHeartbeat, RunTable};
+use crate::loops::{LAST_WRITE, LastWords, RunHandle, RunHeartbeat, RunTable};
 use crate::store::{ClaimedRun, Finish, LogLine, Store, StoreError};
 use domain::time::Ts;
 
