@@ -4,31 +4,31 @@
 //! and serves the REST API and the Leptos dashboard; replicas coordinate
 //! only through the database.
 //!
-//! Layout (the walk of one run is in `docs/architecture.md`):
+//! Layout (the walk of one run is in `docs/architecture.md`). The rules
+//! that need no database (statuses, gates, time, filters) are the
+//! `domain` crate's, below this one and the dashboard.
 //! - [`plan`]: plan files (JSON/YAML), their validation and limits.
 //! - [`store`]: the [`store::Store`] seam; its rules written once in
-//!   `store/engine/` over a PostgreSQL and a SQLite dialect; the promotion
-//!   gates ([`store::gates`]).
+//!   `store/engine/` over a PostgreSQL and a SQLite dialect.
 //! - [`schedule`]: schedule files, cron timing and plan templates.
-//! - [`scheduler`]: promoter, claimer and worker loops, the ownership
-//!   watchdog and loop health.
-//! - [`liveness`]: replica heartbeat, leader lease, sweeper;
-//!   [`retention`]: pruning finished plans.
+//! - [`loops`]: every loop a replica runs (promoter, claimer, worker,
+//!   heartbeats, clock sync, leader lease, sweeper, deliverer, pruner,
+//!   schedule ticker), one file each, and their health.
 //! - [`executor`]: `command` (under its supervisor), `http`, `sleep`.
-//! - [`notifications`]: the webhook deliverer and signatures.
-//! - [`run_filter`]: the runs search's filter, checked; [`audit_filter`]:
-//!   the audit log's; [`plan_filter`]: the plans list's, for bulk actions.
+//! - [`retention`]: what pruning keeps, and `baton prune`.
 //! - [`actions`]: operator actions, one dispatch for the API and the
 //!   dashboard.
 //! - [`api`]: the REST API; [`dashboard`]: the Leptos routes; [`auth`]:
-//!   users, roles, sessions and the guard in front of both.
-//! - [`client`]: `baton submit` and `baton status`, clients of the API.
+//!   users, roles, sessions and the guard in front of both;
+//!   [`fair_queue`], [`fair_share`], [`body_limit`]: what one client may
+//!   take of a replica.
+//! - [`client`]: `baton submit`, `status` and the other API clients.
 //! - [`cli`], [`config`]: the command line and the settings it shares.
 //! - [`serve`]: starting a replica; [`http_server`]: the HTTP server with
 //!   its connection bounds; [`telemetry`]: logs.
-//! - [`bench`]: `baton bench` (throughput, latency, render, failover).
+//! - [`bench`]: `baton bench` and the throw-away databases tests use.
 //! - [`secret`]: values that never print; [`faults`]: fault injection the
-//!   tests switch on.
+//!   tests switch on; [`webhook_signature`], [`replica_views`].
 
 pub mod actions;
 pub mod api;

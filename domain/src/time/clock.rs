@@ -15,7 +15,7 @@
 //!
 //! Until a sample arrives (a CLI command that never connects, a SQLite
 //! store, whose database clock *is* this host's), [`now`] is the wall clock.
-//! Taking the samples is the store's (`server/src/store/clock.rs`).
+//! Taking the samples is the server's store (`store/clock.rs`).
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicI64, Ordering};
