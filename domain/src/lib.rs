@@ -8,6 +8,7 @@
 pub mod audit;
 pub mod filter;
 pub mod gates;
+pub mod liveness;
 pub mod model;
 pub mod query;
 pub mod search;

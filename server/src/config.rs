@@ -213,8 +213,8 @@ impl Settings {
         }
     }
 
-    pub fn command_policy(&self) -> crate::executor::CommandPolicy {
-        crate::executor::CommandPolicy::from_settings(self.disable_commands, &self.allowed_commands)
+    pub fn command_policy(&self) -> crate::plan::CommandPolicy {
+        crate::plan::CommandPolicy::from_settings(self.disable_commands, &self.allowed_commands)
     }
 
     /// The command executor this replica runs: its policy, and a

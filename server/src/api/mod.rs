@@ -30,8 +30,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 pub use self::error::{ApiError, ApiResult};
-use crate::executor::CommandPolicy;
 use crate::loops::{LoopHealth, RunCounters};
+use crate::plan::CommandPolicy;
 use crate::store::{ReplicaInfo, Store};
 use domain::model::Identity;
 use domain::model::PlanView;

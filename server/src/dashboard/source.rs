@@ -18,8 +18,8 @@ use domain::views::{
     TargetChange, TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
 };
 
-use crate::executor::CommandPolicy;
 use crate::plan;
+use crate::plan::CommandPolicy;
 use crate::replica_views::replica_views;
 use crate::schedule;
 use crate::store::{Person, Store, StoreError};

@@ -13,7 +13,8 @@ use tokio::process::{ChildStdin, Command};
 
 use super::error_tail::Tail;
 use super::output::pump;
-use super::{CommandPolicy, Executor, Outcome, RunContext, TaskEnv, supervisor};
+use super::{Executor, Outcome, RunContext, TaskEnv, supervisor};
+use crate::plan::CommandPolicy;
 use crate::plan::CommandSpec;
 
 /// How long a cancelled command's supervisor may take to end it.
@@ -46,7 +47,7 @@ impl Default for CommandExecutor {
             // upgrade in place would have put the new version under the
             // old replica.
             supervisor: PathBuf::from("/proc/self/exe"),
-            quiet: crate::loops::DEFAULT_STALE_AFTER / 2,
+            quiet: domain::liveness::DEFAULT_STALE_AFTER / 2,
             env: TaskEnv::default(),
         }
     }

@@ -8,7 +8,6 @@
 //! more with [`Registry::register`].
 
 mod command;
-mod command_policy;
 pub mod error_tail;
 mod http;
 pub mod output;
@@ -23,7 +22,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use self::command::CommandExecutor;
-pub use self::command_policy::CommandPolicy;
 pub use self::http::HttpExecutor;
 pub use self::sleep::SleepExecutor;
 pub use self::task_env::TaskEnv;

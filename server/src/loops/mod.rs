@@ -59,6 +59,9 @@ pub use self::sweeper::{PRUNE_AFTER, Sweeper};
 pub use self::worker::Worker;
 use crate::executor::Registry;
 use crate::store::{ReplicaInfo, Store};
+pub use domain::liveness::{
+    DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEADER_LEASE, DEFAULT_STALE_AFTER, DEFAULT_SWEEP_INTERVAL,
+};
 use domain::time::Ts;
 
 /// At shutdown, how long a last write (finishes, the hand-back, the
@@ -96,11 +99,7 @@ pub struct SchedulerConfig {
 
 pub const DEFAULT_WORKERS: usize = 16;
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
-pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
-pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(10);
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
-pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
-pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(6);
 pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: u32 = 8;
 pub const DEFAULT_RETAIN_FINISHED: Duration = Duration::from_secs(30 * 86_400);
 

@@ -6,6 +6,7 @@
 //! one set of field paths in error messages, then checked ([`validate`]) into
 //! a [`NewPlan`] that can no longer be wrong.
 
+mod command_policy;
 mod file;
 mod graph;
 pub mod limits;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use command_policy::CommandPolicy;
 pub(crate) use validate::name_text;
 pub use validate::{parse_json, parse_text, parse_value, parse_yaml};
 pub(crate) use yaml_problem::yaml_problem;

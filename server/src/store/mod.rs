@@ -306,7 +306,7 @@ pub trait Store: Send + Sync + 'static {
     /// Which commands this server runs (`BATON_ALLOWED_COMMANDS`,
     /// `BATON_DISABLE_COMMANDS`), for the plans schedules make; set at
     /// start-up. Unset: any.
-    fn command_policy_set(&self, commands: crate::executor::CommandPolicy);
+    fn command_policy_set(&self, commands: crate::plan::CommandPolicy);
 
     /// Forwards other replicas' NOTIFYs to [`Store::signals`] until the
     /// connection fails, having raised every signal once when it starts

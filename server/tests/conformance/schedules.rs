@@ -513,7 +513,7 @@ mod cases {
         )
         .unwrap();
         let id = s.schedule_create(&def, "alice".into(), t0).await.unwrap();
-        s.command_policy_set(baton::executor::CommandPolicy::from_settings(true, &[]));
+        s.command_policy_set(baton::plan::CommandPolicy::from_settings(true, &[]));
         match s.schedule_trigger(id, "bob".into(), t0).await {
             Err(StoreError::Invalid(m)) => {
                 assert!(m.contains("would not run here"), "{m}");
@@ -539,7 +539,7 @@ mod cases {
             v.ticks[0]
         );
         // Allowed again: the next tick makes its plan.
-        s.command_policy_set(baton::executor::CommandPolicy::default());
+        s.command_policy_set(baton::plan::CommandPolicy::default());
         let report = s
             .schedule_fire_due("r-1", GRACE, at("2026-01-01T02:00:10Z"))
             .await

@@ -18,7 +18,7 @@ use domain::model::{PlanStatus, ScheduleView, ScheduledPlan, Stuck, TaskStatus, 
 
 use super::audit::{Asked, Subject};
 use super::{Arg, Dialect, RowLock, Sql, actions, dependencies, optional, read_optional};
-use crate::executor::CommandPolicy;
+use crate::plan::CommandPolicy;
 use crate::plan::NewPlan;
 use crate::schedule::{self, CatchUp, NewSchedule, Overlap, Timing};
 use crate::store::signals::Signal;

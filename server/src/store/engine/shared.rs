@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::executor::CommandPolicy;
+use crate::plan::CommandPolicy;
 use crate::store::notify::NotifyTargets;
 use crate::store::signals::Signals;
 

@@ -40,7 +40,7 @@ impl<D: Dialect> Store for D {
         self.shared().set_targets(targets);
     }
 
-    fn command_policy_set(&self, commands: crate::executor::CommandPolicy) {
+    fn command_policy_set(&self, commands: crate::plan::CommandPolicy) {
         self.shared().set_commands(commands);
     }
 
