@@ -2,7 +2,8 @@
 //!
 //! A page names its view with a [`Feed`]; the browser asks for
 //! [`Feed::path`] (`/live/plan/42?page=2`), the server parses the same
-//! path back with [`Feed::parse`] and reads the view with [`Feed::read`],
+//! path back with [`Feed::parse`] and reads the view with
+//! `pages::live_views::read`,
 //! which calls the very server function the page calls, so a pushed view
 //! and a server-rendered one can never differ. Every way of writing one
 //! view parses to the same `Feed`, and so to the same path: the server
@@ -222,46 +223,6 @@ impl Feed {
         };
         Some(feed)
     }
-
-    /// Reads the view through the page's own server function and returns
-    /// it as the JSON of its `Result`, as the browser decodes it. Needs
-    /// the [`crate::backend::Backend`] in context, as server functions do.
-    #[cfg(feature = "ssr")]
-    pub async fn read(&self) -> String {
-        use crate::pages::{
-            audit, deliveries, overview, plan, plans, replicas, run, runs, schedules, targets,
-        };
-        match self.clone() {
-            Feed::Overview => json(overview::load_overview().await),
-            Feed::Plans {
-                status,
-                q,
-                page,
-                confirm,
-            } => json(plans::load_plans(Some(status), Some(q), page, confirm).await),
-            Feed::Plan { id, page } => json(plan::load_plan(id, page).await),
-            Feed::Runs {
-                query: q,
-                before,
-                confirm,
-            } => json(
-                runs::load_runs(
-                    q.status, q.target, q.plan, q.replica, q.actor, q.error, q.since, q.until,
-                    before, confirm,
-                )
-                .await,
-            ),
-            Feed::Run { id } => json(run::load_run(id).await),
-            Feed::Audit { query: q, before } => json(
-                audit::load_audit(q.actor, q.action, q.subject, q.since, q.until, before).await,
-            ),
-            Feed::Replicas => json(replicas::load_replicas().await),
-            Feed::Deliveries => json(deliveries::load_deliveries().await),
-            Feed::Targets => json(targets::load_targets().await),
-            Feed::Schedules => json(schedules::load_schedules().await),
-            Feed::Schedule { id } => json(schedules::load_schedule(id).await),
-        }
-    }
 }
 
 /// A search's filled-in fields and its page's cursor, as feed parameters.
@@ -271,17 +232,6 @@ fn searched<'a>(pairs: Vec<(&'a str, &str)>, before: Option<i64>) -> Vec<(&'a st
         .map(|(name, value)| (name, value.to_owned()))
         .chain(before.map(|b| ("before", b.to_string())))
         .collect()
-}
-
-#[cfg(feature = "ssr")]
-fn json<T: serde::Serialize>(result: Result<T, crate::error::DashboardError>) -> String {
-    serde_json::to_string(&result).unwrap_or_else(|e| {
-        // View types are plain data; this is a bug, shown as the page's error.
-        serde_json::to_string(&Err::<(), _>(crate::error::DashboardError::Unavailable(
-            format!("the view could not be encoded: {e}"),
-        )))
-        .expect("an error encodes")
-    })
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 
 pub mod audit;
 pub mod deliveries;
+#[cfg(feature = "ssr")]
+pub mod live_views;
 pub mod login;
 pub mod overview;
 pub mod plan;

@@ -82,9 +82,9 @@ impl Refresher {
     /// Reads the view and publishes it if it differs from the last one.
     async fn read_once(&self) {
         let feed = self.feed.clone();
-        let read = self
-            .owner
-            .with(|| ScopedFuture::new_untracked(async move { feed.read().await }));
+        let read = self.owner.with(|| {
+            ScopedFuture::new_untracked(async move { app::pages::live_views::read(&feed).await })
+        });
         let json: Arc<str> = read.await.into();
         self.hub.reads.fetch_add(1, Ordering::Relaxed);
         self.sender.send_if_modified(|current| {
