@@ -1,12 +1,13 @@
 //! Bodies over the limit are refused so the client hears why. A request
-//! that declares more than `MAX_PLAN_BODY_BYTES` is answered `413`, but
-//! only after the rest of its body has been read and thrown away: a server
-//! that answers early and closes the connection while the client is still
-//! sending leaves most clients with "broken pipe" instead of the answer
-//! (`auth.rs` `a_crowd_that_leaves_mid_request_loses_no_slot` saw it from
-//! reqwest several times a second). What is drained is bounded in bytes
-//! and in time; past either, the answer goes out at once, with
-//! `Connection: close`.
+//! that declares more than `MAX_PLAN_BODY_BYTES` is answered `413` at
+//! once, before anything reads it, and the rest of its body is then read
+//! and thrown away beside the answer: a server that answers and closes
+//! the connection while the client is still sending leaves most clients
+//! with "broken pipe" instead of the answer (`auth.rs`
+//! `a_crowd_that_leaves_mid_request_loses_no_slot` saw it from reqwest
+//! several times a second). What is drained is bounded in bytes and in
+//! time; a body declared past the bound is not read at all, and its
+//! answer says `Connection: close`.
 
 use std::time::Duration;
 
@@ -35,16 +36,12 @@ pub async fn refuse_large_bodies(request: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     match declared {
-        Some(length) if length > MAX_PLAN_BODY_BYTES as u64 => refuse(request, length).await,
+        Some(length) if length > MAX_PLAN_BODY_BYTES as u64 => refuse(request, length),
         _ => next.run(request).await,
     }
 }
 
-async fn refuse(request: Request, length: u64) -> Response {
-    let drained = length <= DRAIN_BYTES
-        && tokio::time::timeout(DRAIN_TIME, drain(request))
-            .await
-            .unwrap_or(false);
+fn refuse(request: Request, length: u64) -> Response {
     let mut refused = (
         StatusCode::PAYLOAD_TOO_LARGE,
         Json(ErrorBody {
@@ -56,8 +53,12 @@ async fn refuse(request: Request, length: u64) -> Response {
         }),
     )
         .into_response();
-    if !drained {
-        // Part of the body is still unread: this connection cannot carry
+    if length <= DRAIN_BYTES {
+        // The answer goes out now; the body is read on beside it, so the
+        // connection stays open for the client to finish sending.
+        tokio::spawn(tokio::time::timeout(DRAIN_TIME, drain(request)));
+    } else {
+        // Too much to read for nothing: this connection cannot carry
         // another request.
         refused
             .headers_mut()
@@ -66,13 +67,8 @@ async fn refuse(request: Request, length: u64) -> Response {
     refused
 }
 
-/// Reads the body to its end, keeping none of it; whether it ended.
-async fn drain(request: Request) -> bool {
+/// Reads the body to its end (or to the client's going), keeping none of it.
+async fn drain(request: Request) {
     let mut stream = request.into_body().into_data_stream();
-    while let Some(chunk) = stream.next().await {
-        if chunk.is_err() {
-            return false;
-        }
-    }
-    true
+    while let Some(Ok(_)) = stream.next().await {}
 }

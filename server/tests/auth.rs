@@ -676,9 +676,10 @@ mod cases {
             .await;
         assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert!(r.text().await.unwrap().contains("at least one task"));
-        // Only the headers are sent: the server answers and closes without
-        // reading the body, so a client still writing 8 MiB would fail
-        // with a broken pipe before it saw the answer.
+        // Only the headers are sent: the server answers at once, before
+        // any of the body (which it then reads and drops beside the
+        // answer, so a client still writing sees the answer, not a
+        // broken pipe).
         let (status, answer) = raw_post_headers(
             &w.server.base,
             "/_fn/submit_plan",
