@@ -8,6 +8,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::model::Identity;
+
 /// Every action the log records; an `action` filter is a prefix of some.
 /// Stable: scripts filter on them.
 pub const ACTIONS: &[&str] = &[
@@ -142,4 +144,53 @@ pub struct AuditList {
     pub entries: Vec<AuditEntry>,
     /// Pass as `before` for the next, older page; absent on the last page.
     pub next_before: Option<i64>,
+}
+
+/// Longest text kept of what a client sent about itself (a name tried
+/// at sign-in, `X-Forwarded-For`): enough for any real value, and an
+/// unauthenticated client cannot write more than this per entry.
+pub const MAX_CLIENT_TEXT: usize = 200;
+
+/// A person asking for a change through the API or the dashboard: the
+/// name the change's events carry, and where the request came from. The
+/// engine's own transitions (the scheduler, the replicas) have a name
+/// only, and are not audited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Person<'a> {
+    pub name: &'a str,
+    /// The client's IP address as the server's socket saw it.
+    pub address: Option<&'a str>,
+    /// `X-Forwarded-For` as the client sent it: recorded, never trusted.
+    pub forwarded_for: Option<&'a str>,
+}
+
+/// A name with no address: tests, and tools that act on the database
+/// directly.
+impl<'a> From<&'a str> for Person<'a> {
+    fn from(name: &'a str) -> Self {
+        Person {
+            name,
+            address: None,
+            forwarded_for: None,
+        }
+    }
+}
+
+impl<'a> From<&'a Identity> for Person<'a> {
+    fn from(who: &'a Identity) -> Self {
+        Person {
+            name: &who.name,
+            address: who.address.as_deref(),
+            forwarded_for: who.forwarded_for.as_deref(),
+        }
+    }
+}
+
+/// `text` cut to [`MAX_CLIENT_TEXT`] characters, control characters
+/// dropped: what a client sent, made safe to keep and show.
+pub fn client_text(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_CLIENT_TEXT)
+        .collect()
 }

@@ -3,7 +3,8 @@
 
 use domain::views::Action;
 
-use crate::store::{Person, Result, Store};
+use crate::store::{Result, Store};
+use domain::audit::Person;
 use domain::time::Ts;
 
 /// Which kind of thing an action's id names, for messages.

@@ -13,7 +13,7 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap};
 
-use crate::store::audit::client_text;
+use domain::audit::client_text;
 
 /// A request's origin as the audit log records it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -70,8 +70,8 @@ impl Client {
     }
 
     /// The person `name`, asking from here.
-    pub fn person<'a>(&'a self, name: &'a str) -> crate::store::Person<'a> {
-        crate::store::Person {
+    pub fn person<'a>(&'a self, name: &'a str) -> domain::audit::Person<'a> {
+        domain::audit::Person {
             name,
             address: self.address.as_deref(),
             forwarded_for: self.forwarded_for.as_deref(),

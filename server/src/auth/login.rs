@@ -18,7 +18,7 @@ use serde::Deserialize;
 use super::guard::SIGN_IN_PAGE;
 use super::{Auth, Client, PasswordRefused, SESSION_COOKIE, new_token, session_token, token_hash};
 use crate::store::Session;
-use crate::store::audit::client_text;
+use domain::audit::client_text;
 use domain::time::Ts;
 
 #[derive(Deserialize)]

@@ -11,19 +11,16 @@
 //! conformance suite in `tests/conformance/`, run against both backends, is
 //! what proves they behave the same.
 
-pub mod audit;
 pub mod clock;
 mod dashboard;
 mod engine;
 pub mod gates;
-mod liveness;
 pub mod notify;
 mod plan_list;
 mod postgres;
 mod rows;
 mod run_columns;
 pub mod run_search;
-mod sessions;
 pub mod signals;
 mod sqlite;
 pub mod submission;
@@ -31,20 +28,20 @@ pub mod submission;
 use std::sync::Arc;
 use std::time::Duration;
 
+use domain::audit::Person;
 use domain::gates::NodeLabels;
 use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
 use domain::time::Ts;
 
-pub use self::audit::Person;
 pub use self::dashboard::{CHART_MINUTES, OverviewStats, RECENT_FAILURES};
+pub use self::engine::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
 pub use self::engine::retention::{
     BATCH_RUNS as PRUNE_BATCH_RUNS, Prunable, PruneCursor, PruneReport, PruneScan,
 };
 pub use self::engine::schedules::TickReport;
-pub use self::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
+pub use self::engine::sessions::Session;
 pub use self::notify::{DeliveryOutcome, DueDelivery, Notified, NotifyTargets};
 pub use self::postgres::PgStore;
-pub use self::sessions::Session;
 pub use self::signals::{Signal, Signals};
 pub use self::sqlite::{ServeLock, SqliteStore};
 pub use self::submission::{IdempotencyKey, Submitted};

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use baton::schedule::parse_json;
-use baton::store::{Person, Session, Store, StoreError};
+use baton::store::{Session, Store, StoreError};
+use domain::audit::Person;
 use domain::audit::{AuditEntry, AuditQuery, Outcome};
 use domain::filter::audit::{self as audit_filter, AuditFilter};
 use domain::filter::run as run_filter;

@@ -12,12 +12,17 @@
 //!
 //! The scheduler's and replicas' own transitions are not audited: the
 //! event history records them.
+//!
+//! Below the engine's functions: what a row holds and the search's SQL,
+//! the same on both backends.
 
-use domain::audit::Outcome;
+use domain::audit::{AuditEntry, AuditList, Outcome, Person, client_text};
+use domain::filter::audit::AuditFilter;
 
+use super::Arg;
 use super::{Dialect, optional};
-use crate::store::audit::{AUDIT_INSERT, AuditRow, Person, client_text, list_sql, page};
-use crate::store::{Result, StoreError};
+use crate::store::plan_list::{folded, name_pattern};
+use crate::store::{Backend, Result, StoreError};
 use domain::time::Ts;
 
 /// What an entry touched. Names are read when the entry is written and
@@ -253,11 +258,8 @@ pub async fn audit_list<D: Dialect>(
 /// Deletes up to `limit` entries older than `cutoff`, oldest first; how
 /// many.
 pub async fn audit_prune<D: Dialect>(d: &D, cutoff: Ts, limit: i64) -> Result<u64> {
-    d.write(
-        crate::store::audit::AUDIT_PRUNE.into(),
-        &[cutoff.into(), limit.into()],
-    )
-    .await
+    d.write(AUDIT_PRUNE.into(), &[cutoff.into(), limit.into()])
+        .await
 }
 
 /// A failed sign-in: there is no change to attach it to.
@@ -271,4 +273,124 @@ pub async fn sign_in_failed<D: Dialect>(
     let mut tx = d.begin().await?;
     write::<D>(&mut tx, &asked, Outcome::Refused, reason, now).await?;
     D::commit(tx).await
+}
+
+pub const AUDIT_INSERT: &str = "INSERT INTO audit (at, actor, address, forwarded_for, action,
+        outcome, subject, plan_id, task_id, schedule_id, target, detail)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+
+/// Retention: the oldest entries before `$1`, `$2` at most, through
+/// `audit_at`.
+pub const AUDIT_PRUNE: &str = "DELETE FROM audit WHERE id IN (
+        SELECT id FROM audit WHERE at < $1 ORDER BY at LIMIT $2)";
+
+/// The search: entries `filter` matches with ids below `$1`, newest
+/// first, at most `$2`; the filters' arguments follow from `$3`.
+pub fn list_sql(filter: &AuditFilter, backend: Backend) -> (String, Vec<ListArg>) {
+    let mut wheres = vec!["id < $1".to_owned()];
+    let mut args = Vec::new();
+    if let Some(actor) = &filter.actor {
+        let n = arg(ListArg::Text(actor.clone()), &mut args);
+        wheres.push(format!("actor = {n}"));
+    }
+    if let Some(actions) = &filter.actions {
+        let list: Vec<String> = actions
+            .iter()
+            .map(|a| arg(ListArg::Text((*a).to_owned()), &mut args))
+            .collect();
+        wheres.push(format!("action IN ({})", list.join(", ")));
+    }
+    if let Some(subject) = &filter.subject {
+        let n = arg(ListArg::Text(name_pattern(subject)), &mut args);
+        let subject = folded("subject", backend);
+        wheres.push(format!("{subject} LIKE {n} ESCAPE '\\'"));
+    }
+    if let Some(since) = filter.since {
+        let n = arg(ListArg::Time(since.into()), &mut args);
+        wheres.push(format!("at >= {n}"));
+    }
+    if let Some(until) = filter.until {
+        let n = arg(ListArg::Time(until.into()), &mut args);
+        wheres.push(format!("at < {n}"));
+    }
+    let sql = format!(
+        "SELECT id, at, actor, address, forwarded_for, action, outcome, subject, plan_id,
+            task_id, schedule_id, target, detail
+        FROM audit WHERE {} ORDER BY id DESC LIMIT $2",
+        wheres.join(" AND ")
+    );
+    (sql, args)
+}
+
+/// Adds a filter argument; its placeholder.
+fn arg(value: ListArg, args: &mut Vec<ListArg>) -> String {
+    args.push(value);
+    format!("${}", args.len() + 2)
+}
+
+/// A filter argument, owned so that patterns built here outlive the call.
+pub enum ListArg {
+    Text(String),
+    Time(Ts),
+}
+
+impl ListArg {
+    pub fn arg(&self) -> Arg<'_> {
+        match self {
+            ListArg::Text(text) => Arg::from(text.as_str()),
+            ListArg::Time(at) => Arg::from(*at),
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub struct AuditRow {
+    pub id: i64,
+    pub at: Ts,
+    pub actor: String,
+    pub address: Option<String>,
+    pub forwarded_for: Option<String>,
+    pub action: String,
+    pub outcome: String,
+    pub subject: String,
+    pub plan_id: Option<i64>,
+    pub task_id: Option<i64>,
+    pub schedule_id: Option<i64>,
+    pub target: Option<String>,
+    pub detail: String,
+}
+
+/// The page: the first `limit` rows, and the cursor past them when more
+/// were read.
+pub fn page(rows: Vec<AuditRow>, limit: usize) -> Result<AuditList> {
+    let more = rows.len() > limit;
+    let entries = rows
+        .into_iter()
+        .take(limit)
+        .map(|r| {
+            let outcome = Outcome::parse(&r.outcome).ok_or_else(|| {
+                StoreError::Corrupt(format!("audit {} has outcome {:?}", r.id, r.outcome))
+            })?;
+            Ok(AuditEntry {
+                id: r.id,
+                at: r.at.0,
+                actor: r.actor,
+                address: r.address,
+                forwarded_for: r.forwarded_for,
+                action: r.action,
+                outcome,
+                subject: r.subject,
+                plan_id: r.plan_id,
+                task_id: r.task_id,
+                schedule_id: r.schedule_id,
+                target: r.target,
+                detail: r.detail,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let next_before = more.then(|| entries.last().map(|e| e.id)).flatten();
+    Ok(AuditList {
+        entries,
+        next_before,
+    })
 }

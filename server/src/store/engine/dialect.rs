@@ -22,10 +22,10 @@ use sqlx::{Arguments, Database, Encode, FromRow, Type};
 
 use super::Shared;
 use super::audit::Asked;
+use super::liveness::SweepCandidate;
 use crate::plan::NewPlan;
 use crate::secret::Secret;
 use crate::store::gates::ROUND_CONTEXT;
-use crate::store::liveness::SweepCandidate;
 use crate::store::notify::NotifyTargets;
 use crate::store::rows::{ClaimRow, FinishedRow};
 use crate::store::signals::{Signal, Signals};
@@ -425,7 +425,7 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// its row, so a row an outside client holds (and its heartbeat waits
     /// for) is judged by nobody.
     ///
-    /// [`liveness::sweep_candidates_sql`]: crate::store::liveness
+    /// [`liveness::sweep_candidates_sql`]: super::liveness
     const SWEEP_CANDIDATES: &'static str;
 
     /// Fails the `found` runs still RUNNING on the replica they were seen

@@ -8,8 +8,8 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::time::Duration;
 
+use super::liveness::{SweepCandidate, SweepReport};
 use super::{Dialect, RowLock, Sql, outcomes};
-use crate::store::liveness::{SweepCandidate, SweepReport};
 use crate::store::signals::Signal;
 use domain::model::RunStatus;
 

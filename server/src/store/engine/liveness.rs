@@ -1,12 +1,157 @@
 //! Liveness records (docs/design.md, "Liveness"): named leases the
-//! singleton loops run under, and each replica's heartbeat row.
+//! singleton loops run under, each replica's heartbeat row, and the
+//! sweeper's candidates and the causes it writes; with the statements
+//! both backends run for them.
 
 use std::time::Duration;
 
 use super::{Dialect, one, read_optional};
-use crate::store::liveness::{self, Lease};
 use crate::store::{ReplicaInfo, Result, rows};
 use domain::time::Ts;
+
+/// The lease the singleton loops (promoter, sweeper, pruning) run under.
+pub const LEADER: &str = "leader";
+
+/// A named lease as it stands after an acquire or read.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Lease {
+    pub holder: String,
+    pub acquired_at: Ts,
+    pub expires_at: Ts,
+}
+
+/// Takes a free or expired lease, or renews one's own; leaves another
+/// holder's live lease alone. `acquired_at` only moves on a change of hands.
+/// Both backends run it in a write transaction followed by [`LEASE_GET`].
+pub const LEASE_ACQUIRE: &str =
+    "INSERT INTO leader_lease (name, holder, acquired_at, expires_at) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+        acquired_at = CASE WHEN leader_lease.holder = excluded.holder
+            THEN leader_lease.acquired_at ELSE excluded.acquired_at END
+    WHERE leader_lease.holder = excluded.holder OR leader_lease.expires_at <= $3";
+
+pub const LEASE_GET: &str =
+    "SELECT holder, acquired_at, expires_at FROM leader_lease WHERE name = $1";
+
+pub const LEASE_RELEASE: &str = "DELETE FROM leader_lease WHERE name = $1 AND holder = $2";
+
+pub const REPLICA_PRUNE: &str = "DELETE FROM replica WHERE last_heartbeat < $1";
+
+/// RUNNING runs the sweeper must fail: replica row missing or stale,
+/// heartbeat deadline or hard deadline passed. `$1` = stale since, `$2` =
+/// the time verdicts are judged at. `$with` and `$stale` say which replica
+/// rows count as stale (each dialect's `SWEEP_CANDIDATES`); PostgreSQL
+/// appends a row lock.
+macro_rules! sweep_candidates_sql {
+    ($with:literal, $stale:literal) => {
+        concat!(
+            $with,
+            "SELECT r.id, r.replica_id, p.last_heartbeat, r.heartbeat_deadline, r.deadline,
+                r.timeout_ms
+            FROM task_run r LEFT JOIN replica p ON p.replica_id = r.replica_id
+            WHERE r.status = 'RUNNING' AND (p.replica_id IS NULL OR ",
+            $stale,
+            " OR r.heartbeat_deadline < $2 OR r.deadline < $2)
+            ORDER BY r.id"
+        )
+    };
+}
+pub(crate) use sweep_candidates_sql;
+
+/// A RUNNING run that has lost its claim to liveness.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SweepCandidate {
+    pub id: i64,
+    pub replica_id: Option<String>,
+    /// The replica's last heartbeat; `None` when its row is gone.
+    pub last_heartbeat: Option<Ts>,
+    pub heartbeat_deadline: Option<Ts>,
+    pub deadline: Option<Ts>,
+    pub timeout_ms: i64,
+}
+
+impl SweepCandidate {
+    /// The FAILED run's error: which rule fired, and when. The replica's
+    /// silence comes first: it is the root cause when several apply.
+    pub fn cause(&self, stale_since: Ts, now: Ts) -> String {
+        let replica = self.replica_id.as_deref().unwrap_or("(none)");
+        match self.last_heartbeat {
+            None => {
+                return format!(
+                    "replica {replica} is gone (no heartbeat row); its run was abandoned"
+                );
+            }
+            Some(beat) if beat < stale_since => {
+                return format!(
+                    "replica {replica} stopped heart-beating at {}",
+                    beat.clock()
+                );
+            }
+            Some(_) => {}
+        }
+        if let Some(deadline) = self.deadline.filter(|d| *d < now) {
+            let timeout = Duration::from_millis(self.timeout_ms.max(0) as u64);
+            return format!(
+                "timed out after {} (deadline {} passed on replica {replica})",
+                humantime::format_duration(timeout),
+                deadline.clock()
+            );
+        }
+        let missed = self
+            .heartbeat_deadline
+            .map_or_else(|| "?".to_owned(), Ts::clock);
+        format!("run heartbeat missed: replica {replica} did not extend it past {missed}")
+    }
+}
+
+/// What one sweep did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SweepReport {
+    /// The round waited this long for the tables (an outside client's
+    /// `LOCK TABLE`, a migration) and judged nothing: while the heartbeats
+    /// it would judge could not be written either, their absence is no
+    /// evidence against anyone.
+    pub blocked: Option<Duration>,
+    /// Runs moved RUNNING → FAILED, with the cause written.
+    pub failed: Vec<(i64, String)>,
+    /// Runs an operator had asked to cancel, moved RUNNING → CANCELED (no
+    /// retry) once their replica was found stale, with the cause.
+    pub canceled: Vec<(i64, String)>,
+    /// New PENDING attempts created by automatic retry.
+    pub retried: Vec<i64>,
+    /// Plans whose notification these failures claimed.
+    pub notified: Vec<crate::store::Notified>,
+}
+
+impl SweepReport {
+    /// The report from the candidates seen, their causes, and the rows the
+    /// conditional update actually moved.
+    pub(super) fn new(
+        found: &[SweepCandidate],
+        causes: Vec<String>,
+        done: &[rows::FinishedRow],
+        retried: Vec<i64>,
+        notified: Vec<crate::store::Notified>,
+    ) -> Self {
+        let moved: std::collections::HashMap<i64, &str> =
+            done.iter().map(|d| (d.id, d.status.as_str())).collect();
+        let (mut failed, mut canceled) = (Vec::new(), Vec::new());
+        for (c, cause) in found.iter().zip(causes) {
+            match moved.get(&c.id) {
+                Some(&"CANCELED") => canceled.push((c.id, cause)),
+                Some(_) => failed.push((c.id, cause)),
+                None => {}
+            }
+        }
+        SweepReport {
+            blocked: None,
+            failed,
+            canceled,
+            retried,
+            notified,
+        }
+    }
+}
 
 /// Takes the named lease if it is free or expired, or renews it if
 /// `holder` has it; returns the lease as it now stands.
@@ -20,27 +165,24 @@ pub async fn lease_acquire<D: Dialect>(
     let mut tx = d.begin().await?;
     D::execute(
         &mut tx,
-        liveness::LEASE_ACQUIRE.into(),
+        LEASE_ACQUIRE.into(),
         &[name.into(), holder.into(), now.into(), now.plus(ttl).into()],
     )
     .await?;
-    let lease = one::<D, Lease>(&mut tx, liveness::LEASE_GET, &[name.into()]).await?;
+    let lease = one::<D, Lease>(&mut tx, LEASE_GET, &[name.into()]).await?;
     D::commit(tx).await?;
     Ok(lease)
 }
 
 /// Gives the lease up at once, if `holder` has it.
 pub async fn lease_release<D: Dialect>(d: &D, name: &str, holder: &str) -> Result<()> {
-    d.write(
-        liveness::LEASE_RELEASE.into(),
-        &[name.into(), holder.into()],
-    )
-    .await?;
+    d.write(LEASE_RELEASE.into(), &[name.into(), holder.into()])
+        .await?;
     Ok(())
 }
 
 pub async fn lease_get<D: Dialect>(d: &D, name: &str) -> Result<Option<Lease>> {
-    read_optional(d, liveness::LEASE_GET, &[name.into()]).await
+    read_optional(d, LEASE_GET, &[name.into()]).await
 }
 
 pub async fn replica_upsert<D: Dialect>(d: &D, replica: &ReplicaInfo, now: Ts) -> Result<()> {
@@ -70,6 +212,47 @@ pub async fn replica_delete<D: Dialect>(d: &D, replica_id: &str) -> Result<()> {
 
 /// Deletes heartbeat rows last written before `before`; returns how many.
 pub async fn replica_prune<D: Dialect>(d: &D, before: Ts) -> Result<u64> {
-    d.write(liveness::REPLICA_PRUNE.into(), &[before.into()])
-        .await
+    d.write(REPLICA_PRUNE.into(), &[before.into()]).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(now: Ts) -> SweepCandidate {
+        SweepCandidate {
+            id: 1,
+            replica_id: Some("r-7f3a".into()),
+            last_heartbeat: Some(now),
+            heartbeat_deadline: Some(now.plus(Duration::from_secs(5))),
+            deadline: Some(now.plus(Duration::from_secs(60))),
+            timeout_ms: 60_000,
+        }
+    }
+
+    #[test]
+    fn causes_name_the_rule_and_the_time() {
+        let now = Ts::from_micros(1_700_000_000_000_000);
+        let stale_since = now.minus(Duration::from_secs(10));
+        let mut c = candidate(now);
+        c.last_heartbeat = Some(now.minus(Duration::from_secs(12)));
+        assert_eq!(
+            c.cause(stale_since, now),
+            format!(
+                "replica r-7f3a stopped heart-beating at {}",
+                now.minus(Duration::from_secs(12)).clock()
+            )
+        );
+        c.last_heartbeat = None;
+        assert!(c.cause(stale_since, now).contains("is gone"));
+        let mut c = candidate(now);
+        c.deadline = Some(now.minus(Duration::from_secs(1)));
+        assert!(c.cause(stale_since, now).starts_with("timed out after 1m"));
+        let mut c = candidate(now);
+        c.heartbeat_deadline = Some(now.minus(Duration::from_secs(1)));
+        assert!(
+            c.cause(stale_since, now)
+                .starts_with("run heartbeat missed")
+        );
+    }
 }

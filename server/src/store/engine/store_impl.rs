@@ -3,9 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use domain::audit::Person;
 use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 
 use super::audit::{self, Asked, Subject};
+use super::liveness::{Lease, SweepReport};
+use super::sessions::Session;
 use super::{
     Dialect, actions, approvals, brakes, bulk, deliveries, endings, execution, liveness, pins,
     plan_bulk, promote, read_one, reads, retention, schedules, sessions, submit,
@@ -13,15 +16,13 @@ use super::{
 use crate::plan::NewPlan;
 use crate::schedule::NewSchedule;
 use crate::store::dashboard::OverviewStats;
-use crate::store::liveness::{Lease, SweepReport};
 use crate::store::notify::{DeliveryOutcome, DueDelivery, NotifyTargets};
-use crate::store::sessions::Session;
 use crate::store::signals::Signals;
 use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{
-    Backend, Beaten, Claim, ClaimedRun, Finish, FinishReport, LogLine, Person, PromoteReport,
-    PruneCursor, PruneReport, PruneScan, ReplicaInfo, ReplicaRecord, Result, RoundClaims, Store,
-    StoreError, TickReport,
+    Backend, Beaten, Claim, ClaimedRun, Finish, FinishReport, LogLine, PromoteReport, PruneCursor,
+    PruneReport, PruneScan, ReplicaInfo, ReplicaRecord, Result, RoundClaims, Store, StoreError,
+    TickReport,
 };
 use domain::gates::NodeLabels;
 use domain::time::Ts;
