@@ -66,7 +66,7 @@ pub enum Command {
     Schedule(ScheduleArgs),
     /// Delete finished plans older than a cutoff, once, now (the leader
     /// does it every minute with `--retain-finished`).
-    Prune(crate::retention::PruneArgs),
+    Prune(crate::prune_command::PruneArgs),
     /// Measure end-to-end throughput and latency with no-op runs.
     Bench(BenchArgs),
     /// Read a password from standard input and print its hash for the

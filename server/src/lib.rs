@@ -46,6 +46,7 @@ pub mod faults;
 pub mod http_server;
 pub mod loops;
 pub mod plan;
+pub mod prune_command;
 pub mod replica_views;
 pub mod retention;
 pub mod schedule;

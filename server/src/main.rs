@@ -58,7 +58,7 @@ async fn run() -> anyhow::Result<()> {
         }
         Command::Target(args) => baton::client::target(args, cli.settings.listen).await,
         Command::Schedule(args) => baton::client::schedule(args, cli.settings.listen).await,
-        Command::Prune(args) => baton::retention::prune_command(&cli.settings, args).await,
+        Command::Prune(args) => baton::prune_command::prune_command(&cli.settings, args).await,
         Command::Bench(args) => baton::bench::run(cli.settings, args).await,
         Command::HashPassword => baton::auth::hash_password_command(),
         Command::NewToken => baton::auth::new_token_command(),

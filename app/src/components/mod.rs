@@ -3,9 +3,11 @@
 pub mod actions;
 pub mod bulk;
 pub mod chart;
+pub mod escape;
 pub mod feed;
 pub mod graph;
 pub mod keys;
+pub mod links;
 pub mod live;
 pub mod loaded;
 pub mod notice;

@@ -110,7 +110,7 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
             view! {
                 <tr data-replica-id=id data-alive=r.alive.to_string() data-leader=r.leader.to_string()>
                     <td class=format!("{TD} font-mono whitespace-nowrap")>
-                        <a class=LINK href=crate::pages::runs::runs_with("replica", &r.replica_id)>{r.replica_id.clone()}</a>
+                        <a class=LINK href=crate::components::links::runs_with("replica", &r.replica_id)>{r.replica_id.clone()}</a>
                         {leader}
                     </td>
                     <td class=TD>{r.hostname}</td>

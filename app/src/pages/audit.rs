@@ -9,13 +9,13 @@ use leptos_router::components::Form;
 use leptos_router::hooks::use_query_map;
 
 use crate::components::feed::Feed;
+use crate::components::links::runs_with;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
-use crate::pages::runs::runs_with;
 use domain::audit::{AuditEntry, AuditQuery, Outcome};
 use domain::views::AuditPage;
 

@@ -7,6 +7,7 @@ use leptos::prelude::*;
 
 use crate::components::chart::ThroughputChart;
 use crate::components::feed::Feed;
+use crate::components::links::runs_with;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
@@ -14,7 +15,6 @@ use crate::components::status::{ProgressBar, task_status_class};
 use crate::components::tables::{DeliveryTable, LINK, ReplicaTable};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
-use crate::pages::runs::runs_with;
 use domain::model::{RunStatus, TaskStatus};
 use domain::views::{FailureView, Overview};
 

@@ -13,6 +13,7 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 use crate::components::actions::{Act, ActionButton, ActionResult, TaskButtons};
 use crate::components::feed::Feed;
 use crate::components::graph::PlanGraph;
+use crate::components::links::runs_with;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
@@ -20,7 +21,6 @@ use crate::components::status::{Canceling, PlanStatusBadge, ProgressBar, TaskSta
 use crate::components::tables::{DataTable, DeliveryTable, LINK, TBODY, TD};
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
-use crate::pages::runs::runs_with;
 use domain::model::{PlanStatus, PlanView, StageView, TaskStatus, TaskView};
 use domain::views::{
     Action, DEPENDENCY_NAMES, GRAPH_MAX_EDGES, GRAPH_MAX_TASKS, PlanPage, TASKS_PER_PAGE,

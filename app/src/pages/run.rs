@@ -8,6 +8,7 @@ use leptos_router::hooks::use_params_map;
 
 use crate::components::actions::{Act, ActionButton, ActionResult, TaskButtons};
 use crate::components::feed::Feed;
+use crate::components::links::runs_with;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::status::{Canceling, RunStatusBadge};
@@ -15,7 +16,6 @@ use crate::components::tables::LINK;
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
 use crate::pages::plan::path_id;
-use crate::pages::runs::runs_with;
 use domain::model::{EventView, RunStatus, RunView};
 use domain::views::{Action, LogTail, RunPage};
 

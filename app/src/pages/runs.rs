@@ -12,6 +12,7 @@ use crate::components::bulk::{
     MAX_BULK_RUNS, bulk_bar, bulk_confirm, consequence, result_line, runs_word,
 };
 use crate::components::feed::Feed;
+use crate::components::links::{runs_href, runs_with};
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
@@ -89,19 +90,6 @@ pub async fn bulk_act(
         .await?;
     crate::components::bulk::back_to_list("/runs", &fallback, &done);
     Ok(crate::components::bulk::done_line(&done))
-}
-
-/// A link to the runs matching `query`, from the newest.
-pub fn runs_href(query: &RunQuery) -> String {
-    match query.to_query_string(&[]) {
-        q if q.is_empty() => "/runs".to_owned(),
-        q => format!("/runs?{q}"),
-    }
-}
-
-/// A link to the runs with one field set: `runs_with("target", "db/x")`.
-pub fn runs_with(field: &str, value: &str) -> String {
-    format!("/runs?{field}={}", domain::query::encode_value(value))
 }
 
 #[component]

@@ -367,7 +367,7 @@ fn ScheduleForm(id: Option<i64>, file: String) -> impl IntoView {
                     prop:value=move || text.get()
                     on:input=move |ev| text.set(event_target_value(&ev))
                 >
-                    {crate::unescaped_child_text(text.get_untracked())}
+                    {crate::components::escape::unescaped_child_text(text.get_untracked())}
                 </textarea>
                 <div id="schedule-error" aria-live="polite">
                     {move || error().map(|e| view! { <FieldError error=e /> })}

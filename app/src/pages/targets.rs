@@ -8,6 +8,7 @@ use leptos_meta::Title;
 
 use crate::components::actions::{BUTTON, PLAIN, outcome};
 use crate::components::feed::Feed;
+use crate::components::links::runs_with;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
@@ -15,7 +16,6 @@ use crate::components::session::may_act;
 use crate::components::tables::{DataTable, LINK, TD};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
-use crate::pages::runs::runs_with;
 use domain::model::TargetView;
 use domain::views::{TargetAction, TargetsPage};
 

@@ -13,6 +13,7 @@ mod json_errors;
 mod keyset;
 mod metrics;
 mod openapi;
+mod operator;
 mod plans;
 mod plans_bulk;
 mod replicas;

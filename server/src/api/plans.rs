@@ -10,9 +10,9 @@ use domain::views::Action;
 use serde::Deserialize;
 
 use super::error::parse_id;
+use super::operator::Operator;
 use super::strict_query::{Params, StrictQuery};
 use super::{ApiError, ApiResult, ApiState};
-use crate::auth::Operator;
 use crate::plan;
 use crate::store::{IdempotencyKey, Submitted};
 use domain::time::Ts;

@@ -8,10 +8,10 @@ use domain::search::PlanFilter;
 use domain::search::{BulkResult, PlanBulkCounts, PlanBulkRequest, PlanQuery};
 
 use super::json_body::JsonBody;
+use super::operator::Operator;
 use super::runs::{bad_bulk_filter, seen_count};
 use super::strict_query::StrictQuery;
 use super::{ApiResult, ApiState};
-use crate::auth::Operator;
 use domain::filter::plan as plan_filter;
 use domain::time::Ts;
 

@@ -12,9 +12,9 @@ use serde::Deserialize;
 use super::error::parse_id;
 use super::json_body::JsonBody;
 use super::keyset;
+use super::operator::Operator;
 use super::strict_query::{Params, StrictQuery, paged};
 use super::{ApiError, ApiResult, ApiState};
-use crate::auth::Operator;
 use domain::filter::run::{self as run_filter, RunFilter};
 use domain::time::Ts;
 

@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, StatusCode};
 use domain::model::{PlanView, ScheduleView};
 
 use super::error::parse_id;
+use super::operator::Operator;
 use super::{ApiResult, ApiState};
-use crate::auth::Operator;
 use crate::plan::InvalidPlan;
 use crate::schedule::{self, NewSchedule};
 use domain::time::Ts;

@@ -9,8 +9,8 @@ use domain::model::{PausedView, TargetView};
 use serde::Deserialize;
 
 use super::json_body::JsonBody;
+use super::operator::Operator;
 use super::{ApiError, ApiResult, ApiState};
-use crate::auth::Operator;
 use domain::time::Ts;
 
 /// `GET /api/v1/targets`.

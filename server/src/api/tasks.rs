@@ -7,8 +7,8 @@ use domain::model::PlanView;
 
 use domain::views::Action;
 
+use super::operator::Operator;
 use super::{ApiResult, ApiState};
-use crate::auth::Operator;
 
 pub async fn retry(
     State(state): State<ApiState>,

@@ -15,10 +15,6 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-mod command;
-
-pub use command::{PruneArgs, prune_command};
-
 use crate::store::{PRUNE_BATCH_RUNS as BATCH_RUNS, PruneCursor, PruneReport, Store};
 use domain::time::Ts;
 

@@ -1,7 +1,6 @@
 //! One replica's live views: who watches which, and the one refresher per
 //! watched view.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -14,33 +13,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::LiveConfig;
 use super::refresher::Refresher;
+use super::shared::{Inner, Snapshot};
 use crate::store::Signals;
-
-/// The latest encoded view of one feed; `None` until its first read.
-pub type Snapshot = Option<Arc<str>>;
 
 /// A replica's live feed. Cheap to clone; every clone is the same hub.
 #[derive(Clone)]
 pub struct Hub {
     inner: Arc<Inner>,
-}
-
-pub(super) struct Inner {
-    pub(super) config: LiveConfig,
-    /// What server functions find in context.
-    pub(super) backend: Backend,
-    /// The store's wake-ups: each refresher follows their generation.
-    pub(super) signals: Arc<Signals>,
-    /// Fires when the replica stops: streams end, so shutdown does not
-    /// wait for tabs that would never close.
-    pub(super) stopping: CancellationToken,
-    /// Each watched view's channel, by the feed's path. A view is here
-    /// exactly while its refresher runs.
-    views: Mutex<HashMap<String, Arc<watch::Sender<Snapshot>>>>,
-    subscribers: AtomicUsize,
-    /// Open feed connections by user.
-    per_user: Mutex<HashMap<String, usize>>,
-    pub(super) reads: AtomicU64,
 }
 
 /// What the hub is doing, for `/metrics` and tests.
@@ -163,24 +142,6 @@ impl Hub {
 
     pub(super) fn stopping(&self) -> &CancellationToken {
         &self.inner.stopping
-    }
-}
-
-impl Inner {
-    /// Removes `key`'s view if nobody watches it any more; `false` when a
-    /// subscriber arrived meanwhile and the refresher must go on.
-    pub(super) fn retire(&self, key: &str, sender: &watch::Sender<Snapshot>) -> bool {
-        let mut views = self.views.lock().expect("poisoned");
-        if sender.receiver_count() > 0 {
-            return false;
-        }
-        views.remove(key);
-        true
-    }
-
-    /// On shutdown: the view goes whoever still watches.
-    pub(super) fn forget(&self, key: &str) {
-        self.views.lock().expect("poisoned").remove(key);
     }
 }
 

@@ -26,6 +26,7 @@
 
 mod hub;
 mod refresher;
+mod shared;
 mod stream;
 
 use std::time::Duration;

@@ -11,7 +11,7 @@ use leptos::reactive::computed::ScopedFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::hub::{Inner, Snapshot};
+use super::shared::{Inner, Snapshot};
 
 pub(super) struct Refresher {
     hub: Arc<Inner>,

@@ -3,6 +3,7 @@
 //! the refusal when it does not apply.
 
 use super::audit::Asked;
+use super::new_runs::create_runs;
 use super::{Arg, Dialect, RowLock, Sql, dependencies, optional, outcomes};
 use crate::store::notify::{self, PlanOutcomes};
 use crate::store::rows::{self, PlanTasks};
@@ -218,24 +219,6 @@ async fn new_attempts_in<D: Dialect>(
 /// "1 run", "5 runs": an audit entry's detail.
 pub fn run_count(n: u64) -> String {
     format!("{n} {}", if n == 1 { "run" } else { "runs" })
-}
-
-/// [`Dialect::runs_create`], announced to the other replicas.
-pub async fn create_runs<D: Dialect>(
-    tx: &mut D::Tx,
-    task_ids: &[i64],
-    run_at: &[Option<Ts>],
-    actor: Actor<'_>,
-    detail: &str,
-    now: Ts,
-) -> Result<Vec<i64>> {
-    if task_ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let created = D::runs_create(tx, task_ids, run_at, actor, detail, now).await?;
-    dependencies::runs_created::<D>(tx, &created, now).await?;
-    D::announce(tx, Signal::Changed).await?;
-    Ok(created)
 }
 
 /// [`Dialect::runs_cancel`], announced: a RUNNING run's replica hears it

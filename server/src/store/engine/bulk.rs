@@ -14,8 +14,9 @@ use std::collections::BTreeSet;
 
 use domain::search::{BulkAction, BulkResult};
 
-use super::actions::{cancel_runs, create_runs, new_phase, retrying_deadlocks, run_count};
+use super::actions::{cancel_runs, new_phase, retrying_deadlocks, run_count};
 use super::audit::Asked;
+use super::new_runs::create_runs;
 use super::{Arg, BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placeholders, read_one};
 use crate::store::notify::PlanOutcomes;
 use crate::store::run_search::Search;

@@ -18,6 +18,7 @@ pub mod dialect;
 pub mod endings;
 pub mod execution;
 pub mod liveness;
+pub mod new_runs;
 pub mod outcomes;
 pub mod pins;
 pub mod plan_bulk;

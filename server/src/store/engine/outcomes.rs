@@ -8,7 +8,7 @@
 //! its runs and tasks) and in id order, and no transaction that holds one
 //! waits for runs or tasks, so these locks cannot close a cycle.
 
-use super::{Dialect, actions, dependencies, one};
+use super::{Dialect, dependencies, new_runs, one};
 use std::collections::HashSet;
 
 use domain::model::RunStatus;
@@ -30,7 +30,7 @@ pub async fn runs_ended<D: Dialect>(
     now: Ts,
 ) -> Result<(Vec<i64>, Vec<Notified>)> {
     let (retry_tasks, retry_at) = retries(done, now);
-    let retried = actions::create_runs::<D>(
+    let retried = new_runs::create_runs::<D>(
         tx,
         &retry_tasks,
         &retry_at,

@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::{PAUSE, Retain, prune, prune_dry_run};
 use crate::client::progress::Progress;
 use crate::config::Settings;
+use crate::retention::{PAUSE, Retain, prune, prune_dry_run};
 use domain::time::Ts;
 
 #[derive(Args, Debug, Clone)]

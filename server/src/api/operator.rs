@@ -5,7 +5,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use domain::model::Identity;
 
-use crate::api::ApiError;
+use super::ApiError;
 
 /// The operator making this request.
 pub struct Operator(pub Identity);
