@@ -1,34 +1,52 @@
 //! The `baton` command line: its subcommands and their arguments. The
 //! settings they share are [`Settings`].
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use crate::bench::BenchArgs;
 use crate::client::{
     AuditArgs, LogsArgs, PausedArgs, PlanArg, RunsArgs, ScheduleArgs, StatusArgs, SubmitArgs,
     TargetArgs, TaskActionArgs,
 };
-use crate::config::Settings;
+use crate::config::{DatabaseArg, Settings};
 
+/// `baton` alone serves, with the replica's settings before any
+/// subcommand; each subcommand takes only its own options, so its
+/// `--help` lists what applies to it. A replica setting given before a
+/// subcommand is refused rather than ignored (`baton --workers 4 serve`:
+/// put it after `serve`).
 #[derive(Parser, Debug)]
 #[command(
     name = "baton",
     version = crate::serve::VERSION_LONG,
-    about = "A highly available task scheduler with an operator dashboard"
+    about = "A highly available task scheduler with an operator dashboard",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// The settings of `baton` alone, which serves; read by the client
+    /// commands for their default server (`BATON_LISTEN`) too.
     #[command(flatten)]
     pub settings: Settings,
+}
+
+/// `baton bench`: a replica's settings for the replicas it starts, and
+/// the bench's own.
+#[derive(Args, Debug)]
+pub struct BenchCommand {
+    #[command(flatten)]
+    pub settings: Settings,
+    #[command(flatten)]
+    pub bench: BenchArgs,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the scheduler loops and serve the API and dashboard (default).
-    Serve,
+    Serve(Box<Settings>),
     /// Apply database migrations and exit.
-    Migrate,
+    Migrate(DatabaseArg),
     /// Submit a plan file to a running server and print the plan.
     Submit(SubmitArgs),
     /// Show the newest plans, or one plan's tasks, from a running server;
@@ -68,7 +86,7 @@ pub enum Command {
     /// does it every minute with `--retain-finished`).
     Prune(crate::prune_command::PruneArgs),
     /// Measure end-to-end throughput and latency with no-op runs.
-    Bench(BenchArgs),
+    Bench(Box<BenchCommand>),
     /// Read a password from standard input and print its hash for the
     /// users file's `password_hash`.
     HashPassword,
@@ -92,6 +110,55 @@ mod tests {
 
     use super::Cli;
     use crate::loops::SchedulerConfig;
+
+    /// A client command's `--help` lists its own options, not the ~30 of
+    /// a replica; a replica setting before a subcommand is refused, not
+    /// silently dropped; after `serve` it is read.
+    #[test]
+    fn each_command_takes_only_its_own_options() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        // As `--help` sees them: global options propagated to every
+        // subcommand (replica settings once were).
+        cli.build();
+        let longs = |name: &str| -> Vec<String> {
+            let sub = cli.find_subcommand(name).expect(name);
+            sub.get_arguments()
+                .filter_map(|a| a.get_long().map(str::to_owned))
+                .collect()
+        };
+        for name in ["serve", "bench"] {
+            assert!(longs(name).contains(&"workers".to_owned()), "{name}");
+        }
+        for name in ["migrate", "prune"] {
+            let own = longs(name);
+            assert!(own.contains(&"database-url".to_owned()), "{name}: {own:?}");
+            assert!(!own.contains(&"workers".to_owned()), "{name}: {own:?}");
+        }
+        let mut clients = 0;
+        for sub in cli.get_subcommands() {
+            let name = sub.get_name();
+            if ["serve", "bench", "migrate", "prune"].contains(&name) {
+                continue;
+            }
+            let own = longs(name);
+            for replica_setting in ["workers", "database-url", "listen", "users-file"] {
+                assert!(
+                    !own.contains(&replica_setting.to_owned()),
+                    "{name} lists --{replica_setting}: {own:?}"
+                );
+            }
+            clients += 1;
+        }
+        assert!(clients >= 15, "{clients}");
+        let misplaced = Cli::try_parse_from(["baton", "--workers", "4", "serve"]).unwrap_err();
+        assert!(misplaced.to_string().contains("--workers"), "{misplaced}");
+        let parsed = Cli::try_parse_from(["baton", "serve", "--workers", "4"]).unwrap();
+        let Some(super::Command::Serve(settings)) = parsed.command else {
+            panic!("serve: {:?}", parsed.command)
+        };
+        assert_eq!(settings.workers, 4);
+    }
 
     /// The flags' defaults are the scheduler's constants, not a second copy.
     #[test]

@@ -33,6 +33,21 @@ const MIN_PERIODS: [(&str, Duration); 3] = [
 /// supervisor (quiet after half of it) kills healthy work.
 const MIN_STALE_AFTER: Duration = Duration::from_secs(1);
 
+/// The database, for the commands that open it directly (`migrate`,
+/// `prune`) and need none of a replica's other settings.
+#[derive(Args, Debug, Clone)]
+pub struct DatabaseArg {
+    /// Database: `sqlite://PATH` or `postgres://USER@HOST/DB`.
+    #[arg(
+        long,
+        env = "BATON_DATABASE_URL",
+        default_value = "sqlite://./data/baton.db",
+        // `--help` would print the password with the variable's value.
+        hide_env_values = true
+    )]
+    pub database_url: DatabaseUrl,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct Settings {
     /// Database: `sqlite://PATH` or `postgres://USER@HOST/DB`.
@@ -40,165 +55,139 @@ pub struct Settings {
         long,
         env = "BATON_DATABASE_URL",
         default_value = "sqlite://./data/baton.db",
-        global = true,
         // `--help` would print the password with the variable's value.
         hide_env_values = true
     )]
     pub database_url: DatabaseUrl,
     /// Address the API and dashboard listen on.
-    #[arg(
-        long,
-        env = "BATON_LISTEN",
-        default_value = "127.0.0.1:3000",
-        global = true
-    )]
+    #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:3000")]
     pub listen: SocketAddr,
     /// Executions this replica runs at once.
-    #[arg(long, env = "BATON_WORKERS", default_value_t = loops::DEFAULT_WORKERS, global = true)]
+    #[arg(long, env = "BATON_WORKERS", default_value_t = loops::DEFAULT_WORKERS)]
     pub workers: usize,
     /// Fallback wake-up of the scheduler loops when no notification comes.
-    #[arg(long, env = "BATON_POLL_INTERVAL", default_value = duration_text(loops::DEFAULT_POLL_INTERVAL), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_POLL_INTERVAL", default_value = duration_text(loops::DEFAULT_POLL_INTERVAL), value_parser = humantime::parse_duration)]
     pub poll_interval: Duration,
     /// Replica and run heartbeat period.
-    #[arg(long, env = "BATON_HEARTBEAT_INTERVAL", default_value = duration_text(loops::DEFAULT_HEARTBEAT_INTERVAL), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_HEARTBEAT_INTERVAL", default_value = duration_text(loops::DEFAULT_HEARTBEAT_INTERVAL), value_parser = humantime::parse_duration)]
     pub heartbeat_interval: Duration,
     /// A replica or run without a heartbeat for this long is stale.
-    #[arg(long, env = "BATON_STALE_AFTER", default_value = duration_text(loops::DEFAULT_STALE_AFTER), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_STALE_AFTER", default_value = duration_text(loops::DEFAULT_STALE_AFTER), value_parser = humantime::parse_duration)]
     pub stale_after: Duration,
     /// How long shutdown lets running executions finish.
-    #[arg(long, env = "BATON_SHUTDOWN_GRACE", default_value = duration_text(loops::DEFAULT_SHUTDOWN_GRACE), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_SHUTDOWN_GRACE", default_value = duration_text(loops::DEFAULT_SHUTDOWN_GRACE), value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
     /// How often the leader fails runs whose replica or deadlines lapsed.
-    #[arg(long, env = "BATON_SWEEP_INTERVAL", default_value = duration_text(loops::DEFAULT_SWEEP_INTERVAL), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_SWEEP_INTERVAL", default_value = duration_text(loops::DEFAULT_SWEEP_INTERVAL), value_parser = humantime::parse_duration)]
     pub sweep_interval: Duration,
     /// How long the leader's lease lasts without renewal; another replica
     /// takes over within this time after the leader dies.
-    #[arg(long, env = "BATON_LEADER_LEASE", default_value = duration_text(loops::DEFAULT_LEADER_LEASE), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_LEADER_LEASE", default_value = duration_text(loops::DEFAULT_LEADER_LEASE), value_parser = humantime::parse_duration)]
     pub leader_lease: Duration,
     /// The most of one run's output stored (`1MiB`, `512KiB`, a byte
     /// count; 4 KiB to 1 GiB). Later output is discarded and the cut is
     /// marked in the run's log.
-    #[arg(long, env = "BATON_MAX_LOG_BYTES", default_value = "1MiB", value_parser = crate::executor::output::parse_log_limit, global = true)]
+    #[arg(long, env = "BATON_MAX_LOG_BYTES", default_value = "1MiB", value_parser = crate::executor::output::parse_log_limit)]
     pub max_log_bytes: usize,
     /// How long finished plans are kept (`30d`, `12h`; at least 1m), or
     /// `forever`. The leader deletes older ones with their runs, events,
     /// logs and deliveries.
-    #[arg(long, env = "BATON_RETAIN_FINISHED", default_value = crate::retention::DEFAULT_RETAIN, global = true)]
+    #[arg(long, env = "BATON_RETAIN_FINISHED", default_value = crate::retention::DEFAULT_RETAIN)]
     pub retain_finished: crate::retention::Retain,
     /// Where every plan's notifications are POSTed (besides the plan's own
     /// `webhooks`).
-    #[arg(long, env = "BATON_WEBHOOK_URL", global = true)]
+    #[arg(long, env = "BATON_WEBHOOK_URL")]
     pub webhook_url: Option<String>,
     /// Signs deliveries (`X-Baton-Signature: sha256=<HMAC>`).
-    #[arg(
-        long,
-        env = "BATON_WEBHOOK_SECRET",
-        global = true,
-        hide_env_values = true
-    )]
+    #[arg(long, env = "BATON_WEBHOOK_SECRET", hide_env_values = true)]
     pub webhook_secret: Option<Secret>,
     /// Attempts per delivery before it is given up.
-    #[arg(long, env = "BATON_WEBHOOK_MAX_ATTEMPTS", default_value_t = loops::DEFAULT_WEBHOOK_MAX_ATTEMPTS, global = true)]
+    #[arg(long, env = "BATON_WEBHOOK_MAX_ATTEMPTS", default_value_t = loops::DEFAULT_WEBHOOK_MAX_ATTEMPTS)]
     pub webhook_max_attempts: u32,
     /// The dashboard's live feed reads one view at most this often,
     /// however many tabs watch it (100ms to 60s).
-    #[arg(long, env = "BATON_LIVE_INTERVAL", default_value = duration_text(crate::dashboard::live::DEFAULT_INTERVAL), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_LIVE_INTERVAL", default_value = duration_text(crate::dashboard::live::DEFAULT_INTERVAL), value_parser = humantime::parse_duration)]
     pub live_interval: Duration,
     /// The live feed re-reads a watched view this often even when no
     /// change was signalled, for heartbeat ages and changes made on other
     /// replicas that announce nothing (at least BATON_LIVE_INTERVAL).
-    #[arg(long, env = "BATON_LIVE_IDLE_REFRESH", default_value = duration_text(crate::dashboard::live::DEFAULT_IDLE_REFRESH), value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_LIVE_IDLE_REFRESH", default_value = duration_text(crate::dashboard::live::DEFAULT_IDLE_REFRESH), value_parser = humantime::parse_duration)]
     pub live_idle_refresh: Duration,
     /// The most distinct views (a plan, a search) one replica's live feed
     /// follows at once; past it, new ones are refused with 503 and those
     /// pages poll instead.
-    #[arg(long, env = "BATON_LIVE_MAX_VIEWS", default_value_t = crate::dashboard::live::DEFAULT_MAX_VIEWS, global = true)]
+    #[arg(long, env = "BATON_LIVE_MAX_VIEWS", default_value_t = crate::dashboard::live::DEFAULT_MAX_VIEWS)]
     pub live_max_views: usize,
     /// The most open live connections (tabs) one replica serves; past it,
     /// new ones are refused with 503.
-    #[arg(long, env = "BATON_LIVE_MAX_SUBSCRIBERS", default_value_t = crate::dashboard::live::DEFAULT_MAX_SUBSCRIBERS, global = true)]
+    #[arg(long, env = "BATON_LIVE_MAX_SUBSCRIBERS", default_value_t = crate::dashboard::live::DEFAULT_MAX_SUBSCRIBERS)]
     pub live_max_subscribers: usize,
     /// The most open live connections one user has on one replica; past
     /// it, that user's new ones are refused with 503 (their pages poll).
-    #[arg(long, env = "BATON_LIVE_MAX_PER_USER", default_value_t = crate::dashboard::live::DEFAULT_MAX_PER_USER, global = true)]
+    #[arg(long, env = "BATON_LIVE_MAX_PER_USER", default_value_t = crate::dashboard::live::DEFAULT_MAX_PER_USER)]
     pub live_max_per_user: usize,
     /// How many costly reads (runs and audit searches, bulk counts) one
     /// user may have in flight on one replica; a search through error
     /// texts or names, or a bulk count, weighs 2. Past it: 429.
-    #[arg(long, env = "BATON_SEARCH_SHARES_PER_USER", default_value_t = crate::fair_share::DEFAULT_PER_USER, global = true)]
+    #[arg(long, env = "BATON_SEARCH_SHARES_PER_USER", default_value_t = crate::fair_share::DEFAULT_PER_USER)]
     pub search_shares_per_user: usize,
     /// Requests one replica works on at once (live feeds and public paths
     /// aside); more wait, and a freed slot goes to the person holding the
     /// fewest. One person holds at most half of them.
-    #[arg(long, env = "BATON_REQUEST_SLOTS", default_value_t = crate::fair_queue::DEFAULT_SLOTS, global = true)]
+    #[arg(long, env = "BATON_REQUEST_SLOTS", default_value_t = crate::fair_queue::DEFAULT_SLOTS)]
     pub request_slots: usize,
     /// Requests one signed-in user may have in flight (working or waiting)
     /// on one replica. Past it: 429.
-    #[arg(long, env = "BATON_REQUESTS_PER_USER", default_value_t = crate::fair_queue::DEFAULT_PER_USER, global = true)]
+    #[arg(long, env = "BATON_REQUESTS_PER_USER", default_value_t = crate::fair_queue::DEFAULT_PER_USER)]
     pub requests_per_user: usize,
     /// The dashboard's address as operators reach it, for links in
     /// notifications. Default: http://<BATON_LISTEN>.
-    #[arg(long, env = "BATON_PUBLIC_URL", global = true)]
+    #[arg(long, env = "BATON_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// Node labels this replica carries (comma-separated), for pinned tasks.
-    #[arg(long, env = "BATON_LABELS", value_delimiter = ',', global = true)]
+    #[arg(long, env = "BATON_LABELS", value_delimiter = ',')]
     pub labels: Vec<String>,
     /// Who may sign in, with which role (YAML; see docs/security.md). Without
     /// it the server is open to anyone who reaches it, so it only listens
     /// on loopback addresses.
-    #[arg(long, env = "BATON_USERS_FILE", global = true)]
+    #[arg(long, env = "BATON_USERS_FILE")]
     pub users_file: Option<PathBuf>,
     /// How long a dashboard sign-in lasts.
-    #[arg(long, env = "BATON_SESSION_TTL", default_value = "12h", value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_SESSION_TTL", default_value = "12h", value_parser = humantime::parse_duration)]
     pub session_ttl: Duration,
     /// Programs a command task may start (comma-separated `argv[0]`s,
     /// compared as written). Unset: any program (see
     /// docs/security.md).
-    #[arg(
-        long,
-        env = "BATON_ALLOWED_COMMANDS",
-        value_delimiter = ',',
-        global = true
-    )]
+    #[arg(long, env = "BATON_ALLOWED_COMMANDS", value_delimiter = ',')]
     pub allowed_commands: Vec<String>,
     /// Variables of this server's environment that commands inherit
     /// (comma-separated names), beside PATH, HOME, USER, LOGNAME, SHELL,
     /// LANG, LANGUAGE, LC_*, TZ, TMPDIR and TERM. Baton's own settings
     /// (BATON_*) are never passed on (see docs/security.md).
-    #[arg(long, env = "BATON_TASK_ENV", value_delimiter = ',', global = true)]
+    #[arg(long, env = "BATON_TASK_ENV", value_delimiter = ',')]
     pub task_env: Vec<String>,
     /// Proxies (addresses or CIDR ranges, comma-separated) whose
     /// `X-Forwarded-For` names the client for the per-address count of
     /// wrong passwords; from anyone else the header is only recorded.
-    #[arg(
-        long,
-        env = "BATON_TRUSTED_PROXIES",
-        value_delimiter = ',',
-        global = true
-    )]
+    #[arg(long, env = "BATON_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<String>,
     /// How long a connection may take to send a request's headers, from
     /// its opening or its previous response; a silent, slow or idle
     /// connection is closed after it.
-    #[arg(long, env = "BATON_HTTP_HEADER_TIMEOUT", default_value = "20s", value_parser = humantime::parse_duration, global = true)]
+    #[arg(long, env = "BATON_HTTP_HEADER_TIMEOUT", default_value = "20s", value_parser = humantime::parse_duration)]
     pub http_header_timeout: Duration,
     /// The most HTTP connections this replica keeps open at once; one more
     /// is closed as soon as it is accepted.
-    #[arg(
-        long,
-        env = "BATON_MAX_CONNECTIONS",
-        default_value_t = 4096,
-        global = true
-    )]
+    #[arg(long, env = "BATON_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
     /// Turns the command executor off: plans with command tasks are
     /// refused, and this replica starts no program.
-    #[arg(long, env = "BATON_DISABLE_COMMANDS", global = true)]
+    #[arg(long, env = "BATON_DISABLE_COMMANDS")]
     pub disable_commands: bool,
     /// Serve the dashboard's bundle (`pkg/`, `favicon.svg`) from this
     /// directory instead of the copy inside the binary: for development,
     /// with `scripts/build-site.sh`'s output of the same build profile.
-    #[arg(long, env = "BATON_SITE_ROOT", global = true)]
+    #[arg(long, env = "BATON_SITE_ROOT")]
     pub site_root: Option<PathBuf>,
     /// The bundle compiled into the binary (`main` sets it; see build.rs).
     #[arg(skip = &crate::dashboard::assets::Site::EMPTY)]

@@ -34,12 +34,18 @@ async fn run() -> anyhow::Result<()> {
     baton::telemetry::init();
     let mut cli = Cli::parse();
     cli.settings.bundle = &SITE;
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => baton::serve::serve(cli.settings).await,
-        Command::Migrate => {
-            let store = baton::store::connect(&cli.settings.database_url.0).await?;
+    let Some(command) = cli.command else {
+        return baton::serve::serve(cli.settings).await;
+    };
+    match command {
+        Command::Serve(mut settings) => {
+            settings.bundle = &SITE;
+            baton::serve::serve(*settings).await
+        }
+        Command::Migrate(database) => {
+            let store = baton::store::connect(&database.database_url.0).await?;
             store.migrate().await?;
-            tracing::info!(database = %cli.settings.database_url, "migrations applied");
+            tracing::info!(database = %database.database_url, "migrations applied");
             Ok(())
         }
         Command::Submit(args) => baton::client::submit(args, cli.settings.listen).await,
@@ -58,8 +64,12 @@ async fn run() -> anyhow::Result<()> {
         }
         Command::Target(args) => baton::client::target(args, cli.settings.listen).await,
         Command::Schedule(args) => baton::client::schedule(args, cli.settings.listen).await,
-        Command::Prune(args) => baton::prune_command::prune_command(&cli.settings, args).await,
-        Command::Bench(args) => baton::bench::run(cli.settings, args).await,
+        Command::Prune(args) => baton::prune_command::prune_command(args).await,
+        Command::Bench(bench) => {
+            let mut bench = *bench;
+            bench.settings.bundle = &SITE;
+            baton::bench::run(bench.settings, bench.bench).await
+        }
         Command::HashPassword => baton::auth::hash_password_command(),
         Command::NewToken => baton::auth::new_token_command(),
         Command::Completions { shell } => {

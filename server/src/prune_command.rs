@@ -8,12 +8,14 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::progress::Progress;
-use crate::config::Settings;
+use crate::config::DatabaseArg;
 use crate::retention::{PAUSE, Retain, prune, prune_dry_run};
 use domain::time::Ts;
 
 #[derive(Args, Debug, Clone)]
 pub struct PruneArgs {
+    #[command(flatten)]
+    pub database: DatabaseArg,
     /// Delete finished plans whose last change is older than this (`7d`,
     /// `12h`; at least 1m).
     #[arg(long, value_parser = parse_older_than)]
@@ -30,8 +32,8 @@ fn parse_older_than(s: &str) -> Result<Duration, String> {
     }
 }
 
-pub async fn prune_command(settings: &Settings, args: PruneArgs) -> anyhow::Result<()> {
-    let url = &settings.database_url.0;
+pub async fn prune_command(args: PruneArgs) -> anyhow::Result<()> {
+    let url = &args.database.database_url.0;
     // Opening SQLite creates a missing file; a mistyped path must not
     // leave an empty database behind.
     if let Some(path) = url
