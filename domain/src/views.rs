@@ -30,6 +30,43 @@ pub struct Overview {
     pub failures: Vec<FailureView>,
     /// The latest webhook deliveries, newest first.
     pub deliveries: Vec<DeliveryView>,
+    /// What waits on an operator, most urgent kind first.
+    pub attention: Vec<Attention>,
+}
+
+/// One item of the Overview's "needs attention" strip: something that
+/// will not move without an operator, said plainly, with where to act.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Attention {
+    pub kind: AttentionKind,
+    pub text: String,
+    pub href: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionKind {
+    /// A version line stopped behind a FAILED or CANCELED version.
+    HaltedLine,
+    /// Tasks waiting for someone's approval.
+    Approval,
+    PausedPlan,
+    PausedTarget,
+    /// A webhook given up after its last attempt.
+    FailedDelivery,
+}
+
+impl AttentionKind {
+    /// The spelling in the page's `data-kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttentionKind::HaltedLine => "halted_line",
+            AttentionKind::Approval => "approval",
+            AttentionKind::PausedPlan => "paused_plan",
+            AttentionKind::PausedTarget => "paused_target",
+            AttentionKind::FailedDelivery => "failed_delivery",
+        }
+    }
 }
 
 /// Runs that finished in one minute, by how they ended.

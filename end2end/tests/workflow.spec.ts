@@ -212,6 +212,52 @@ test('the Targets page says where a version line halted and by which run', async
   await expect(page.locator(`tr[data-target="${target}"] .halted-line`)).toHaveCount(0);
 });
 
+test('the Overview says what needs an operator: a halted line, approvals, pauses, each linked', async ({
+  page,
+  request,
+}) => {
+  const target = 'db/e2e-attention-line';
+  const paused = 'db/e2e-attention-paused';
+  const id = await submit(request, {
+    name: 'e2e-attention',
+    tasks: [
+      { name: 'v1', target, version: '0001', command: { argv: ['sh', '-c', 'exit 1'] } },
+      { name: 'v2', target, version: '0002', sleep: '0s' },
+      { name: 'gated', target: 'db/e2e-attention-gate', approval: 'required', sleep: '0s' },
+    ],
+  });
+  expect((await request.post('/api/v1/targets/pause', { data: { target: paused } })).status()).toBe(200);
+  // v1 fails first; then the plan is paused (its gated task waits on).
+  const v1 = async () =>
+    (await (await request.get(`/api/v1/plans/${id}`)).json()).tasks.find((t: any) => t.name === 'v1');
+  await expect.poll(async () => (await v1()).status, { timeout: 20_000 }).toBe('FAILED');
+  const runId = (await v1()).run_id;
+  expect((await request.post(`/api/v1/plans/${id}/pause`)).status()).toBe(200);
+
+  await hydrated(page, '/');
+  const strip = page.locator('#attention');
+  const line = strip.locator('li[data-kind="halted_line"]', { hasText: target });
+  await expect(line).toHaveText(`${target}: line halted at version 0001 by run #${runId} (FAILED): retry or skip it`);
+  await expect(line.locator('a')).toHaveAttribute('href', `/runs/${runId}`);
+  const approval = strip.locator('li[data-kind="approval"]', { hasText: `plan #${id} ` });
+  await expect(approval).toHaveText(`plan #${id} e2e-attention: 1 task waits for approval`);
+  await expect(approval.locator('a')).toHaveAttribute('href', `/plans/${id}`);
+  const pausedPlan = strip.locator('li[data-kind="paused_plan"]', { hasText: `plan #${id} ` });
+  await expect(pausedPlan).toHaveText(`plan #${id} e2e-attention paused by anonymous`);
+  const pausedTarget = strip.locator('li[data-kind="paused_target"]', { hasText: paused });
+  await expect(pausedTarget).toHaveText(`target ${paused} paused by anonymous`);
+  await expect(pausedTarget.locator('a')).toHaveAttribute('href', '/targets');
+  await shot(page, 'overview-attention');
+
+  // Once the operator acts, the items go, without a reload.
+  await request.post('/api/v1/targets/resume', { data: { target: paused } });
+  await request.post(`/api/v1/plans/${id}/resume`);
+  await request.post(`/api/v1/plans/${id}/cancel`);
+  await expect(pausedTarget).toHaveCount(0, { timeout: 20_000 });
+  await expect(pausedPlan).toHaveCount(0);
+  await expect(approval).toHaveCount(0);
+});
+
 test('Pause shows who paused the plan and holds its runs; Resume clears it', async ({ page, request }) => {
   const id = await submit(request, {
     name: 'e2e-pause',

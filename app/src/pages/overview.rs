@@ -16,7 +16,7 @@ use crate::components::tables::{DeliveryTable, LINK, ReplicaTable};
 use crate::components::time::Ago;
 use crate::error::DashboardError;
 use domain::model::{RunStatus, TaskStatus};
-use domain::views::{FailureView, Overview};
+use domain::views::{Attention, FailureView, Overview};
 
 #[server(prefix = "/_fn", endpoint = "overview")]
 pub async fn load_overview() -> Result<Overview, DashboardError> {
@@ -75,7 +75,10 @@ fn OverviewBody(o: Overview) -> impl IntoView {
     } else {
         view! { <DeliveryTable deliveries=o.deliveries now /> }.into_any()
     };
+    let attention =
+        (!o.attention.is_empty()).then(|| view! { <AttentionStrip items=o.attention /> });
     view! {
+        {attention}
         <div class="grid gap-3 sm:grid-cols-2 lg:grid-cols-3">
             <CountGroup title="Now" counts=o.live statuses=&[RunStatus::Pending, RunStatus::Available, RunStatus::Running] />
             <CountGroup
@@ -105,6 +108,28 @@ fn OverviewBody(o: Overview) -> impl IntoView {
             <h2 class="text-lg font-semibold">"Recent webhook deliveries"</h2>
             {deliveries}
             <p class="text-sm"><a class=LINK href="/deliveries">"All deliveries"</a></p>
+        </section>
+    }
+}
+
+/// What will not move without an operator, each linked to where to act;
+/// absent when nothing waits.
+#[component]
+fn AttentionStrip(items: Vec<Attention>) -> impl IntoView {
+    let items = items
+        .into_iter()
+        .map(|a| {
+            view! {
+                <li data-kind=a.kind.as_str()>
+                    <a class=LINK href=a.href>{a.text}</a>
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <section id="attention" class="space-y-2 rounded-sm border border-amber-300 bg-amber-50 p-4">
+            <h2 class="text-sm font-semibold text-amber-900">"Needs attention"</h2>
+            <ul class="list-disc space-y-1 pl-5 text-sm">{items}</ul>
         </section>
     }
 }

@@ -13,9 +13,10 @@ use domain::model::{Identity, TaskView};
 use domain::search::PlanFilter;
 use domain::search::{BulkAction, BulkResult, PlanQuery, RunQuery};
 use domain::views::{
-    Action, AuditPage, DEPENDENCY_NAMES, DeliveriesPage, Overview, PlanPage, PlansPage,
-    ReplicasPage, RunPage, RunsPage, ScheduleAction, SchedulePage, SchedulesPage, TASKS_PER_PAGE,
-    TargetChange, TargetsPage, TaskPlace, TieCounts, awaits_approval, graph_drawn,
+    Action, Attention, AttentionKind, AuditPage, DEPENDENCY_NAMES, DeliveriesPage, Overview,
+    PlanPage, PlansPage, ReplicasPage, RunPage, RunsPage, ScheduleAction, SchedulePage,
+    SchedulesPage, TASKS_PER_PAGE, TargetChange, TargetsPage, TaskPlace, TieCounts,
+    awaits_approval, graph_drawn,
 };
 
 use crate::plan;
@@ -55,6 +56,7 @@ impl DashboardSource for StoreSource {
             .delivery_list(None, OVERVIEW_DELIVERIES)
             .await
             .map_err(failed)?;
+        let attention = self.attention(&deliveries).await.map_err(failed)?;
         Ok(Overview {
             now: now.0,
             live: stats.live,
@@ -63,6 +65,7 @@ impl DashboardSource for StoreSource {
             replicas,
             failures: stats.failures,
             deliveries,
+            attention,
         })
     }
 
@@ -475,6 +478,85 @@ fn may_act(who: &Identity) -> Result<(), DashboardError> {
         )))
     }
 }
+
+impl StoreSource {
+    /// The Overview's "needs attention" strip: halted version lines,
+    /// approvals waiting, paused plans and targets, and the failed ones
+    /// among the latest `deliveries`, at most [`ATTENTION_EACH`] of a kind.
+    async fn attention(
+        &self,
+        deliveries: &[domain::model::DeliveryView],
+    ) -> crate::store::Result<Vec<Attention>> {
+        let mut items = Vec::new();
+        let item = |kind, text: String, href: String| Attention { kind, text, href };
+        let halted = self.store.target_list().await?.into_iter().filter_map(|t| {
+            let h = t.halted_by?;
+            Some(item(
+                AttentionKind::HaltedLine,
+                format!(
+                    "{}: line halted at version {} by run #{} ({}): retry or skip it",
+                    t.target,
+                    h.version,
+                    h.run_id,
+                    h.status.as_str()
+                ),
+                format!("/runs/{}", h.run_id),
+            ))
+        });
+        items.extend(halted.take(ATTENTION_EACH));
+        let approvals = self.store.approvals_waiting(ATTENTION_EACH as i64).await?;
+        items.extend(approvals.into_iter().map(|(plan, name, n)| {
+            let tasks = if n == 1 { "1 task waits" } else { "tasks wait" };
+            let count = if n == 1 {
+                String::new()
+            } else {
+                format!("{n} ")
+            };
+            item(
+                AttentionKind::Approval,
+                format!("plan #{plan} {name}: {count}{tasks} for approval"),
+                format!("/plans/{plan}"),
+            )
+        }));
+        let paused = self.store.paused_list().await?;
+        items.extend(paused.plans.into_iter().take(ATTENTION_EACH).map(|p| {
+            item(
+                AttentionKind::PausedPlan,
+                format!("plan #{} {} paused by {}", p.id, p.name, p.paused_by),
+                format!("/plans/{}", p.id),
+            )
+        }));
+        items.extend(paused.targets.into_iter().take(ATTENTION_EACH).map(|t| {
+            item(
+                AttentionKind::PausedTarget,
+                format!(
+                    "target {} paused by {}",
+                    t.target,
+                    t.paused_by.as_deref().unwrap_or("someone")
+                ),
+                "/targets".to_owned(),
+            )
+        }));
+        let failed = deliveries.iter().filter(|d| d.state == "FAILED");
+        items.extend(failed.take(ATTENTION_EACH).map(|d| {
+            item(
+                AttentionKind::FailedDelivery,
+                format!(
+                    "webhook {} of plan #{} to {} gave up: {}",
+                    d.event,
+                    d.plan_id,
+                    d.url,
+                    d.last_error.as_deref().unwrap_or("no answer")
+                ),
+                "/deliveries".to_owned(),
+            )
+        }));
+        Ok(items)
+    }
+}
+
+/// The most items of one kind the "needs attention" strip shows.
+const ATTENTION_EACH: usize = 10;
 
 /// A runs, plans or audit filter that cannot be read, naming its field.
 fn bad_filter(e: domain::filter::BadFilter) -> DashboardError {

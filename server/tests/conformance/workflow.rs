@@ -294,6 +294,11 @@ mod cases {
         let v = view(s, id).await;
         assert_eq!(cause(&v, "drop"), "waits for approval");
         assert_eq!(status(&v, "free"), TaskStatus::Available);
+        // The Overview's strip counts them.
+        assert_eq!(
+            s.approvals_waiting(10).await.unwrap(),
+            vec![(id, "p".to_owned(), 2)]
+        );
         let drop = task_named(&v, "drop").id;
         let only = task_named(&v, "only").id;
         let free = task_named(&v, "free").id;
@@ -352,6 +357,7 @@ mod cases {
             s.plan_approve(id, "carol".into(), Ts::now()).await,
             "no task waiting",
         );
+        assert_eq!(s.approvals_waiting(10).await.unwrap(), vec![]);
     }
 
     pub async fn a_stage_approval_releases_the_whole_stage(kind: Kind) {

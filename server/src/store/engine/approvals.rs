@@ -252,3 +252,16 @@ async fn approve_write<D: Dialect>(
     D::announce(tx, Signal::Changed).await?;
     Ok(approved as usize)
 }
+
+/// Plans whose PENDING runs wait for approval and for nothing else (not
+/// held by a dependency), oldest plan first: `(plan, name, runs)`.
+pub async fn approvals_waiting<D: Dialect>(d: &D, limit: i64) -> Result<Vec<(i64, String, i64)>> {
+    d.read(
+        "SELECT r.plan_id, p.name, COUNT(*) FROM task_run r JOIN plan p ON p.id = r.plan_id
+         WHERE r.status = 'PENDING' AND r.approval_pending AND r.held = FALSE
+         GROUP BY r.plan_id, p.name ORDER BY r.plan_id LIMIT $1"
+            .into(),
+        &[limit.into()],
+    )
+    .await
+}

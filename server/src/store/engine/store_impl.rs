@@ -206,6 +206,10 @@ impl<D: Dialect> Store for D {
         brakes::paused_list(self).await
     }
 
+    async fn approvals_waiting(&self, limit: i64) -> Result<Vec<(i64, String, i64)>> {
+        approvals::approvals_waiting(self, limit).await
+    }
+
     async fn schedule_create(
         &self,
         schedule: &NewSchedule,
