@@ -186,6 +186,56 @@ test('a plan halted behind a failed task says HALTED in its badge and the lists;
   await expectSameDocument(page);
 });
 
+test("a running run's log follows its newest line, and stays where the operator scrolled up to", async ({
+  page,
+  request,
+}) => {
+  const id = await submit(request, {
+    name: 'e2e-log-follow',
+    tasks: [
+      {
+        name: 'chatty',
+        target: 'db/e2e-log-follow',
+        command: { argv: ['sh', '-c', 'i=0; while [ $i -lt 4000 ]; do i=$((i+1)); echo "line $i"; sleep 0.01; done'] },
+      },
+    ],
+  });
+  const task = async () => (await (await request.get(`/api/v1/plans/${id}`)).json()).tasks[0];
+  await expect.poll(async () => (await task()).run_id ?? null, { timeout: 20_000 }).not.toBeNull();
+  await hydrated(page, `/runs/${(await task()).run_id}`);
+  const log = page.locator('#run-log');
+  const newest = () => log.evaluate((box) => Number(box.querySelector('span:last-child')!.textContent!.split(' ')[1]));
+  // scrollTop is 0 at the newest line of the reversed column, negative above it.
+  const offset = () => log.evaluate((box) => box.scrollTop);
+  await expect.poll(newest, { timeout: 20_000 }).toBeGreaterThan(150);
+
+  // Following: new lines arrive and the view stays at the newest.
+  let before = await newest();
+  await expect.poll(newest, { timeout: 10_000 }).toBeGreaterThan(before);
+  expect(await offset()).toBeGreaterThan(-8);
+
+  // Scrolled to the top, the view stays there as lines keep coming (and
+  // the ones above it are cut from the tail).
+  const fromTop = () => log.evaluate((box) => box.scrollHeight - box.clientHeight + box.scrollTop);
+  await log.evaluate((box) => {
+    box.scrollTop = -(box.scrollHeight - box.clientHeight);
+  });
+  expect(await offset()).toBeLessThan(-100);
+  before = await newest();
+  await expect.poll(newest, { timeout: 10_000 }).toBeGreaterThan(before);
+  expect(await fromTop()).toBeLessThan(40);
+  expect(await offset()).toBeLessThan(-100);
+
+  // Back at the newest line, it follows again.
+  await log.evaluate((box) => {
+    box.scrollTop = 0;
+  });
+  before = await newest();
+  await expect.poll(newest, { timeout: 10_000 }).toBeGreaterThan(before);
+  expect(await offset()).toBeGreaterThan(-8);
+  await request.post(`/api/v1/plans/${id}/cancel`);
+});
+
 test('the Targets page says where a version line halted and by which run', async ({ page, request }) => {
   const target = 'db/e2e-line';
   const id = await submit(request, {

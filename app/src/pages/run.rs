@@ -218,7 +218,10 @@ fn RunLog(run_id: i64, log: LogTail) -> impl IntoView {
             })
             .collect_view();
         // A column laid out from its end opens scrolled to the newest line,
-        // with no script: the end of a log is where the reason is.
+        // with no script: the end of a log is where the reason is. Live
+        // updates rebuild the lines in place, so the browser keeps the
+        // view at the newest line, or where the operator scrolled up to
+        // (workflow.spec.ts checks both).
         view! {
             <div id="run-log" class="flex max-h-96 flex-col-reverse overflow-auto">
                 <pre class="px-3 py-2 text-xs leading-5">{lines}</pre>
