@@ -43,6 +43,13 @@ impl std::error::Error for BadFilter {}
 /// A point in time a filter names.
 type Instant = DateTime<Utc>;
 
+/// How a filter's time is written back (in a resolved search, an audit
+/// entry, an error): RFC 3339 in UTC to the microsecond, which the time
+/// filters read back as the same instant.
+pub fn time_text(at: Instant) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
 /// `since` and `until`, the first earlier than the second.
 pub fn window(
     since: &Option<String>,
@@ -58,8 +65,8 @@ pub fn window(
             "until",
             format!(
                 "until ({}) must be later than since ({})",
-                until.to_rfc3339(),
-                since.to_rfc3339()
+                time_text(until),
+                time_text(since)
             ),
         ));
     }
@@ -101,7 +108,7 @@ fn time(
     {
         return Err(bad(
             field,
-            format!("{} is outside the years 1 to 9999", at.to_rfc3339()),
+            format!("{} is outside the years 1 to 9999", time_text(at)),
         ));
     }
     Ok(at)

@@ -97,7 +97,20 @@ mod tests {
         assert_eq!(f.target.as_deref(), Some("db/"));
         assert_eq!(f.plan, None);
         assert_eq!(f.since, Some(now - TimeDelta::minutes(90)));
-        assert_eq!(f.until.unwrap().to_rfc3339(), "2027-01-15T08:00:00+00:00");
+        assert_eq!(
+            super::super::time_text(f.until.unwrap()),
+            "2027-01-15T08:00:00.000000Z"
+        );
+        // A time written back (a resolved search's `since`) reads as itself.
+        let again = parse(
+            &RunQuery {
+                since: f.since.map(super::super::time_text),
+                ..RunQuery::default()
+            },
+            now,
+        )
+        .expect("its own text");
+        assert_eq!(again.since, f.since);
     }
 
     #[test]

@@ -182,8 +182,8 @@ impl DashboardSource for StoreSource {
             _ => None,
         };
         let resolved = RunQuery {
-            since: filter.since.map(|t| t.to_string()),
-            until: filter.until.map(|t| t.to_string()),
+            since: filter.since.map(domain::filter::time_text),
+            until: filter.until.map(domain::filter::time_text),
             ..query
         };
         Ok(RunsPage {
