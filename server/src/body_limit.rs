@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use domain::model::ErrorBody;
 use futures_util::StreamExt;
 
-use crate::plan::limits::MAX_PLAN_BODY_BYTES;
+use crate::plan::limits::{MAX_PLAN_BODY_BYTES, body_too_large};
 
 /// The most of a refused body that is read to let its client finish.
 const DRAIN_BYTES: u64 = 4 * MAX_PLAN_BODY_BYTES as u64;
@@ -45,10 +45,7 @@ fn refuse(request: Request, length: u64) -> Response {
     let mut refused = (
         StatusCode::PAYLOAD_TOO_LARGE,
         Json(ErrorBody {
-            error: format!(
-                "the body is larger than the limit of {} MiB",
-                MAX_PLAN_BODY_BYTES / (1024 * 1024)
-            ),
+            error: body_too_large(),
             field: None,
         }),
     )

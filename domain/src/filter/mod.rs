@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::time::rfc3339;
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, SubsecRound, TimeDelta, TimeZone, Utc};
 
 pub mod audit;
@@ -43,13 +44,6 @@ impl std::error::Error for BadFilter {}
 /// A point in time a filter names.
 type Instant = DateTime<Utc>;
 
-/// How a filter's time is written back (in a resolved search, an audit
-/// entry, an error): RFC 3339 in UTC to the microsecond, which the time
-/// filters read back as the same instant.
-pub fn time_text(at: Instant) -> String {
-    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
-
 /// `since` and `until`, the first earlier than the second.
 pub fn window(
     since: &Option<String>,
@@ -65,8 +59,8 @@ pub fn window(
             "until",
             format!(
                 "until ({}) must be later than since ({})",
-                time_text(until),
-                time_text(since)
+                rfc3339(until),
+                rfc3339(since)
             ),
         ));
     }
@@ -108,7 +102,7 @@ fn time(
     {
         return Err(bad(
             field,
-            format!("{} is outside the years 1 to 9999", time_text(at)),
+            format!("{} is outside the years 1 to 9999", rfc3339(at)),
         ));
     }
     Ok(at)

@@ -98,13 +98,13 @@ mod tests {
         assert_eq!(f.plan, None);
         assert_eq!(f.since, Some(now - TimeDelta::minutes(90)));
         assert_eq!(
-            super::super::time_text(f.until.unwrap()),
+            crate::time::rfc3339(f.until.unwrap()),
             "2027-01-15T08:00:00.000000Z"
         );
         // A time written back (a resolved search's `since`) reads as itself.
         let again = parse(
             &RunQuery {
-                since: f.since.map(super::super::time_text),
+                since: f.since.map(crate::time::rfc3339),
                 ..RunQuery::default()
             },
             now,

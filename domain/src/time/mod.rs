@@ -77,13 +77,16 @@ impl From<Ts> for DateTime<Utc> {
     }
 }
 
+/// How Baton writes an instant for people and scripts (a `Ts`, a
+/// search's resolved times, an audit entry): RFC 3339 in UTC to the
+/// microsecond, which the time filters read back as the same instant.
+pub fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
 impl fmt::Display for Ts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}",
-            self.0.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-        )
+        f.write_str(&rfc3339(self.0))
     }
 }
 

@@ -12,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use domain::model::ErrorBody;
 
-use crate::plan::limits::MAX_PLAN_BODY_BYTES;
+use crate::plan::limits::body_too_large;
 
 /// Plain-text refusals are short; this bounds what is read of one.
 const MAX_TEXT_BYTES: usize = 16 * 1024;
@@ -34,10 +34,7 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
         .unwrap_or_default();
     let error = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => format!(
-            "the body is larger than the limit of {} MiB",
-            MAX_PLAN_BODY_BYTES / (1024 * 1024)
-        ),
+        StatusCode::PAYLOAD_TOO_LARGE => body_too_large(),
         _ if text.is_empty() => status
             .canonical_reason()
             .unwrap_or("request refused")

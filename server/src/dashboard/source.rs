@@ -182,8 +182,8 @@ impl DashboardSource for StoreSource {
             _ => None,
         };
         let resolved = RunQuery {
-            since: filter.since.map(domain::filter::time_text),
-            until: filter.until.map(domain::filter::time_text),
+            since: filter.since.map(domain::time::rfc3339),
+            until: filter.until.map(domain::time::rfc3339),
             ..query
         };
         Ok(RunsPage {

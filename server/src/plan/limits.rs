@@ -67,6 +67,14 @@ pub const MAX_COMMAND_BYTES: usize = 128 * 1024;
 /// A submitted plan document (API or dashboard), in bytes.
 pub const MAX_PLAN_BODY_BYTES: usize = 8 * 1024 * 1024;
 
+/// What a `413` says, whichever layer refused the body.
+pub fn body_too_large() -> String {
+    format!(
+        "the body is larger than the limit of {} MiB",
+        MAX_PLAN_BODY_BYTES / (1024 * 1024)
+    )
+}
+
 impl DurationBounds {
     /// `None` when `d` is inside; else what the operator should read.
     pub fn check(&self, field: &str, d: Duration) -> Option<String> {

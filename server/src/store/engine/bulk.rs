@@ -39,8 +39,8 @@ pub fn described(filter: &RunFilter) -> String {
     part("replica", filter.replica.clone());
     part("actor", filter.actor.clone());
     part("error", filter.error.clone());
-    part("since", filter.since.map(domain::filter::time_text));
-    part("until", filter.until.map(domain::filter::time_text));
+    part("since", filter.since.map(domain::time::rfc3339));
+    part("until", filter.until.map(domain::time::rfc3339));
     parts.join(" ")
 }
 
