@@ -39,26 +39,20 @@ const MIN_STALE_AFTER: Duration = Duration::from_secs(1);
 pub struct DatabaseArg {
     /// Database: `sqlite://PATH` or `postgres://USER@HOST/DB`.
     #[arg(
-        long,
+        long = "database-url",
+        value_name = "DATABASE_URL",
         env = "BATON_DATABASE_URL",
         default_value = "sqlite://./data/baton.db",
         // `--help` would print the password with the variable's value.
         hide_env_values = true
     )]
-    pub database_url: DatabaseUrl,
+    pub url: DatabaseUrl,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct Settings {
-    /// Database: `sqlite://PATH` or `postgres://USER@HOST/DB`.
-    #[arg(
-        long,
-        env = "BATON_DATABASE_URL",
-        default_value = "sqlite://./data/baton.db",
-        // `--help` would print the password with the variable's value.
-        hide_env_values = true
-    )]
-    pub database_url: DatabaseUrl,
+    #[command(flatten)]
+    pub database: DatabaseArg,
     /// Address the API and dashboard listen on.
     #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:3000")]
     pub listen: SocketAddr,

@@ -43,9 +43,9 @@ async fn run() -> anyhow::Result<()> {
             baton::serve::serve(*settings).await
         }
         Command::Migrate(database) => {
-            let store = baton::store::connect(&database.database_url.0).await?;
+            let store = baton::store::connect(&database.url.0).await?;
             store.migrate().await?;
-            tracing::info!(database = %database.database_url, "migrations applied");
+            tracing::info!(database = %database.url, "migrations applied");
             Ok(())
         }
         Command::Submit(args) => baton::client::submit(args, cli.settings.listen).await,

@@ -33,7 +33,7 @@ fn parse_older_than(s: &str) -> Result<Duration, String> {
 }
 
 pub async fn prune_command(args: PruneArgs) -> anyhow::Result<()> {
-    let url = &args.database.database_url.0;
+    let url = &args.database.url.0;
     // Opening SQLite creates a missing file; a mistyped path must not
     // leave an empty database behind.
     if let Some(path) = url

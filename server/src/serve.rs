@@ -54,9 +54,9 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let store =
-        store::connect_replica(&settings.database_url.0, Some(settings.stale_after)).await?;
+        store::connect_replica(&settings.database.url.0, Some(settings.stale_after)).await?;
     // Before the migrations: a second serve on the file changes nothing.
-    let _one_serve = store::sqlite_file(&settings.database_url.0)
+    let _one_serve = store::sqlite_file(&settings.database.url.0)
         .transpose()?
         .map(store::ServeLock::take)
         .transpose()?;
@@ -82,7 +82,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let app = router(store, info.clone(), replica.view(), &settings, users)?;
     tracing::info!(
         replica = %info.replica_id,
-        database = %settings.database_url,
+        database = %settings.database.url,
         "baton {VERSION} serving http://{}",
         listener.local_addr()?
     );

@@ -5,8 +5,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::time::rfc3339;
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, SubsecRound, TimeDelta, TimeZone, Utc};
+
+use crate::time::rfc3339;
 
 pub mod audit;
 pub mod plan;

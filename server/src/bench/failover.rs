@@ -35,7 +35,7 @@ pub async fn run(
     rounds: usize,
     runs: usize,
 ) -> anyhow::Result<()> {
-    let url = &settings.database_url.0;
+    let url = &settings.database.url.0;
     if !url.starts_with("postgres") {
         bail!(
             "--failover needs several processes on one database: set BATON_DATABASE_URL to a postgres:// URL"

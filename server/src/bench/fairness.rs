@@ -63,7 +63,7 @@ pub struct Fairness {
 }
 
 pub async fn run(settings: &Settings, knobs: Fairness) -> anyhow::Result<()> {
-    let scratch = Scratch::new(&settings.database_url.0).await?;
+    let scratch = Scratch::new(&settings.database.url.0).await?;
     let result = bench(settings, &scratch, &knobs).await;
     scratch.drop_database().await?;
     result

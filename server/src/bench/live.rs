@@ -39,7 +39,7 @@ const POLL_EVERY: Duration = Duration::from_secs(2);
 const TABS: [usize; 2] = [1, 50];
 
 pub async fn run(settings: &Settings, window: Duration) -> anyhow::Result<()> {
-    let scratch = Scratch::new(&settings.database_url.0).await?;
+    let scratch = Scratch::new(&settings.database.url.0).await?;
     let result = bench(settings, &scratch, window).await;
     scratch.drop_database().await?;
     result

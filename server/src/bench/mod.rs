@@ -303,7 +303,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         println!("baton bench against {server} (its own replicas and settings)");
         return measure(&target, &args, false).await;
     }
-    let url = &settings.database_url.0;
+    let url = &settings.database.url.0;
     let postgres = url.starts_with("postgres");
     let config = SchedulerConfig {
         workers: args.bench_workers,

@@ -35,7 +35,7 @@ use crate::store::{LEADER_LEASE, Store};
 use domain::time::Ts;
 
 pub async fn run(settings: &Settings, args: &BenchArgs, processes: usize) -> anyhow::Result<()> {
-    let url = &settings.database_url.0;
+    let url = &settings.database.url.0;
     if !url.starts_with("postgres") {
         bail!(
             "--processes needs several processes on one database: set BATON_DATABASE_URL to a postgres:// URL"

@@ -22,7 +22,7 @@ use domain::time::Ts;
 
 /// Seeds the configured database (migrating it first).
 pub async fn seed_configured(settings: &Settings, spec: SeedSpec) -> anyhow::Result<()> {
-    let url = &settings.database_url.0;
+    let url = &settings.database.url.0;
     let store = store::connect(url).await?;
     store.migrate().await.context("applying migrations")?;
     drop(store);
@@ -39,7 +39,7 @@ pub async fn seed_configured(settings: &Settings, spec: SeedSpec) -> anyhow::Res
 }
 
 pub async fn run(settings: &Settings, spec: SeedSpec, requests: usize) -> anyhow::Result<()> {
-    let url = &settings.database_url.0;
+    let url = &settings.database.url.0;
     let scratch = Scratch::new(url).await?;
     let result = bench(settings, &scratch, spec, requests).await;
     scratch.drop_database().await?;
