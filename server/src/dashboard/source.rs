@@ -487,10 +487,12 @@ impl StoreSource {
         &self,
         deliveries: &[domain::model::DeliveryView],
     ) -> crate::store::Result<Vec<Attention>> {
-        let mut items = Vec::new();
         let item = |kind, text: String, href: String| Attention { kind, text, href };
-        let halted = self.store.target_list().await?.into_iter().filter_map(|t| {
-            let h = t.halted_by?;
+        // One read of the targets gives both their halted lines and their
+        // pauses.
+        let targets = self.store.target_list().await?;
+        let halted = targets.iter().filter_map(|t| {
+            let h = t.halted_by.as_ref()?;
             Some(item(
                 AttentionKind::HaltedLine,
                 format!(
@@ -503,42 +505,33 @@ impl StoreSource {
                 format!("/runs/{}", h.run_id),
             ))
         });
-        items.extend(halted.take(ATTENTION_EACH));
         let approvals = self.store.approvals_waiting(ATTENTION_EACH as i64).await?;
-        items.extend(approvals.into_iter().map(|(plan, name, n)| {
-            let tasks = if n == 1 { "1 task waits" } else { "tasks wait" };
-            let count = if n == 1 {
-                String::new()
-            } else {
-                format!("{n} ")
+        let approvals = approvals.into_iter().map(|(plan, name, n)| {
+            let waiting = match n {
+                1 => "1 task waits".to_owned(),
+                n => format!("{n} tasks wait"),
             };
             item(
                 AttentionKind::Approval,
-                format!("plan #{plan} {name}: {count}{tasks} for approval"),
+                format!("plan #{plan} {name}: {waiting} for approval"),
                 format!("/plans/{plan}"),
             )
-        }));
-        let paused = self.store.paused_list().await?;
-        items.extend(paused.plans.into_iter().take(ATTENTION_EACH).map(|p| {
+        });
+        let paused_plans = self.store.paused_plans().await?.into_iter().map(|p| {
             item(
                 AttentionKind::PausedPlan,
                 format!("plan #{} {} paused by {}", p.id, p.name, p.paused_by),
                 format!("/plans/{}", p.id),
             )
-        }));
-        items.extend(paused.targets.into_iter().take(ATTENTION_EACH).map(|t| {
-            item(
+        });
+        let paused_targets = targets.iter().filter_map(|t| {
+            Some(item(
                 AttentionKind::PausedTarget,
-                format!(
-                    "target {} paused by {}",
-                    t.target,
-                    t.paused_by.as_deref().unwrap_or("someone")
-                ),
+                format!("target {} paused by {}", t.target, t.paused_by.as_ref()?),
                 "/targets".to_owned(),
-            )
-        }));
-        let failed = deliveries.iter().filter(|d| d.state == "FAILED");
-        items.extend(failed.take(ATTENTION_EACH).map(|d| {
+            ))
+        });
+        let failed = deliveries.iter().filter(|d| d.state == "FAILED").map(|d| {
             item(
                 AttentionKind::FailedDelivery,
                 format!(
@@ -550,7 +543,13 @@ impl StoreSource {
                 ),
                 "/deliveries".to_owned(),
             )
-        }));
+        });
+        let mut items = Vec::new();
+        items.extend(halted.take(ATTENTION_EACH));
+        items.extend(approvals);
+        items.extend(paused_plans.take(ATTENTION_EACH));
+        items.extend(paused_targets.take(ATTENTION_EACH));
+        items.extend(failed.take(ATTENTION_EACH));
         Ok(items)
     }
 }

@@ -384,6 +384,8 @@ pub trait Store: Send + Sync + 'static {
     async fn target_list(&self) -> Result<Vec<domain::model::TargetView>>;
     /// Every paused plan and target.
     async fn paused_list(&self) -> Result<domain::model::PausedView>;
+    /// Every paused plan, the oldest pause first.
+    async fn paused_plans(&self) -> Result<Vec<domain::model::PausedPlan>>;
     /// Plans with tasks waiting for approval (and nothing else), the
     /// oldest plan first: `(plan id, plan name, tasks waiting)`.
     async fn approvals_waiting(&self, limit: i64) -> Result<Vec<(i64, String, i64)>>;

@@ -410,6 +410,19 @@ pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {
 
 /// Every paused plan and target.
 pub async fn paused_list<D: Dialect>(d: &D) -> Result<PausedView> {
+    let targets = target_list(d)
+        .await?
+        .into_iter()
+        .filter(|t| t.paused_by.is_some())
+        .collect();
+    Ok(PausedView {
+        plans: paused_plans(d).await?,
+        targets,
+    })
+}
+
+/// Every paused plan, the oldest pause first.
+pub async fn paused_plans<D: Dialect>(d: &D) -> Result<Vec<PausedPlan>> {
     let plans: Vec<(i64, String, String, Ts)> = d
         .read(
             "SELECT id, name, paused_by, paused_at FROM plan
@@ -418,21 +431,13 @@ pub async fn paused_list<D: Dialect>(d: &D) -> Result<PausedView> {
             &[],
         )
         .await?;
-    let targets = target_list(d)
-        .await?
+    Ok(plans
         .into_iter()
-        .filter(|t| t.paused_by.is_some())
-        .collect();
-    Ok(PausedView {
-        plans: plans
-            .into_iter()
-            .map(|(id, name, paused_by, paused_at)| PausedPlan {
-                id,
-                name,
-                paused_by,
-                paused_at: paused_at.0,
-            })
-            .collect(),
-        targets,
-    })
+        .map(|(id, name, paused_by, paused_at)| PausedPlan {
+            id,
+            name,
+            paused_by,
+            paused_at: paused_at.0,
+        })
+        .collect())
 }

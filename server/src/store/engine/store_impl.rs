@@ -206,6 +206,10 @@ impl<D: Dialect> Store for D {
         brakes::paused_list(self).await
     }
 
+    async fn paused_plans(&self) -> Result<Vec<domain::model::PausedPlan>> {
+        brakes::paused_plans(self).await
+    }
+
     async fn approvals_waiting(&self, limit: i64) -> Result<Vec<(i64, String, i64)>> {
         approvals::approvals_waiting(self, limit).await
     }
