@@ -62,6 +62,17 @@ impl fmt::Display for DashboardError {
 
 impl std::error::Error for DashboardError {}
 
+/// A search's filter that cannot be read, named by its field (the
+/// message says the field too, for pages that show it alone).
+impl From<domain::filter::BadFilter> for DashboardError {
+    fn from(e: domain::filter::BadFilter) -> Self {
+        DashboardError::Invalid {
+            message: e.to_string(),
+            field: Some(e.field.to_owned()),
+        }
+    }
+}
+
 impl FromServerFnError for DashboardError {
     type Encoder = JsonEncoding;
 

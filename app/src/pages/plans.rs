@@ -41,11 +41,7 @@ pub async fn load_plans(
 ) -> Result<PlansPage, DashboardError> {
     // Read as the API reads it: a NUL in the name reached PostgreSQL once
     // and came back a 500.
-    let filter = domain::filter::plan::parse(&domain::search::PlanQuery { status, name: q })
-        .map_err(|e| DashboardError::Invalid {
-            message: e.message,
-            field: Some(e.field.into()),
-        })?;
+    let filter = domain::filter::plan::parse(&domain::search::PlanQuery { status, name: q })?;
     let offset = (page.clamp(1, MAX_PAGE) - 1) * PAGE_SIZE;
     crate::backend::source()?
         .plans(filter, PAGE_SIZE, offset, confirm)

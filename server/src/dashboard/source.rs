@@ -162,7 +162,7 @@ impl DashboardSource for StoreSource {
         confirm: Option<BulkAction>,
     ) -> Result<RunsPage, DashboardError> {
         let now = Ts::now();
-        let filter = run_filter::parse(&query, now.into()).map_err(bad_filter)?;
+        let filter = run_filter::parse(&query, now.into())?;
         let list = self
             .store
             .run_search(&filter, before, limit)
@@ -202,7 +202,7 @@ impl DashboardSource for StoreSource {
         expected: i64,
     ) -> Result<BulkResult, DashboardError> {
         may_act(who)?;
-        let filter = run_filter::parse_for_bulk(&query, Ts::now().into()).map_err(bad_filter)?;
+        let filter = run_filter::parse_for_bulk(&query, Ts::now().into())?;
         self.store
             .run_bulk(&filter, action, expected, who.into(), Ts::now())
             .await
@@ -217,7 +217,7 @@ impl DashboardSource for StoreSource {
         expected: i64,
     ) -> Result<BulkResult, DashboardError> {
         may_act(who)?;
-        let filter = plan_filter::parse_for_bulk(&query).map_err(bad_filter)?;
+        let filter = plan_filter::parse_for_bulk(&query)?;
         self.store
             .plan_bulk(&filter, action, expected, who.into(), Ts::now())
             .await
@@ -231,7 +231,7 @@ impl DashboardSource for StoreSource {
         limit: i64,
     ) -> Result<AuditPage, DashboardError> {
         let now = Ts::now();
-        let filter = audit_filter::parse(&query, now.into()).map_err(bad_filter)?;
+        let filter = audit_filter::parse(&query, now.into())?;
         let list = self
             .store
             .audit_list(&filter, before, limit)
@@ -558,13 +558,6 @@ impl StoreSource {
 const ATTENTION_EACH: usize = 10;
 
 /// A runs, plans or audit filter that cannot be read, naming its field.
-fn bad_filter(e: domain::filter::BadFilter) -> DashboardError {
-    DashboardError::Invalid {
-        message: e.to_string(),
-        field: Some(e.field.to_owned()),
-    }
-}
-
 /// What an operator is told when the engine says no.
 fn failed(e: StoreError) -> DashboardError {
     match e {
