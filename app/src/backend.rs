@@ -80,6 +80,9 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// Validates and stores a plan file (YAML, or JSON when it starts with
     /// `{`) submitted by `who`; returns the new plan's id.
     async fn submit(&self, who: &Identity, text: &str) -> Result<i64, DashboardError>;
+    /// Plan `id` as a YAML plan file that submits it again, secrets
+    /// included: operators only.
+    async fn export(&self, who: &Identity, id: i64) -> Result<String, DashboardError>;
     /// Applies an operator action to plan or task `id` on behalf of `who`.
     async fn act(&self, who: &Identity, action: Action, id: i64) -> Result<(), DashboardError>;
     /// Every target with live runs or operator settings, by name.

@@ -3,7 +3,7 @@
 //!
 //! Dependencies (gate 6) are not judged here: a run whose task waits for
 //! another task is `held` and the round does not read it at all
-//! (the store's `engine::dependencies` releases it when its last
+//! (the store's `engine::gates::dependencies` releases it when its last
 //! dependency completes). Every other gate is.
 //!
 //! A backend loads every PENDING run that is not held and every run that

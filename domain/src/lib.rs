@@ -6,6 +6,7 @@
 //! be read, and tested, on their own.
 
 pub mod audit;
+pub mod definition;
 pub mod filter;
 pub mod gates;
 pub mod liveness;

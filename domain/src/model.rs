@@ -510,6 +510,10 @@ pub struct RunView {
     #[serde(default)]
     pub cancel_requested_at: Option<DateTime<Utc>>,
     pub events: Vec<EventView>,
+    /// What the run's task runs and how, secrets hidden; filled where one
+    /// run is shown (its page, `GET /api/v1/runs/{id}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<crate::definition::TaskDefinition>,
 }
 
 /// One status transition of a run, as recorded in the event history.

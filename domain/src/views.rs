@@ -135,6 +135,9 @@ pub struct PlanPage {
     /// Shown tasks whose `depends_on` or `dependents` were cut to
     /// [`DEPENDENCY_NAMES`] names, with how many names each list held.
     pub cut: BTreeMap<i64, TieCounts>,
+    /// What the shown tasks run and how (secrets hidden), in task order.
+    #[serde(default)]
+    pub definitions: Vec<crate::definition::TaskDefinition>,
 }
 
 /// Names a task row lists of what it runs after and before; the rest are

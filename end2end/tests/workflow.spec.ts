@@ -186,6 +186,72 @@ test('a plan halted behind a failed task says HALTED in its badge and the lists;
   await expectSameDocument(page);
 });
 
+test('a task shows what it runs, secrets hidden; Submit again makes the same plan from its file, with and without JavaScript', async ({
+  page,
+  request,
+  browser,
+}) => {
+  const id = await submit(request, {
+    name: 'e2e-again',
+    tasks: [
+      {
+        name: 'migrate',
+        target: 'db/e2e-again',
+        version: '0042',
+        max_attempts: 3,
+        timeout: '10m',
+        command: { argv: ['sh', '-c', 'echo migrating'], env: { PGPASSWORD: 'e2e-s3cret' } },
+      },
+      { name: 'wait', target: 'svc/e2e-again', depends_on: ['migrate'], sleep: '1s' },
+    ],
+  });
+  await hydrated(page, `/plans/${id}`);
+  const migrate = taskRow(page, 'migrate');
+  await migrate.locator('details.definition summary').click();
+  const definition = migrate.locator('.task-definition');
+  await expect(definition).toContainText("sh -c 'echo migrating'");
+  await expect(definition).toContainText('PGPASSWORD (values hidden)');
+  await expect(definition).toContainText('3, retried after 1s, 2s');
+  await expect(definition).toContainText('10m');
+  await expect(page.locator('body')).not.toContainText('e2e-s3cret');
+  await shot(page, 'task-definition');
+
+  // The run page shows the same definition.
+  const plan = await (await request.get(`/api/v1/plans/${id}`)).json();
+  const runId = plan.tasks.find((t: any) => t.name === 'migrate').run_id;
+  await hydrated(page, `/runs/${runId}`);
+  await expect(page.locator('#run-definition .task-definition')).toContainText('PGPASSWORD (values hidden)');
+
+  // Submit again: the form holds the file, secrets included; submitting it makes a new plan.
+  await hydrated(page, `/plans/${id}`);
+  await page.locator('#submit-again').click();
+  await expect(page).toHaveURL(new RegExp(`/plans/new\\?from=${id}$`));
+  await expect(page.locator('#submit-copy')).toContainText(`Plan ${id}`);
+  await expect(page.locator('#plan-text')).toHaveValue(/e2e-s3cret/);
+  await expect(page.locator('#plan-text')).toHaveValue(/'0042'|"0042"/);
+  await page.locator('#submit-form button[type="submit"]').click();
+  await expect(page).toHaveURL(/\/plans\/\d+$/);
+  const again = Number(page.url().split('/').pop());
+  expect(again).toBeGreaterThan(id);
+  const exported = async (plan: number) => {
+    const res = await request.get(`/api/v1/plans/${plan}/export`);
+    expect(res.status()).toBe(200);
+    return res.json();
+  };
+  expect(await exported(again)).toEqual(await exported(id));
+
+  // Without JavaScript the copy is in the page as sent, and the form posts.
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const plain = await context.newPage();
+  await plain.goto(`/plans/new?from=${id}`);
+  await expect(plain.locator('#plan-text')).toHaveValue(/e2e-s3cret/);
+  await plain.locator('#submit-form button[type="submit"]').click();
+  await expect(plain).toHaveURL(/\/plans\/\d+$/);
+  const third = Number(plain.url().split('/').pop());
+  expect(await exported(third)).toEqual(await exported(id));
+  await context.close();
+});
+
 test("a running run's log follows its newest line, and stays where the operator scrolled up to", async ({
   page,
   request,

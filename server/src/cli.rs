@@ -61,6 +61,9 @@ pub enum Command {
     Audit(AuditArgs),
     /// Print a run's log; with --follow, until the run ends.
     Logs(LogsArgs),
+    /// One plan as a file: `baton plan export ID [--yaml]` prints the plan
+    /// file that submits it again.
+    Plan(crate::client::PlanArgs),
     /// Retry a FAILED or CANCELED task (by name or id), or every such task
     /// of a plan.
     Retry(TaskActionArgs),

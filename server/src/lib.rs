@@ -7,7 +7,9 @@
 //! Layout (the walk of one run is in `docs/architecture.md`). The rules
 //! that need no database (statuses, gates, time, filters) are the
 //! `domain` crate's, below this one and the dashboard.
-//! - [`plan`]: plan files (JSON/YAML), their validation and limits.
+//! - [`plan`]: plan files (JSON/YAML), their validation and limits;
+//!   [`plan_export`]: a stored plan as its tasks' definitions (secrets
+//!   hidden) and as the file that submits it again.
 //! - [`store`]: the [`store::Store`] seam; its rules written once in
 //!   `store/engine/` over a PostgreSQL and a SQLite dialect.
 //! - [`schedule`]: schedule files, cron timing and plan templates.
@@ -46,6 +48,7 @@ pub mod faults;
 pub mod http_server;
 pub mod loops;
 pub mod plan;
+pub mod plan_export;
 pub mod prune_command;
 pub mod replica_views;
 pub mod retention;

@@ -53,6 +53,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Runs(args) => baton::client::runs(args, cli.settings.listen).await,
         Command::Audit(args) => baton::client::audit(args, cli.settings.listen).await,
         Command::Logs(args) => baton::client::logs(args, cli.settings.listen).await,
+        Command::Plan(args) => baton::client::plan(args, cli.settings.listen).await,
         Command::Retry(args) => task_action(TaskAction::Retry, args, cli.settings.listen).await,
         Command::Cancel(args) => task_action(TaskAction::Cancel, args, cli.settings.listen).await,
         Command::Skip(args) => task_action(TaskAction::Skip, args, cli.settings.listen).await,

@@ -950,7 +950,10 @@ async fn the_openapi_document_matches_the_routes_and_the_answers() {
     })
     .await;
     let audit: Value = s.get("/api/v1/audit?action=plan.submit&limit=1").await;
+    let definitions: Value = s.get("/api/v1/plans/1/definition").await;
     let views = [
+        ("TaskDefinition", &definitions[0]),
+        ("TaskDefinition", &run["definition"]),
         ("PlanView", &plan_json),
         ("NotificationView", &plan_json["notification"]),
         ("TaskView", &plan_json["tasks"][0]),

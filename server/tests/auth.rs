@@ -22,6 +22,7 @@ per_backend!(cases:
     dashboard_gates_are_for_operators_and_refusals_say_why,
     dashboard_sessions_sign_in_and_out,
     path_tricks_never_reach_a_page_or_the_api,
+    exports_are_for_operators_and_definitions_hide_secrets,
 );
 
 /// A server with an operator (alice) and a viewer (victor), each with a
@@ -244,6 +245,131 @@ fn plan_body() -> Value {
 
 mod cases {
     use super::*;
+
+    /// A plan's export holds its secrets, so only operators read it (API
+    /// and the dashboard's "Submit again"); the definitions everyone sees
+    /// (plan definition, run, plan page) hold none, and an export submits
+    /// the plan again.
+    pub async fn exports_are_for_operators_and_definitions_hide_secrets(kind: Kind) {
+        let w = WithUsers::start(kind).await;
+        let http = reqwest::Client::new();
+        let (status, body) = answer(
+            http.post(w.url("/api/v1/plans"))
+                .bearer_auth(&w.alice_token)
+                .json(&json!({"name": "secretive", "tasks": [
+                    {"name": "migrate", "target": "db/orders", "version": "0042",
+                     "command": {"argv": ["sh", "-c", "exit 0"], "env": {"PGPASSWORD": "s3cret-env"}}},
+                ], "webhooks": [{"url": "https://chat.example/h", "secret": "s3cret-hook"}]})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let plan: PlanView = serde_json::from_value(body).unwrap();
+        let run = plan.tasks[0].run_id.unwrap();
+        let secrets = ["s3cret-env", "s3cret-hook"];
+        let export = w.url(&format!("/api/v1/plans/{}/export", plan.id));
+
+        // What a viewer may read names the variable, never its value.
+        for path in [
+            format!("/api/v1/plans/{}/definition", plan.id),
+            format!("/api/v1/runs/{run}"),
+        ] {
+            let (status, body) = answer(http.get(w.url(&path)).bearer_auth(&w.victor_token)).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {body}");
+            let text = body.to_string();
+            assert!(text.contains("PGPASSWORD"), "{path}: {text}");
+            assert!(!secrets.iter().any(|s| text.contains(s)), "{path}: {text}");
+        }
+        let run_view: RunView = serde_json::from_value(
+            answer(
+                http.get(w.url(&format!("/api/v1/runs/{run}")))
+                    .bearer_auth(&w.victor_token),
+            )
+            .await
+            .1,
+        )
+        .unwrap();
+        assert_eq!(run_view.definition.unwrap().task_name, "migrate");
+
+        // The export: 403 for a viewer, the whole file for an operator.
+        let (status, body) = answer(http.get(&export).bearer_auth(&w.victor_token)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        says(&body, "victor is a viewer");
+        let (status, file) = answer(http.get(&export).bearer_auth(&w.alice_token)).await;
+        assert_eq!(status, StatusCode::OK, "{file}");
+        assert!(
+            secrets.iter().all(|s| file.to_string().contains(s)),
+            "{file}"
+        );
+        for (query, field) in [("?format=xml", "format"), ("?fromat=yaml", "fromat")] {
+            let (status, body) = answer(
+                http.get(format!("{export}{query}"))
+                    .bearer_auth(&w.alice_token),
+            )
+            .await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{query}: {body}");
+            assert_eq!(body["field"], field, "{body}");
+        }
+        let missing = w.url("/api/v1/plans/999999/export");
+        let (status, _) = answer(http.get(&missing).bearer_auth(&w.alice_token)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+
+        // The YAML export, submitted as it is, makes the same plan again.
+        let yaml = http
+            .get(format!("{export}?format=yaml"))
+            .bearer_auth(&w.alice_token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(yaml.headers()[header::CONTENT_TYPE], "application/yaml");
+        let yaml = yaml.text().await.unwrap();
+        let (status, body) = answer(
+            http.post(w.url("/api/v1/plans"))
+                .bearer_auth(&w.alice_token)
+                .header(header::CONTENT_TYPE, "application/yaml")
+                .body(yaml.clone()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{yaml}\n{body}");
+        let again: PlanView = serde_json::from_value(body).unwrap();
+        assert_eq!(again.tasks[0].version.as_deref(), Some("0042"));
+        let (_, file_again) = answer(
+            http.get(w.url(&format!("/api/v1/plans/{}/export", again.id)))
+                .bearer_auth(&w.alice_token),
+        )
+        .await;
+        assert_eq!(file_again, file);
+
+        // The dashboard: the plan page shows the definition to both, the
+        // copy to submit again only to the operator.
+        let viewer = w.sign_in("victor", "victor-pw").await;
+        let operator = w.sign_in("alice", "alice-pw").await;
+        let plan_page = format!("/plans/{}", plan.id);
+        let copy_page = format!("/plans/new?from={}", plan.id);
+        for (cookie, operator_page) in [(&viewer, false), (&operator, true)] {
+            let page = w.page(&plan_page, Some(cookie)).await.text().await.unwrap();
+            assert!(page.contains("PGPASSWORD (values hidden)"), "{page}");
+            assert!(!secrets.iter().any(|s| page.contains(s)));
+            assert_eq!(
+                page.contains(&format!("href=\"{copy_page}\"")),
+                operator_page
+            );
+            let copy = w.page(&copy_page, Some(cookie)).await.text().await.unwrap();
+            assert_eq!(copy.contains("s3cret-env"), operator_page, "{copy}");
+            assert_eq!(copy.contains("submit-viewer"), !operator_page, "{copy}");
+        }
+        // The page's server function refuses a viewer too.
+        let r = w
+            .form(
+                "/_fn/export_plan",
+                Some(&viewer),
+                w.origin(),
+                &[("id", &plan.id.to_string())],
+            )
+            .await;
+        let text = r.text().await.unwrap();
+        assert!(!text.contains("s3cret-env"), "{text}");
+        assert!(text.contains("victor is a viewer"), "{text}");
+    }
 
     pub async fn only_operators_approve_and_brake_and_two_person_needs_another(kind: Kind) {
         let w = WithUsers::start(kind).await;

@@ -207,6 +207,32 @@ async fn submit_waits_for_the_plan_and_status_shows_it() {
     let view: domain::model::PlanView = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(view.status, domain::model::PlanStatus::Done);
     assert_eq!(view.tasks.len(), 2);
+
+    // `plan export` gives back a file that `submit` takes: the same plan.
+    for (flag, file) in [(None, "again.json"), (Some("--yaml"), "again.yaml")] {
+        let mut args = vec!["plan", "export", "1"];
+        args.extend(flag);
+        let out = baton(&server, &dir, &args).await;
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        std::fs::write(dir.path().join(file), &out.stdout).unwrap();
+        let out = baton(&server, &dir, &["submit", file, "--wait"]).await;
+        assert!(out.status.success(), "{file}: {}", text(&out.stderr));
+    }
+    let exported = |id: &'static str| {
+        let (server, dir) = (&server, &dir);
+        async move { text(&baton(server, dir, &["plan", "export", id]).await.stdout) }
+    };
+    let first = exported("1").await;
+    assert!(first.contains("\"parallel_limit\": 1"), "{first}");
+    assert_eq!(exported("2").await, first);
+    assert_eq!(exported("3").await, first);
+    let out = baton(&server, &dir, &["plan", "export", "99"]).await;
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("plan 99 does not exist"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod bulk;
 pub mod chart;
+pub mod definition;
 pub mod escape;
 pub mod feed;
 pub mod graph;

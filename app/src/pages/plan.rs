@@ -11,16 +11,19 @@ use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::components::actions::{Act, ActionButton, ActionResult, TaskButtons};
+use crate::components::definition::Definition;
 use crate::components::feed::Feed;
 use crate::components::graph::PlanGraph;
 use crate::components::links::runs_with;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
 use crate::components::notice::EmptyState;
+use crate::components::session::may_act;
 use crate::components::status::{Canceling, PlanStatusBadge, ProgressBar, TaskStatusBadge};
 use crate::components::tables::{DataTable, DeliveryTable, LINK, TBODY, TD};
 use crate::components::time::{Ago, MaybeAgo, duration, exact};
 use crate::error::DashboardError;
+use domain::definition::TaskDefinition;
 use domain::model::{PlanStatus, PlanView, StageView, TaskStatus, TaskView};
 use domain::views::{
     Action, DEPENDENCY_NAMES, GRAPH_MAX_EDGES, GRAPH_MAX_TASKS, PlanPage, TASKS_PER_PAGE,
@@ -85,6 +88,7 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
         awaiting_approval,
         elsewhere,
         cut,
+        definitions,
     } = p;
     let has = |wanted: &[TaskStatus]| wanted.iter().any(|s| counts.get(s).is_some_and(|n| *n > 0));
     let can_run = has(&[TaskStatus::NotStarted]);
@@ -224,11 +228,20 @@ fn PlanBody(p: PlanPage, action: ServerAction<Act>) -> impl IntoView {
             />
             {approve_all}
             {brake}
+            {may_act().then(|| view! {
+                <a
+                    id="submit-again"
+                    class="rounded-sm px-3 py-1 text-sm font-medium text-blue-800 ring-1 ring-slate-300 hover:bg-slate-50"
+                    href=format!("/plans/new?from={id}")
+                >
+                    "Submit again…"
+                </a>
+            })}
         </div>
         <ProgressBar counts />
         {graph}
         <TaskPager id tasks_total tasks_offset shown />
-        <TaskTable tasks stages now action links cut />
+        <TaskTable tasks stages now action links cut definitions />
         <section class="space-y-2">
             <h2 class="text-lg font-semibold">"Notifications"</h2>
             {claim}
@@ -325,7 +338,10 @@ fn TaskTable(
     action: ServerAction<Act>,
     links: Links,
     cut: BTreeMap<i64, TieCounts>,
+    definitions: Vec<TaskDefinition>,
 ) -> impl IntoView {
+    let mut definitions: BTreeMap<i64, TaskDefinition> =
+        definitions.into_iter().map(|d| (d.task_id, d)).collect();
     if tasks.is_empty() {
         return view! { <EmptyState id="tasks-empty">"This plan has no tasks."</EmptyState> }
             .into_any();
@@ -362,7 +378,8 @@ fn TaskTable(
                         dependents: task.dependents.len(),
                     });
                     let ties = ties(&links, &task, counts);
-                    view! { <TaskRow task now action ties /> }
+                    let definition = definitions.remove(&task.id);
+                    view! { <TaskRow task now action ties definition /> }
                 })
                 .collect_view();
             view! {
@@ -526,6 +543,7 @@ fn TaskRow(
     now: DateTime<Utc>,
     action: ServerAction<Act>,
     ties: AnyView,
+    definition: Option<TaskDefinition>,
 ) -> impl IntoView {
     let status = task.status;
     let subject = format!("task {}", task.name);
@@ -593,7 +611,17 @@ fn TaskRow(
             data-status=status.as_str()
             data-approved-by=task.approved_by.clone()
         >
-            <td class=format!("{TD} font-medium")>{name}</td>
+            <td class=format!("{TD} font-medium")>
+                {name}
+                {definition.map(|definition| view! {
+                    <details class="definition mt-1 font-normal">
+                        <summary class="cursor-pointer text-xs text-slate-600">
+                            {format!("what it runs: {}", definition.executor.kind())}
+                        </summary>
+                        <div class="mt-1 w-80 max-w-[80vw]"><Definition definition /></div>
+                    </details>
+                })}
+            </td>
             <td class=TD>
                 <TaskStatusBadge status />
                 <Canceling

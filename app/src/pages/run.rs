@@ -7,6 +7,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use crate::components::actions::{Act, ActionButton, ActionResult, TaskButtons};
+use crate::components::definition::Definition;
 use crate::components::feed::Feed;
 use crate::components::links::runs_with;
 use crate::components::live::use_live;
@@ -81,6 +82,12 @@ fn RunBody(r: RunPage, action: ServerAction<Act>) -> impl IntoView {
                 <h2 class="text-sm font-semibold text-slate-700">"History"</h2>
                 <Timeline events now />
             </section>
+            {run.definition.clone().map(|definition| view! {
+                <section id="run-definition" class="space-y-2 rounded-sm border border-slate-200 bg-white p-4">
+                    <h2 class="text-sm font-semibold text-slate-700">"What the task runs"</h2>
+                    <Definition definition />
+                </section>
+            })}
         </div>
         <RunLog run_id=run.id log />
     }

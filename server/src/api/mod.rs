@@ -99,12 +99,14 @@ pub fn router(state: ApiState) -> Router {
             "/plans/bulk",
             get(plans_bulk::counts).post(plans_bulk::bulk),
         )
+        .route("/plans/{id}/export", get(plans::export))
         .route("/runs", get(runs::search))
         .route("/runs/bulk", get(runs::bulk_counts).post(runs::bulk))
         .route("/deliveries", get(deliveries::list))
         .route("/audit", get(audit::list));
     let plain = Router::new()
         .route("/plans/{id}", get(plans::get))
+        .route("/plans/{id}/definition", get(plans::definition))
         .route("/plans/{id}/run", post(plans::run))
         .route("/plans/{id}/retry", post(plans::retry))
         .route("/plans/{id}/cancel", post(plans::cancel))

@@ -3,7 +3,9 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use domain::definition::TaskDefinition;
 use domain::model::{PlanList, PlanView};
 use domain::search::PlanQuery;
 use domain::views::Action;
@@ -13,8 +15,8 @@ use super::error::parse_id;
 use super::operator::Operator;
 use super::strict_query::{Params, StrictQuery};
 use super::{ApiError, ApiResult, ApiState};
-use crate::plan;
 use crate::store::{IdempotencyKey, Submitted};
+use crate::{plan, plan_export};
 use domain::time::Ts;
 
 /// Plans per page when the client names no limit, and the most it may ask.
@@ -209,4 +211,57 @@ pub async fn resume(
     Path(id): Path<String>,
 ) -> ApiResult<Json<PlanView>> {
     super::act(&state, &who, Action::PlanResume, &id).await
+}
+
+/// `GET /api/v1/plans/{id}/definition`: what each task runs and how, in
+/// submit order, secrets hidden (`domain::definition`).
+pub async fn definition(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<TaskDefinition>>> {
+    let stored = state.store.plan_stored(parse_id(&id, "plan")?).await?;
+    Ok(Json(
+        stored.tasks.iter().map(plan_export::definition).collect(),
+    ))
+}
+
+/// `?format=` of an export: `json` (the default) or `yaml`.
+#[derive(Debug, Deserialize)]
+pub struct ExportQuery {
+    format: Option<String>,
+}
+
+impl Params for ExportQuery {
+    fn names() -> Vec<&'static str> {
+        vec!["format"]
+    }
+}
+
+/// `GET /api/v1/plans/{id}/export[?format=yaml]`: the plan file that
+/// submits this plan again. It holds the plan's secrets (environment
+/// values, headers, webhook secrets), so only operators, who may submit
+/// plans, may read it.
+pub async fn export(
+    State(state): State<ApiState>,
+    Operator(_who): Operator,
+    Path(id): Path<String>,
+    StrictQuery(q): StrictQuery<ExportQuery>,
+) -> ApiResult<Response> {
+    let yaml = match q.format.as_deref() {
+        None | Some("json") => false,
+        Some("yaml") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "format",
+                format!("`{other}` is not an export format; use json or yaml"),
+            ));
+        }
+    };
+    let stored = state.store.plan_stored(parse_id(&id, "plan")?).await?;
+    let document = plan_export::document(&stored);
+    if !yaml {
+        return Ok(Json(document).into_response());
+    }
+    let text = plan_export::yaml(&document)?;
+    Ok(([(header::CONTENT_TYPE, "application/yaml")], text).into_response())
 }

@@ -104,7 +104,9 @@ pub async fn get(
     State(state): State<ApiState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<RunView>> {
-    Ok(Json(state.store.run_get(parse_id(&id, "run")?).await?))
+    let mut run = state.store.run_get(parse_id(&id, "run")?).await?;
+    run.definition = crate::plan_export::task_definition(&*state.store, run.task_id).await?;
+    Ok(Json(run))
 }
 
 pub async fn log(

@@ -109,6 +109,10 @@ impl DashboardSource for CountedSource {
         self.inner.submit(who, text).await
     }
 
+    async fn export(&self, who: &Identity, id: i64) -> Result<String, DashboardError> {
+        self.inner.export(who, id).await
+    }
+
     async fn act(&self, who: &Identity, action: Action, id: i64) -> Result<(), DashboardError> {
         self.inner.act(who, action, id).await
     }

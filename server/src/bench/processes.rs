@@ -233,7 +233,7 @@ async fn first_round(url: &str) -> anyhow::Result<Ts> {
 
 /// How the runs were shared out: how many each process ran, the
 /// leader's first. The leader's promotion rounds claim for its own free
-/// slots before the others hear of the runs (`engine::promote`), so its
+/// slots before the others hear of the runs (`engine::gates::promote`), so its
 /// share shows how much that tilts the work.
 async fn shares(url: &str, store: &dyn Store) -> anyhow::Result<String> {
     use sqlx::Connection;

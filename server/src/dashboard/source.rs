@@ -140,6 +140,15 @@ impl DashboardSource for StoreSource {
             .delivery_list(Some(id), PLAN_DELIVERIES)
             .await
             .map_err(failed)?;
+        let shown: Vec<i64> = plan.tasks.iter().map(|t| t.id).collect();
+        let definitions = self
+            .store
+            .tasks_stored(&shown)
+            .await
+            .map_err(failed)?
+            .iter()
+            .map(crate::plan_export::definition)
+            .collect();
         Ok(PlanPage {
             now: now.0,
             plan,
@@ -151,6 +160,7 @@ impl DashboardSource for StoreSource {
             awaiting_approval,
             elsewhere,
             cut,
+            definitions,
         })
     }
 
@@ -242,7 +252,10 @@ impl DashboardSource for StoreSource {
 
     async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError> {
         let now = Ts::now();
-        let run = self.store.run_get(id).await.map_err(failed)?;
+        let mut run = self.store.run_get(id).await.map_err(failed)?;
+        run.definition = crate::plan_export::task_definition(self.store.as_ref(), run.task_id)
+            .await
+            .map_err(failed)?;
         let log = self
             .store
             .run_log_tail(id, log_lines)
@@ -291,6 +304,13 @@ impl DashboardSource for StoreSource {
             .plan_insert(&new_plan, who.into(), Ts::now())
             .await
             .map_err(failed)
+    }
+
+    async fn export(&self, who: &Identity, id: i64) -> Result<String, DashboardError> {
+        may_act(who)?;
+        let stored = self.store.plan_stored(id).await.map_err(failed)?;
+        crate::plan_export::yaml(&crate::plan_export::document(&stored))
+            .map_err(|e| failed(crate::store::StoreError::Corrupt(e.to_string())))
     }
 
     async fn act(&self, who: &Identity, action: Action, id: i64) -> Result<(), DashboardError> {

@@ -112,8 +112,7 @@ impl Promoter {
         let fresh = matches!(&self.nodes, Some((at, _)) if at.elapsed() < self.nodes_max_age);
         if !fresh {
             let labels =
-                crate::store::gates::node_labels(self.store.as_ref(), self.stale_after, now)
-                    .await?;
+                crate::store::node_labels(self.store.as_ref(), self.stale_after, now).await?;
             self.nodes = Some((Instant::now(), labels));
         }
         let nodes = &self.nodes.as_ref().expect("just set").1;

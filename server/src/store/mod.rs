@@ -12,15 +12,8 @@
 //! what proves they behave the same.
 
 pub mod clock;
-mod dashboard;
 mod engine;
-pub mod gates;
-pub mod notify;
-mod plan_list;
 mod postgres;
-mod rows;
-mod run_columns;
-pub mod run_search;
 pub mod signals;
 mod sqlite;
 pub mod submission;
@@ -33,14 +26,19 @@ use domain::gates::NodeLabels;
 use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunStatus, RunView};
 use domain::time::Ts;
 
-pub use self::dashboard::{CHART_MINUTES, OverviewStats, RECENT_FAILURES};
+pub use self::engine::gates::node_labels;
 pub use self::engine::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
+pub use self::engine::notifications::{
+    DeliveryOutcome, DueDelivery, Notified, NotifyTargets, PIPELINE_COMPLETED, PIPELINE_FAILED,
+};
+pub use self::engine::reads::overview::{CHART_MINUTES, OverviewStats, RECENT_FAILURES};
+pub use self::engine::reads::run_search_sql::PROBE_IDS as RUN_SEARCH_PROBE_IDS;
+pub use self::engine::reads::stored_plan::{StoredPlan, StoredPlanRow, StoredTask};
 pub use self::engine::retention::{
     BATCH_RUNS as PRUNE_BATCH_RUNS, Prunable, PruneCursor, PruneReport, PruneScan,
 };
 pub use self::engine::schedules::TickReport;
 pub use self::engine::sessions::Session;
-pub use self::notify::{DeliveryOutcome, DueDelivery, Notified, NotifyTargets};
 pub use self::postgres::PgStore;
 pub use self::signals::{Signal, Signals};
 pub use self::sqlite::{ServeLock, SqliteStore};
@@ -337,6 +335,11 @@ pub trait Store: Send + Sync + 'static {
         key: &IdempotencyKey<'_>,
     ) -> Result<Submitted>;
     async fn plan_get(&self, id: i64) -> Result<PlanView>;
+    /// The plan as submitted, read back from its rows (for its task
+    /// definitions and its export).
+    async fn plan_stored(&self, id: i64) -> Result<StoredPlan>;
+    /// Tasks as submitted: those of `ids` that exist, in id order.
+    async fn tasks_stored(&self, ids: &[i64]) -> Result<Vec<StoredTask>>;
     /// Plans newest first: those in `status` whose name contains `name`
     /// (any case), and how many match in all.
     async fn plan_list(
@@ -775,7 +778,9 @@ fn redact_parameters(text: &str) -> String {
     out
 }
 
-fn redact_pair(pair: &str) -> String {
+/// Whether a parameter, variable or flag called `name` holds a secret
+/// (`password`, `api_key`, `X-Amz-Signature`, `--auth-token`).
+pub fn names_a_secret(name: &str) -> bool {
     const SECRET_WORDS: [&str; 9] = [
         "pass",
         "pwd",
@@ -787,15 +792,14 @@ fn redact_pair(pair: &str) -> String {
         "credential",
         "session",
     ];
+    let lower = name.to_ascii_lowercase();
+    SECRET_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// `name=value` with the value masked when the name holds a secret.
+pub fn redact_pair(pair: &str) -> String {
     match pair.split_once('=') {
-        Some((name, value)) if !value.is_empty() => {
-            let lower = name.to_ascii_lowercase();
-            if SECRET_WORDS.iter().any(|w| lower.contains(w)) {
-                format!("{name}=***")
-            } else {
-                pair.to_owned()
-            }
-        }
+        Some((name, value)) if !value.is_empty() && names_a_secret(name) => format!("{name}=***"),
         _ => pair.to_owned(),
     }
 }

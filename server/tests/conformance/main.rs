@@ -42,6 +42,7 @@ mod cancel;
 mod claim_finish;
 mod concurrency;
 mod dashboard;
+mod export;
 mod gates;
 mod halted;
 mod liveness;

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::store::notify::{PIPELINE_COMPLETED, PIPELINE_FAILED};
 use baton::store::{DeliveryOutcome, Notified, NotifyTargets, Signals, Store};
+use baton::store::{PIPELINE_COMPLETED, PIPELINE_FAILED};
 use domain::model::TaskStatus;
 use domain::time::Ts;
 use serde_json::json;

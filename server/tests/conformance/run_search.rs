@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use baton::store::run_search::PROBE_IDS;
+use baton::store::RUN_SEARCH_PROBE_IDS as PROBE_IDS;
 use baton::store::{Finish, Store};
 use domain::filter::run::{self as run_filter, RunFilter};
 use domain::model::{RunStatus, RunView};

@@ -21,7 +21,7 @@ use domain::filter::audit::AuditFilter;
 
 use super::Arg;
 use super::{Dialect, optional};
-use crate::store::plan_list::{folded, name_pattern};
+use crate::store::engine::reads::plan_list_sql::{folded, name_pattern};
 use crate::store::{Backend, Result, StoreError};
 use domain::time::Ts;
 

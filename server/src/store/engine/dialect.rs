@@ -25,9 +25,9 @@ use super::audit::Asked;
 use super::liveness::SweepCandidate;
 use crate::plan::NewPlan;
 use crate::secret::Secret;
-use crate::store::gates::ROUND_CONTEXT;
-use crate::store::notify::NotifyTargets;
-use crate::store::rows::{ClaimRow, FinishedRow};
+use crate::store::engine::gates::ROUND_CONTEXT;
+use crate::store::engine::notifications::NotifyTargets;
+use crate::store::engine::reads::rows::{ClaimRow, FinishedRow};
 use crate::store::signals::{Signal, Signals};
 use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, StoreError};
 use domain::gates::{ContextRow, Decisions, PendingRun};
@@ -333,7 +333,7 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// A round's first read ([`gates::pending_runs_sql`]): the PENDING
     /// runs, or none when [`Dialect::round_begin`] did not get the lock.
     ///
-    /// [`gates::pending_runs_sql`]: crate::store::gates::pending_runs_sql
+    /// [`gates::pending_runs_sql`]: crate::store::engine::gates::pending_runs_sql
     const PENDING_RUNS: &'static str;
 
     /// A round's PENDING runs ([`Dialect::PENDING_RUNS`]), in any order.
@@ -346,7 +346,7 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// ([`gates::ROUND_CONTEXT`]). Two statements here; one where that
     /// saves a round trip (PostgreSQL).
     ///
-    /// [`gates::ROUND_CONTEXT`]: crate::store::gates::ROUND_CONTEXT
+    /// [`gates::ROUND_CONTEXT`]: crate::store::engine::gates::ROUND_CONTEXT
     async fn round_reads(tx: &mut Self::Tx) -> Result<(Vec<PendingRun>, Vec<ContextRow>)> {
         let pending = Self::pending_runs(tx).await?;
         if pending.is_empty() {

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use super::{Dialect, one, read_optional};
-use crate::store::{ReplicaInfo, Result, rows};
+use crate::store::engine::reads::rows;
+use crate::store::{ReplicaInfo, Result};
 use domain::time::Ts;
 
 /// The lease the singleton loops (promoter, sweeper, pruning) run under.

@@ -1,35 +1,29 @@
-//! The store's rules, written once over a [`Dialect`]: which status each
-//! action needs and what its refusal says, what follows a finish (retry,
-//! notification claim, outbox), leases, replicas, sessions and the reads
-//! the API and the dashboard make.
+//! The store's rules, written once over a [`Dialect`], each beside the SQL
+//! it runs. The folders follow docs/design.md: `plans` (submission),
+//! `gates` (the promotion round and every gate's writes), `execution`
+//! (claim, heartbeats, finish, sweep and what follows an end), `actions`
+//! (what an operator asks), `notifications` (claim, outbox, deliveries)
+//! and `reads` (what the API and the dashboard show); liveness, schedules,
+//! sessions, audit and retention are a file each.
 //!
 //! Each rule is a generic function over the dialect; one blanket `Store`
 //! impl (`store_impl.rs`) calls them for every dialect. The layers, the
 //! walk of a run and where to add a gate: `docs/architecture.md`.
 
 pub mod actions;
-pub mod approvals;
 pub mod audit;
-pub mod brakes;
-pub mod bulk;
-pub mod deliveries;
-pub mod dependencies;
 pub mod dialect;
-pub mod endings;
 pub mod execution;
+pub mod gates;
 pub mod liveness;
-pub mod new_runs;
-pub mod outcomes;
-pub mod pins;
-pub mod plan_bulk;
-pub mod promote;
+pub mod notifications;
+pub mod plans;
 pub mod reads;
 pub mod retention;
 pub mod schedules;
 pub mod sessions;
 mod shared;
 mod store_impl;
-pub mod submit;
 
 pub use dialect::{Arg, Dialect, RowLock, Sql, StoreRow};
 pub use shared::Shared;

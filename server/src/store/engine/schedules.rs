@@ -17,12 +17,14 @@ use std::time::Duration;
 use domain::model::{PlanStatus, ScheduleView, ScheduledPlan, Stuck, TaskStatus, TickView};
 
 use super::audit::{Asked, Subject};
-use super::{Arg, Dialect, RowLock, Sql, actions, dependencies, optional, read_optional};
+use super::gates::dependencies;
+use super::{Arg, Dialect, RowLock, Sql, actions, optional, read_optional};
 use crate::plan::CommandPolicy;
 use crate::plan::NewPlan;
 use crate::schedule::{self, CatchUp, NewSchedule, Overlap, Timing};
+use crate::store::engine::reads::rows;
 use crate::store::signals::Signal;
-use crate::store::{Actor, Result, StoreError, rows};
+use crate::store::{Actor, Result, StoreError};
 use domain::time::Ts;
 
 /// Schedules one round handles; the rest wait for the next round.

@@ -3,7 +3,7 @@
 use std::sync::{Arc, RwLock};
 
 use crate::plan::CommandPolicy;
-use crate::store::notify::NotifyTargets;
+use crate::store::engine::notifications::NotifyTargets;
 use crate::store::signals::Signals;
 
 #[derive(Default)]

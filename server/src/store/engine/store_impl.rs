@@ -6,17 +6,21 @@ use std::time::Duration;
 use domain::audit::Person;
 use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 
+use super::actions::{bulk, plan_bulk};
 use super::audit::{self, Asked, Subject};
+use super::execution::endings;
+use super::gates::{approvals, brakes, pins, promote};
 use super::liveness::{Lease, SweepReport};
+use super::notifications::deliveries;
 use super::sessions::Session;
 use super::{
-    Dialect, actions, approvals, brakes, bulk, deliveries, endings, execution, liveness, pins,
-    plan_bulk, promote, read_one, reads, retention, schedules, sessions, submit,
+    Dialect, actions, execution, liveness, plans, read_one, reads, retention, schedules, sessions,
 };
 use crate::plan::NewPlan;
 use crate::schedule::NewSchedule;
-use crate::store::dashboard::OverviewStats;
-use crate::store::notify::{DeliveryOutcome, DueDelivery, NotifyTargets};
+use crate::store::engine::notifications::{DeliveryOutcome, DueDelivery, NotifyTargets};
+use crate::store::engine::reads::overview::OverviewStats;
+use crate::store::engine::reads::stored_plan::{StoredPlan, StoredTask};
 use crate::store::signals::Signals;
 use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{
@@ -80,11 +84,7 @@ impl<D: Dialect> Store for D {
     async fn plan_insert(&self, plan: &NewPlan, by: Person<'_>, now: Ts) -> Result<i64> {
         let asked = Asked::new(by, "plan.submit", Subject::New("plan", &plan.name));
         asked
-            .settle(
-                self,
-                submit::plan_insert(self, plan, &asked, now).await,
-                now,
-            )
+            .settle(self, plans::plan_insert(self, plan, &asked, now).await, now)
             .await
     }
 
@@ -96,12 +96,20 @@ impl<D: Dialect> Store for D {
         key: &IdempotencyKey<'_>,
     ) -> Result<Submitted> {
         let asked = Asked::new(by, "plan.submit", Subject::New("plan", &plan.name));
-        let submitted = submit::plan_insert_keyed(self, plan, &asked, now, key).await;
+        let submitted = plans::plan_insert_keyed(self, plan, &asked, now, key).await;
         asked.settle(self, submitted, now).await
     }
 
     async fn plan_get(&self, id: i64) -> Result<PlanView> {
         reads::plan_get(self, id).await
+    }
+
+    async fn plan_stored(&self, id: i64) -> Result<StoredPlan> {
+        reads::plan_stored(self, id).await
+    }
+
+    async fn tasks_stored(&self, ids: &[i64]) -> Result<Vec<StoredTask>> {
+        reads::tasks_stored(self, ids).await
     }
 
     async fn plan_list(

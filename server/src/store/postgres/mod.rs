@@ -6,7 +6,7 @@
 //! status changes write their events in the same statement through
 //! data-modifying CTEs, so a batch costs one round trip.
 
-use crate::store::run_columns::run_copies_of_task;
+use crate::store::engine::plans::run_columns::run_copies_of_task;
 use std::time::{Duration, Instant};
 
 use sqlx::migrate::Migrator;
@@ -14,13 +14,13 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow}
 use sqlx::{Connection, Postgres, Transaction};
 
 use crate::plan::NewPlan;
-use crate::store::dashboard::{self};
 use crate::store::engine::audit::Asked;
 use crate::store::engine::dialect::arguments;
+use crate::store::engine::gates;
 use crate::store::engine::liveness::{self, SweepCandidate};
+use crate::store::engine::reads::overview;
+use crate::store::engine::reads::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
-use crate::store::gates;
-use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::signals::{CHANNEL, Signal};
 use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError};
 use domain::gates::{ContextRow, Decisions, PendingRun};
@@ -170,7 +170,7 @@ macro_rules! heartbeat_lock_timeout_sql {
 const BEGIN_HEARTBEAT: &str = concat!("BEGIN; ", heartbeat_lock_timeout_sql!());
 /// The sweeper's first statements: the write lock on both tables a
 /// heartbeat writes, waited for a second at most (a round that waits is
-/// judged by `engine::endings::run_sweep`, one that times out fails), then
+/// judged by `engine::execution::endings::run_sweep`, one that times out fails), then
 /// no limit. Not part of its `BEGIN`: a `BEGIN` string that fails leaves
 /// its connection in the aborted transaction, back in the pool.
 const SWEEP_LOCKS: &str = "SET LOCAL lock_timeout = '1s'; \
@@ -672,7 +672,7 @@ impl Dialect for PgStore {
     const CLOCK: Option<&'static str> = Some("SELECT clock_timestamp()");
 
     const FINISHED_PER_MINUTE: &'static str =
-        dashboard::finished_per_minute_sql!("FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT");
+        overview::finished_per_minute_sql!("FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT");
 
     fn shared(&self) -> &Shared {
         &self.shared

@@ -402,7 +402,7 @@ async fn the_replica_list_is_never_jit_compiled() {
         .expect("seed");
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "EXPLAIN (ANALYZE, FORMAT JSON) {}",
-        crate::store::rows::REPLICA_LIST
+        crate::store::engine::reads::rows::REPLICA_LIST
     )))
     .fetch_one(&store.pool)
     .await

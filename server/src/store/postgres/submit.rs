@@ -6,7 +6,7 @@ use sqlx::PgExecutor;
 
 use crate::plan::NewPlan;
 use crate::store::engine::audit::Asked;
-use crate::store::rows::{self, millis};
+use crate::store::engine::reads::rows::{self, millis};
 use crate::store::signals::{CHANNEL, Signal};
 use crate::store::{Actor, Result};
 use domain::audit::Outcome;
@@ -42,15 +42,15 @@ macro_rules! plan_submit_sql {
                 max_attempts, hbi, hbt, executor, reassign, ord)
         ORDER BY x.ord
         RETURNING id, plan_id, run_at, latest_run_id, ",
-            $crate::store::run_columns::run_copies_of_task!(""),
+            $crate::store::engine::plans::run_columns::run_copies_of_task!(""),
             "),
     made AS (
         INSERT INTO task_run (id, task_id, plan_id, attempt, status, run_at, created_at,
             waiting_cause, ",
-            $crate::store::run_columns::run_copies_of_task!(""),
+            $crate::store::engine::plans::run_columns::run_copies_of_task!(""),
             ")
         SELECT latest_run_id, id, plan_id, 1, 'PENDING', run_at, $4, $20, ",
-            $crate::store::run_columns::run_copies_of_task!(""),
+            $crate::store::engine::plans::run_columns::run_copies_of_task!(""),
             "
         FROM t WHERE $19
         RETURNING id),

@@ -7,7 +7,7 @@
 //! with `json_each`. SQLite has no data-modifying CTEs, so a status change
 //! and its events are two statements in one transaction.
 
-use crate::store::run_columns::run_copies_of_task;
+use crate::store::engine::plans::run_columns::run_copies_of_task;
 use std::ops::DerefMut;
 use std::path::Path;
 use std::sync::Arc;
@@ -23,12 +23,12 @@ use sqlx::{Sqlite, Transaction};
 
 use self::checkpoint::{BACKSTOP_PAGES, Checkpointer};
 use crate::plan::NewPlan;
-use crate::store::dashboard::{self};
 use crate::store::engine::dialect::arguments;
+use crate::store::engine::gates;
 use crate::store::engine::liveness::{self, SweepCandidate};
+use crate::store::engine::reads::overview;
+use crate::store::engine::reads::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
-use crate::store::gates;
-use crate::store::rows::{self, ClaimRow, FinishedRow, millis};
 use crate::store::signals::Signal;
 use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError};
 use domain::gates::Decisions;
@@ -308,7 +308,7 @@ impl Dialect for SqliteStore {
     const CLOCK: Option<&'static str> = None;
 
     const FINISHED_PER_MINUTE: &'static str =
-        dashboard::finished_per_minute_sql!("finished_at / 60000000");
+        overview::finished_per_minute_sql!("finished_at / 60000000");
 
     fn shared(&self) -> &Shared {
         &self.shared
@@ -643,7 +643,7 @@ impl Dialect for SqliteStore {
         now: Ts,
     ) -> Result<(Self::Tx, Vec<FinishedRow>)> {
         let mut tx = self.begin_write().await?;
-        // One finish per run (`engine::endings` keeps the first).
+        // One finish per run (`engine::execution::endings` keeps the first).
         let asked: Vec<_> = finishes
             .iter()
             .map(|f| json!([f.run_id, f.status.as_str(), f.result_code, f.error]))

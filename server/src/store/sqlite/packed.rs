@@ -13,8 +13,8 @@
 use std::ops::DerefMut;
 
 use super::WriteTx;
-use crate::store::gates::pending_runs_sql;
-use crate::store::rows::{ClaimRow, FinishedRow};
+use crate::store::engine::gates::pending_runs_sql;
+use crate::store::engine::reads::rows::{ClaimRow, FinishedRow};
 use crate::store::{Result, StoreError};
 use domain::gates::PendingRun;
 use domain::time::Ts;

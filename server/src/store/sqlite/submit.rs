@@ -12,7 +12,7 @@ use sqlx::{QueryBuilder, Transaction};
 
 use crate::plan::NewPlan;
 use crate::store::Result;
-use crate::store::rows::{self, millis};
+use crate::store::engine::reads::rows::{self, millis};
 use domain::time::Ts;
 
 /// The largest chunk: 64 rows × 15 columns = 960 parameters.

@@ -21,8 +21,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::{Arg, BATCH, Dialect, RowLock, Sql, id_args, placeholders};
 use crate::plan::NewPlan;
+use crate::store::engine::{Arg, BATCH, Dialect, RowLock, Sql, id_args, placeholders};
 use crate::store::signals::Signal;
 use crate::store::{Result, StoreError};
 use domain::gates::Decisions;

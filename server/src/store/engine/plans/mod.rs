@@ -2,10 +2,14 @@
 //! runs in one transaction (on PostgreSQL one statement, when nothing is
 //! written after the tasks); once per idempotency key when one is given.
 
-use super::audit::{Asked, Subject};
-use super::{Dialect, dependencies, optional};
+pub mod new_runs;
+pub mod run_columns;
+
 use crate::plan::NewPlan;
 use crate::store::Result;
+use crate::store::engine::audit::{Asked, Subject};
+use crate::store::engine::gates::dependencies;
+use crate::store::engine::{Dialect, optional};
 use crate::store::signals::Signal;
 use crate::store::submission::{self, IdempotencyKey, Submitted};
 use domain::time::Ts;

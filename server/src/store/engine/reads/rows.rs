@@ -8,7 +8,7 @@ use domain::model::{
     EventView, PlanStatus, PlanView, RunStatus, RunView, Stuck, TaskStatus, TaskView,
 };
 
-use super::{ReplicaInfo, ReplicaRecord, Result, StoreError};
+use crate::store::{ReplicaInfo, ReplicaRecord, Result, StoreError};
 use domain::time::Ts;
 
 /// A task's status as SQL: skipped, never run, or its latest run's status.
@@ -19,7 +19,7 @@ macro_rules! task_status_sql {
               WHEN r.id IS NULL THEN 'NOT_STARTED' ELSE r.status END"
     };
 }
-pub(super) use task_status_sql;
+pub(crate) use task_status_sql;
 
 /// A run's heartbeat timeout in ms, from its task `t` and the replica
 /// default, the parameter `$default` names: the task's own, else the
@@ -36,7 +36,7 @@ macro_rules! heartbeat_timeout_sql {
         )
     };
 }
-pub(super) use heartbeat_timeout_sql;
+pub(crate) use heartbeat_timeout_sql;
 
 /// The status a run leaving RUNNING ends with: an operator asked to
 /// cancel it (`$run.cancel_requested_by`), so it ends CANCELED, unless its
@@ -55,7 +55,7 @@ macro_rules! cancel_status_sql {
         )
     };
 }
-pub(super) use cancel_status_sql;
+pub(crate) use cancel_status_sql;
 
 /// The error that goes with [`cancel_status_sql`]: who canceled the run,
 /// then (`$why`, SQL text or `''`) what ended it, instead of `$error`.
@@ -76,7 +76,7 @@ macro_rules! cancel_error_sql {
         )
     };
 }
-pub(super) use cancel_error_sql;
+pub(crate) use cancel_error_sql;
 
 /// Plan page: the plan row.
 pub const PLAN_GET: &str = "SELECT id, name, description, parallel_limit, created_at, created_by,
@@ -101,7 +101,7 @@ macro_rules! blocked_like {
         "'blocked: %'"
     };
 }
-pub(super) use blocked_like;
+pub(crate) use blocked_like;
 
 /// Two columns of a task's latest run `r`, 1 or 0, that count what
 /// [`domain::model::Stuck`] counts: `blocked` (PENDING behind a FAILED or
@@ -111,16 +111,16 @@ macro_rules! stuck_columns_sql {
     () => {
         concat!(
             "CASE WHEN r.status = 'PENDING' AND r.waiting_cause LIKE ",
-            $crate::store::rows::blocked_like!(),
+            $crate::store::engine::reads::rows::blocked_like!(),
             " THEN 1 ELSE 0 END AS blocked,
             CASE WHEN r.status = 'PENDING' AND r.held
                 AND COALESCE(r.waiting_cause, '') NOT LIKE ",
-            $crate::store::rows::blocked_like!(),
+            $crate::store::engine::reads::rows::blocked_like!(),
             " THEN 1 ELSE 0 END AS waiting"
         )
     };
 }
-pub(super) use stuck_columns_sql;
+pub(crate) use stuck_columns_sql;
 
 /// Run page: the run and its task's name.
 pub const RUN_GET: &str =
@@ -411,6 +411,7 @@ pub fn run_view(r: RunRow, events: Vec<EventRow>) -> Result<RunView> {
         cancel_requested_by: r.cancel_requested_by,
         cancel_requested_at: time(r.cancel_requested_at),
         events: events.into_iter().map(event_view).collect::<Result<_>>()?,
+        definition: None,
     })
 }
 
@@ -479,10 +480,10 @@ pub struct ClaimRow {
 }
 
 impl ClaimRow {
-    pub fn into_claimed(self) -> Result<super::ClaimedRun> {
+    pub fn into_claimed(self) -> Result<crate::store::ClaimedRun> {
         let executor = serde_json::from_str(&self.executor)
             .map_err(|e| StoreError::Corrupt(format!("executor of task {}: {e}", self.task_id)))?;
-        Ok(super::ClaimedRun {
+        Ok(crate::store::ClaimedRun {
             id: self.id,
             task_id: self.task_id,
             plan_id: self.plan_id,

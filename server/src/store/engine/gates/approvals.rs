@@ -3,10 +3,10 @@
 //! `two-person` needs someone other than the plan's submitter. A stage's
 //! approval approves every task of the stage at once.
 
-use super::actions::{lock_task, lock_tasks};
-use super::audit::Asked;
-use super::{Arg, BATCH, Dialect, Sql, id_args, optional, placeholders};
 use crate::plan::{Approval, Stage};
+use crate::store::engine::actions::{lock_task, lock_tasks};
+use crate::store::engine::audit::Asked;
+use crate::store::engine::{Arg, BATCH, Dialect, Sql, id_args, optional, placeholders};
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError};
 use domain::time::Ts;

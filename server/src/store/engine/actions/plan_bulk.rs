@@ -1,7 +1,7 @@
 //! Bulk actions on the plans list: Retry, Cancel or Skip the runs of
 //! every plan a status and name filter matches, bound to the number of
 //! runs the operator was shown. They select their runs with the list's own
-//! filter (`plan_list::bulk_sql`) and apply through the runs bulk's one
+//! filter (`plan_list_sql::bulk_sql`) and apply through the runs bulk's one
 //! path ([`bulk::apply`]): the count again in the transaction with the
 //! tasks locked, the refusal naming both numbers, an event per run and
 //! one audit entry.
@@ -13,11 +13,11 @@
 use domain::search::PlanFilter;
 use domain::search::{BulkAction, BulkResult, PlanBulkCount};
 
-use super::audit::Asked;
-use super::bulk::{self, MAX_RUNS, applies};
-use super::{Arg, Dialect, RowLock, Sql, read_one};
 use crate::store::Result;
-use crate::store::plan_list::{bulk_sql, name_pattern};
+use crate::store::engine::actions::bulk::{self, MAX_RUNS, applies};
+use crate::store::engine::audit::Asked;
+use crate::store::engine::reads::plan_list_sql::{bulk_sql, name_pattern};
+use crate::store::engine::{Arg, Dialect, RowLock, Sql, read_one};
 use domain::time::Ts;
 
 /// How many runs `action` would change in the plans `filter` matches

@@ -1,12 +1,17 @@
 //! What a replica does with the runs it executes: claim them and beat their
 //! heartbeats (log lines go straight to the dialect's `log_append`). The
 //! statements are the dialect's own, the hottest of the store; the rules
-//! around them live here.
+//! around them live here; a run's end (finish, sweep, hand back) is
+//! `endings.rs`, and what follows it (retry, notification) `outcomes.rs`.
+
+pub mod endings;
+pub mod outcomes;
 
 use std::time::Duration;
 
-use super::{Dialect, dependencies};
-use crate::store::rows::ClaimRow;
+use crate::store::engine::Dialect;
+use crate::store::engine::gates::dependencies;
+use crate::store::engine::reads::rows::ClaimRow;
 use crate::store::{Beaten, Claim, ClaimedRun, Result};
 use domain::time::Ts;
 

@@ -2,11 +2,16 @@
 //! actions"): start, retry, cancel and skip, with the status each needs and
 //! the refusal when it does not apply.
 
-use super::audit::Asked;
-use super::new_runs::create_runs;
-use super::{Arg, Dialect, RowLock, Sql, dependencies, optional, outcomes};
-use crate::store::notify::{self, PlanOutcomes};
-use crate::store::rows::{self, PlanTasks};
+pub mod bulk;
+pub mod plan_bulk;
+
+use crate::store::engine::audit::Asked;
+use crate::store::engine::execution::outcomes;
+use crate::store::engine::gates::dependencies;
+use crate::store::engine::notifications::{self, PlanOutcomes};
+use crate::store::engine::plans::new_runs::create_runs;
+use crate::store::engine::reads::rows::{self, PlanTasks};
+use crate::store::engine::{Arg, Dialect, RowLock, Sql, optional};
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError};
 use domain::time::Ts;
@@ -239,7 +244,7 @@ pub async fn cancel_runs<D: Dialect>(
 /// A retry or a start begins a new phase of the plan: its failure or
 /// completion notifies again (docs/design.md, "Notifications").
 pub async fn new_phase<D: Dialect>(tx: &mut D::Tx, plan_id: i64) -> Result<()> {
-    D::execute(tx, notify::CLAIM_DELETE.into(), &[plan_id.into()]).await?;
+    D::execute(tx, notifications::CLAIM_DELETE.into(), &[plan_id.into()]).await?;
     Ok(())
 }
 

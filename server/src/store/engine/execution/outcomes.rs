@@ -3,20 +3,22 @@
 //! notification claim and its outbox rows (docs/design.md,
 //! "Notifications"), in the caller's transaction.
 //!
-//! Serialised per plan by the row lock of `notify::PLAN_PROGRESS` (on
+//! Serialised per plan by the row lock of `notifications::PLAN_PROGRESS` (on
 //! SQLite by the write lock). A transaction takes plan rows last (after
 //! its runs and tasks) and in id order, and no transaction that holds one
 //! waits for runs or tasks, so these locks cannot close a cycle.
 
-use super::{Dialect, dependencies, new_runs, one};
+use crate::store::engine::gates::dependencies;
+use crate::store::engine::plans::new_runs;
+use crate::store::engine::{Dialect, one};
 use std::collections::HashSet;
 
 use domain::model::RunStatus;
 
-use crate::store::notify::{
+use crate::store::engine::notifications::{
     self, Notified, NotifyTargets, PIPELINE_COMPLETED, PIPELINE_FAILED, PlanOutcomes,
 };
-use crate::store::rows::{self, FinishedRow};
+use crate::store::engine::reads::rows::{self, FinishedRow};
 use crate::store::signals::Signal;
 use crate::store::{Finish, FinishReport, Result, SCHEDULER, retry_backoff};
 use domain::time::Ts;
@@ -130,7 +132,7 @@ pub async fn notify_plans<D: Dialect>(
         if plan.completed_tasks > 0 {
             let (open,): (i64,) = one::<D, _>(
                 tx,
-                notify::PLAN_PROGRESS,
+                notifications::PLAN_PROGRESS,
                 &[plan.plan_id.into(), plan.completed_tasks.into()],
             )
             .await?;
@@ -146,7 +148,7 @@ pub async fn notify_plans<D: Dialect>(
         // this phase inserts nothing.
         let won = D::execute(
             tx,
-            notify::CLAIM_INSERT.into(),
+            notifications::CLAIM_INSERT.into(),
             &[plan.plan_id.into(), event.into(), now.into()],
         )
         .await?;
@@ -170,7 +172,7 @@ pub async fn announce_deliveries<D: Dialect>(
     tx: &mut D::Tx,
     notified: &[Notified],
 ) -> Result<bool> {
-    let queued = notify::any_queued(notified);
+    let queued = notifications::any_queued(notified);
     if queued {
         D::announce(tx, Signal::Deliveries).await?;
     }
@@ -190,8 +192,9 @@ async fn outbox_write<D: Dialect>(
     event: &str,
     now: Ts,
 ) -> Result<usize> {
-    let (webhooks,): (String,) = one::<D, _>(tx, notify::PLAN_WEBHOOKS, &[plan_id.into()]).await?;
-    let destinations = notify::destinations(targets, &webhooks);
+    let (webhooks,): (String,) =
+        one::<D, _>(tx, notifications::PLAN_WEBHOOKS, &[plan_id.into()]).await?;
+    let destinations = notifications::destinations(targets, &webhooks);
     if destinations.is_empty() {
         return Ok(0);
     }
@@ -199,14 +202,14 @@ async fn outbox_write<D: Dialect>(
     let tasks: Vec<rows::TaskRow> =
         D::fetch_all(tx, rows::PLAN_TASKS.into(), &[plan_id.into()]).await?;
     let view = rows::plan_view(plan, tasks, None)?;
-    let body = notify::payload(event, &view, &targets.public_url, now);
+    let body = notifications::payload(event, &view, &targets.public_url, now);
     let queued = destinations.len();
     for (i, to) in destinations.into_iter().enumerate() {
-        let key = notify::delivery_key(plan_id, event, now, i);
-        let destination = notify::destination(&to.url);
+        let key = notifications::delivery_key(plan_id, event, now, i);
+        let destination = notifications::destination(&to.url);
         D::execute(
             tx,
-            notify::DELIVERY_INSERT.into(),
+            notifications::DELIVERY_INSERT.into(),
             &[
                 key.as_str().into(),
                 plan_id.into(),

@@ -2,7 +2,8 @@
 //! automatic retry, a bulk retry): written, given their dependency edges
 //! and announced, so every caller gets all three.
 
-use super::{Dialect, dependencies};
+use crate::store::engine::Dialect;
+use crate::store::engine::gates::dependencies;
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result};
 use domain::time::Ts;

@@ -9,7 +9,7 @@ use chrono::{DurationRound, TimeDelta};
 use domain::model::RunStatus;
 use domain::views::{FailureView, LogLineView, LogTail, MinuteCount};
 
-use super::{Result, StoreError};
+use crate::store::{Result, StoreError};
 use domain::time::Ts;
 
 /// How many recent failures the overview lists.
@@ -48,7 +48,7 @@ macro_rules! finished_per_minute_sql {
         )
     };
 }
-pub(super) use finished_per_minute_sql;
+pub(crate) use finished_per_minute_sql;
 
 /// The latest FAILED runs, newest first, walking `task_run_failed`.
 pub const RECENT_FAILED: &str =

@@ -38,10 +38,10 @@
 
 use domain::search::{RunList, RunSummary};
 
-use super::engine::Arg;
-use super::plan_list::{folded, name_pattern};
-use super::rows::run_status;
-use super::{Backend, Result};
+use crate::store::engine::Arg;
+use crate::store::engine::reads::plan_list_sql::{folded, name_pattern};
+use crate::store::engine::reads::rows::run_status;
+use crate::store::{Backend, Result};
 use domain::filter::run::RunFilter;
 use domain::time::Ts;
 
@@ -49,7 +49,7 @@ use domain::time::Ts;
 pub const PROBE_IDS: i64 = 4096;
 
 /// How far the replicas' clocks may disagree for an `until` search to
-/// start below the runs created after `until` (`reads::run_search`): a
+/// start below the runs created after `until` (`reads::run_search_sql`): a
 /// run is taken to be created no earlier than this before a run with a
 /// smaller id.
 pub const CLOCK_MARGIN: std::time::Duration = std::time::Duration::from_secs(300);

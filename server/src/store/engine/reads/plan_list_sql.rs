@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 
 use domain::model::{PlanList, PlanStatus, PlanSummary, TaskStatus};
 
-use super::rows::{blocked_like, stuck_columns_sql, task_status_sql};
-use super::{Backend, Result, StoreError};
+use crate::store::engine::reads::rows::{blocked_like, stuck_columns_sql, task_status_sql};
+use crate::store::{Backend, Result, StoreError};
 use domain::time::Ts;
 
 /// Plans with a PENDING, AVAILABLE or RUNNING run (a live run is always

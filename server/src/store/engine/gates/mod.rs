@@ -1,12 +1,20 @@
 //! The gates' reads for a promotion round (docs/design.md, "Gates"): the
 //! statements that load what [`domain::gates::evaluate`] judges. Each is
 //! one statement, so one snapshot; their comments say which index serves
-//! them.
+//! them. The round itself is `promote.rs`; the writes of the gates an
+//! operator or a finish moves are `dependencies.rs`, `approvals.rs`,
+//! `brakes.rs` (pause, capacity) and `pins.rs`.
+
+pub mod approvals;
+pub mod brakes;
+pub mod dependencies;
+pub mod pins;
+pub mod promote;
 
 use domain::gates::NodeLabels;
 use domain::time::Ts;
 
-use super::{Result, Store};
+use crate::store::{Result, Store};
 
 /// Which node labels live replicas carry, from the replicas' heartbeats.
 pub async fn node_labels(
@@ -57,12 +65,12 @@ macro_rules! pending_runs_sql {
     ($round_locked:expr) => {
         concat!(
             "SELECT ",
-            $crate::store::gates::pending_columns!(),
+            $crate::store::engine::gates::pending_columns!(),
             " WHERE r.status = 'PENDING' AND r.held = FALSE AND ",
             $round_locked,
             "
     UNION ALL SELECT ",
-            $crate::store::gates::pending_columns!(),
+            $crate::store::engine::gates::pending_columns!(),
             " WHERE r.status = 'PENDING' AND r.held AND r.version IS NOT NULL AND ",
             $round_locked
         )
@@ -103,7 +111,7 @@ macro_rules! round_context_sql {
     FROM target_setting
     UNION ALL
     SELECT 'hold', NULL, target, NULL, NULL, NULL, exclusive, MIN(id), MAX(id), COUNT(*) FROM (",
-            $crate::store::gates::active_runs!(),
+            $crate::store::engine::gates::active_runs!(),
             ") a GROUP BY target, exclusive"
         )
     };

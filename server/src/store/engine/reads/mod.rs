@@ -1,15 +1,22 @@
 //! The reads the API and the dashboard make: plans, runs, logs, events,
 //! replicas, deliveries and the overview. None takes a lock or writes.
 
+pub mod overview;
+pub mod plan_list_sql;
+pub mod rows;
+pub mod run_search_sql;
+pub mod stored_plan;
+
 use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, RunView};
 use domain::search::RunList;
 
-use super::{Dialect, Sql, read_one, read_optional};
-use crate::store::dashboard::{self, OverviewStats};
+use crate::store::engine::notifications;
+use crate::store::engine::{BATCH, Dialect, Sql, id_args, read_one, read_optional};
 use crate::store::{ReplicaRecord, Result, StoreError};
-use crate::store::{notify, plan_list, rows, run_search};
 use domain::filter::run::RunFilter;
 use domain::time::Ts;
+use overview::OverviewStats;
+use stored_plan::{StoredPlan, StoredPlanRow, StoredTask};
 
 pub async fn plan_get<D: Dialect>(d: &D, id: i64) -> Result<PlanView> {
     let plan: rows::PlanRow = read_optional(d, rows::PLAN_GET, &[id.into()])
@@ -23,7 +30,7 @@ pub async fn plan_get<D: Dialect>(d: &D, id: i64) -> Result<PlanView> {
     // elsewhere, 1,240 buffers on a never-analysed bench database.
     let has_edges = tasks.iter().any(|t| t.has_dependents);
     let claim: Option<rows::NotificationRow> =
-        read_optional(d, notify::CLAIM_GET, &[id.into()]).await?;
+        read_optional(d, notifications::CLAIM_GET, &[id.into()]).await?;
     let mut view = rows::plan_view(plan, tasks, claim)?;
     if has_edges {
         let edges: Vec<(i64, i64)> = d.read(rows::PLAN_DEPENDENCIES.into(), &[id.into()]).await?;
@@ -41,7 +48,7 @@ pub async fn plan_list<D: Dialect>(
     limit: i64,
     offset: i64,
 ) -> Result<PlanList> {
-    let pattern = name.map(plan_list::name_pattern);
+    let pattern = name.map(plan_list_sql::name_pattern);
     // A filtered list is not kept as a prepared statement: PostgreSQL
     // plans a kept statement for the actual values five times, then
     // switches to one generic plan, which cannot know whether `$1` is NULL
@@ -57,19 +64,19 @@ pub async fn plan_list<D: Dialect>(
             sql.unprepared()
         }
     };
-    let page: Vec<plan_list::PlanListRow> = d
+    let page: Vec<plan_list_sql::PlanListRow> = d
         .read(
-            keep(Sql::built(plan_list::page_sql(status, D::BACKEND))),
+            keep(Sql::built(plan_list_sql::page_sql(status, D::BACKEND))),
             &[pattern.as_deref().into(), limit.into(), offset.into()],
         )
         .await?;
     let (total,): (i64,) = read_one(
         d,
-        keep(Sql::built(plan_list::count_sql(status, D::BACKEND))),
+        keep(Sql::built(plan_list_sql::count_sql(status, D::BACKEND))),
         &[pattern.as_deref().into()],
     )
     .await?;
-    plan_list::page(page, total)
+    plan_list_sql::page(page, total)
 }
 
 /// Runs matching `filter` with ids below `before` (all when `None`),
@@ -92,15 +99,15 @@ pub async fn run_search<D: Dialect>(
     // below the runs created later, instead of reading through them.
     if let Some(until) = filter.until {
         let created_later =
-            first_run_created_since(d, Ts::from(until).plus(run_search::CLOCK_MARGIN), upper)
+            first_run_created_since(d, Ts::from(until).plus(run_search_sql::CLOCK_MARGIN), upper)
                 .await?;
         upper = upper.min(created_later);
     }
-    let lower = upper.saturating_sub(run_search::PROBE_IDS).max(0);
-    let search = run_search::Search::new(D::BACKEND, filter);
+    let lower = upper.saturating_sub(run_search_sql::PROBE_IDS).max(0);
+    let search = run_search_sql::Search::new(D::BACKEND, filter);
     // One row past the page says whether there is a next one.
     let wanted = limit.saturating_add(1);
-    let mut rows: Vec<run_search::RunSummaryRow> = d
+    let mut rows: Vec<run_search_sql::RunSummaryRow> = d
         .read(
             Sql::built(search.probe_sql()).unprepared(),
             &search.args(upper, lower, wanted),
@@ -109,13 +116,13 @@ pub async fn run_search<D: Dialect>(
     if (rows.len() as i64) < wanted && lower > 0 {
         let short = wanted - rows.len() as i64;
         let args = search.args(lower, 0, short);
-        let mut rest: Vec<run_search::RunSummaryRow> = Vec::new();
+        let mut rest: Vec<run_search_sql::RunSummaryRow> = Vec::new();
         for sql in [search.rest_finished_sql(), search.rest_live_sql()]
             .into_iter()
             .flatten()
         {
             rest.extend(
-                d.read::<run_search::RunSummaryRow>(Sql::built(sql).unprepared(), &args)
+                d.read::<run_search_sql::RunSummaryRow>(Sql::built(sql).unprepared(), &args)
                     .await?,
             );
         }
@@ -124,13 +131,13 @@ pub async fn run_search<D: Dialect>(
         rest.truncate(short as usize);
         rows.extend(rest);
     }
-    run_search::page(rows, limit as usize)
+    run_search_sql::page(rows, limit as usize)
 }
 
 /// An id from which on every run below `upper` was created at or after
 /// `at`, found by bisecting the ids: run ids are handed out in creation
 /// order, so `created_at` rises with them (within the replicas' clock
-/// skew, which [`run_search::CLOCK_MARGIN`] absorbs). About 20 primary-key
+/// skew, which [`run_search_sql::CLOCK_MARGIN`] absorbs). About 20 primary-key
 /// lookups for a million runs.
 async fn first_run_created_since<D: Dialect>(d: &D, at: Ts, upper: i64) -> Result<i64> {
     // Every run with an id >= `hi` was created at or after `at`; the run
@@ -167,6 +174,29 @@ pub async fn run_get<D: Dialect>(d: &D, id: i64) -> Result<RunView> {
     rows::run_view(run, events)
 }
 
+/// A plan as submitted (`stored_plan`).
+pub async fn plan_stored<D: Dialect>(d: &D, id: i64) -> Result<StoredPlan> {
+    let plan: StoredPlanRow = read_optional(d, stored_plan::PLAN, &[id.into()])
+        .await?
+        .ok_or(StoreError::NotFound { what: "plan", id })?;
+    let tasks: Vec<StoredTask> = d.read(stored_plan::TASKS.into(), &[id.into()]).await?;
+    let edges: Vec<(i64, i64)> = d.read(rows::PLAN_DEPENDENCIES.into(), &[id.into()]).await?;
+    Ok(StoredPlan { plan, tasks, edges })
+}
+
+/// Tasks as submitted, those of `ids` that exist, in id order.
+pub async fn tasks_stored<D: Dialect>(d: &D, ids: &[i64]) -> Result<Vec<StoredTask>> {
+    let mut found = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(BATCH) {
+        let sql = stored_plan::tasks_by_id(chunk.len());
+        found.extend(
+            d.read::<StoredTask>(Sql::built(sql), &id_args(chunk))
+                .await?,
+        );
+    }
+    Ok(found)
+}
+
 pub async fn run_log<D: Dialect>(d: &D, id: i64) -> Result<String> {
     let (exists,): (i64,) = read_one(d, rows::RUN_EXISTS, &[id.into()]).await?;
     if exists == 0 {
@@ -182,35 +212,35 @@ pub async fn run_log_tail<D: Dialect>(
     id: i64,
     limit: i64,
 ) -> Result<domain::views::LogTail> {
-    let lines: Vec<dashboard::LogTailRow> = d
-        .read(dashboard::LOG_TAIL.into(), &[id.into(), limit.into()])
+    let lines: Vec<overview::LogTailRow> = d
+        .read(overview::LOG_TAIL.into(), &[id.into(), limit.into()])
         .await?;
     let total = if (lines.len() as i64) < limit {
         lines.len() as i64
     } else {
-        let (n,): (i64,) = read_one(d, dashboard::LOG_COUNT, &[id.into()]).await?;
+        let (n,): (i64,) = read_one(d, overview::LOG_COUNT, &[id.into()]).await?;
         n
     };
-    Ok(dashboard::log_tail(lines, total))
+    Ok(overview::log_tail(lines, total))
 }
 
 /// Live run counts, runs finished per minute over the last hour, and the
 /// latest failures (the dashboard's overview).
 pub async fn overview_stats<D: Dialect>(d: &D, now: Ts) -> Result<OverviewStats> {
-    let live: dashboard::LiveRow = read_one(d, dashboard::LIVE_COUNTS, &[]).await?;
-    let minutes: Vec<dashboard::MinuteRow> = d
+    let live: overview::LiveRow = read_one(d, overview::LIVE_COUNTS, &[]).await?;
+    let minutes: Vec<overview::MinuteRow> = d
         .read(
             D::FINISHED_PER_MINUTE.into(),
-            &[dashboard::window_start(now).into()],
+            &[overview::window_start(now).into()],
         )
         .await?;
-    let failed: Vec<dashboard::FailedRow> = d
+    let failed: Vec<overview::FailedRow> = d
         .read(
-            dashboard::RECENT_FAILED.into(),
-            &[dashboard::RECENT_FAILURES.into()],
+            overview::RECENT_FAILED.into(),
+            &[overview::RECENT_FAILURES.into()],
         )
         .await?;
-    dashboard::overview_stats(now, live, minutes, failed)
+    overview::overview_stats(now, live, minutes, failed)
 }
 
 /// Events with id > `after_id`, oldest first.
@@ -232,20 +262,20 @@ pub async fn delivery_list<D: Dialect>(
     plan_id: Option<i64>,
     limit: i64,
 ) -> Result<Vec<DeliveryView>> {
-    let found: Vec<notify::DeliveryRow> = d
+    let found: Vec<notifications::DeliveryRow> = d
         .read(
-            notify::DELIVERY_LIST.into(),
+            notifications::DELIVERY_LIST.into(),
             &[plan_id.into(), limit.into()],
         )
         .await?;
     let Some(oldest) = found.iter().map(|d| d.id).min() else {
         return Ok(Vec::new());
     };
-    let attempts: Vec<notify::AttemptRow> = d
+    let attempts: Vec<notifications::AttemptRow> = d
         .read(
-            notify::DELIVERY_ATTEMPTS.into(),
+            notifications::DELIVERY_ATTEMPTS.into(),
             &[plan_id.into(), oldest.into()],
         )
         .await?;
-    Ok(notify::delivery_views(found, attempts))
+    Ok(notifications::delivery_views(found, attempts))
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use domain::model::{PausedPlan, PausedView, TargetView};
 
-use super::audit::Asked;
-use super::{Dialect, optional};
+use crate::store::engine::audit::Asked;
+use crate::store::engine::{Dialect, optional};
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError};
 use domain::time::Ts;
@@ -339,7 +339,7 @@ const TARGET_LOADS: &str = concat!(
         SUM(CASE WHEN holds = 1 AND exclusive THEN 1 ELSE 0 END) AS exclusive_holders,
         SUM(1 - holds) AS waiting
     FROM (SELECT id, target, exclusive, 1 AS holds FROM (",
-    crate::store::gates::active_runs!(),
+    crate::store::engine::gates::active_runs!(),
     ") a UNION ALL SELECT id, target, exclusive, 0 AS holds FROM task_run
         WHERE status = 'PENDING') l
     GROUP BY target"

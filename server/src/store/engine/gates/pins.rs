@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use super::Dialect;
-use crate::store::gates;
+use crate::store::engine::Dialect;
+use crate::store::engine::gates;
 use crate::store::signals::Signal;
 use crate::store::{Result, SCHEDULER, Store};
 use domain::gates::PinnedRun;

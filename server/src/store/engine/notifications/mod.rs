@@ -10,6 +10,8 @@
 //! replica's deliverer sends what is in the outbox. Retry deletes the claim
 //! in the transaction that creates the new attempts, starting a new phase.
 
+pub mod deliveries;
+
 use std::collections::BTreeMap;
 
 use domain::model::{DeliveryAttemptView, DeliveryView, PlanView, TaskStatus};
@@ -51,7 +53,7 @@ pub struct Notified {
 }
 
 /// Whether any of `notified` queued a delivery: then, and only then, the
-/// transaction's commit wakes the deliverers ([`super::Signal::Deliveries`]).
+/// transaction's commit wakes the deliverers ([`crate::store::Signal::Deliveries`]).
 pub fn any_queued(notified: &[Notified]) -> bool {
     notified.iter().any(|n| n.deliveries > 0)
 }
@@ -285,7 +287,7 @@ pub fn delivery_views(rows: Vec<DeliveryRow>, attempts: Vec<AttemptRow>) -> Vec<
             event: d.event,
             // A destination's password is a secret like its signing
             // secret: every viewer reads this list.
-            url: super::redact(&d.url),
+            url: crate::store::redact(&d.url),
             next_attempt_at: d
                 .next_attempt_at
                 .filter(|_| d.state == "PENDING")

@@ -8,12 +8,13 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::liveness::{SweepCandidate, SweepReport};
-use super::{Dialect, RowLock, Sql, outcomes};
+use crate::store::engine::execution::outcomes;
+use crate::store::engine::liveness::{SweepCandidate, SweepReport};
+use crate::store::engine::{Dialect, RowLock, Sql};
 use crate::store::signals::Signal;
 use domain::model::RunStatus;
 
-use crate::store::rows::FinishedRow;
+use crate::store::engine::reads::rows::FinishedRow;
 use crate::store::{Finish, FinishReport, Result};
 use domain::time::Ts;
 

@@ -1,9 +1,9 @@
 //! Webhook deliveries (docs/design.md, "Notifications"): a replica takes
 //! the due ones to send and keeps each attempt's outcome.
 
-use super::{Dialect, RowLock, Sql};
 use crate::store::Result;
-use crate::store::notify::{self, DeliveryOutcome, DueDelivery};
+use crate::store::engine::notifications::{self, DeliveryOutcome, DueDelivery};
+use crate::store::engine::{Dialect, RowLock, Sql};
 use domain::time::Ts;
 
 /// Takes up to `limit` due deliveries for this replica to send, locked to
@@ -16,7 +16,7 @@ pub async fn delivery_take_due<D: Dialect>(
     now: Ts,
 ) -> Result<Vec<DueDelivery>> {
     let lock = D::row_lock(RowLock::TakenDeliveries);
-    let sql = notify::DELIVERY_TAKE.replace("{lock}", lock);
+    let sql = notifications::DELIVERY_TAKE.replace("{lock}", lock);
     // Room to pass over rows of destinations that fill their share of this take.
     let looked_at = limit.saturating_mul(4);
     d.write_returning(
@@ -27,7 +27,7 @@ pub async fn delivery_take_due<D: Dialect>(
             now.into(),
             until.into(),
             looked_at.into(),
-            notify::IN_FLIGHT_PER_DESTINATION.into(),
+            notifications::IN_FLIGHT_PER_DESTINATION.into(),
         ],
     )
     .await
@@ -45,7 +45,7 @@ pub async fn delivery_record<D: Dialect>(
     let mut tx = d.begin().await?;
     D::execute(
         &mut tx,
-        notify::ATTEMPT_INSERT.into(),
+        notifications::ATTEMPT_INSERT.into(),
         &[
             delivery.id.into(),
             attempt.into(),
@@ -58,7 +58,7 @@ pub async fn delivery_record<D: Dialect>(
     .await?;
     D::execute(
         &mut tx,
-        notify::DELIVERY_UPDATE.into(),
+        notifications::DELIVERY_UPDATE.into(),
         &[
             delivery.id.into(),
             attempt.into(),

@@ -6,9 +6,10 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use super::{Dialect, dependencies};
-use crate::store::gates;
-use crate::store::rows::ClaimRow;
+use crate::store::engine::Dialect;
+use crate::store::engine::gates;
+use crate::store::engine::gates::dependencies;
+use crate::store::engine::reads::rows::ClaimRow;
 use crate::store::signals::Signal;
 use crate::store::{Claim, PromoteReport, Result, RoundClaims, StoreError};
 use domain::gates::{Decisions, NodeLabels, PendingRun};
@@ -36,7 +37,7 @@ pub async fn run_promote_round<D: Dialect>(
     }
     // First come, first served: `evaluate` takes runs oldest first.
     pending.sort_unstable_by_key(|r| r.id);
-    // Brakes change only under this round's lock (`engine::brakes`), so
+    // Brakes change only under this round's lock (`engine::gates::brakes`), so
     // reading them apart from the runs cannot see a half-made change.
     // Holders read after the runs can only be fewer (runs that ended in
     // between), never more: only a round adds them.

@@ -1,7 +1,7 @@
 //! Bulk actions: Retry, Cancel or Skip every run a runs search matches
 //! that the action applies to, in one transaction, refused unless the
 //! filter still matches as many runs as the operator was shown. The
-//! plans list's bulk actions ([`super::plan_bulk`]) select their runs
+//! plans list's bulk actions ([`crate::store::engine::actions::plan_bulk`]) select their runs
 //! their own way and share the rest: [`apply`].
 //!
 //! The count is taken again inside the transaction, with the tasks' rows
@@ -14,12 +14,14 @@ use std::collections::BTreeSet;
 
 use domain::search::{BulkAction, BulkResult};
 
-use super::actions::{cancel_runs, new_phase, retrying_deadlocks, run_count};
-use super::audit::Asked;
-use super::new_runs::create_runs;
-use super::{Arg, BATCH, Dialect, RowLock, Sql, dependencies, outcomes, placeholders, read_one};
-use crate::store::notify::PlanOutcomes;
-use crate::store::run_search::Search;
+use crate::store::engine::actions::{cancel_runs, new_phase, retrying_deadlocks, run_count};
+use crate::store::engine::audit::Asked;
+use crate::store::engine::execution::outcomes;
+use crate::store::engine::gates::dependencies;
+use crate::store::engine::notifications::PlanOutcomes;
+use crate::store::engine::plans::new_runs::create_runs;
+use crate::store::engine::reads::run_search_sql::Search;
+use crate::store::engine::{Arg, BATCH, Dialect, RowLock, Sql, placeholders, read_one};
 use crate::store::signals::Signal;
 use crate::store::{Actor, Result, StoreError};
 use domain::filter::run::RunFilter;
@@ -235,7 +237,7 @@ async fn skip_tasks<D: Dialect>(
             placeholders(3, chunk.len())
         );
         let mut args = vec![now.into(), actor.into()];
-        args.extend(super::id_args(chunk));
+        args.extend(crate::store::engine::id_args(chunk));
         D::execute(tx, Sql::built(sql), &args).await?;
     }
     for chunk in runs.chunks(BATCH) {
@@ -245,7 +247,7 @@ async fn skip_tasks<D: Dialect>(
             placeholders(4, chunk.len())
         );
         let mut args = vec![actor.into(), now.into(), detail.into()];
-        args.extend(super::id_args(chunk));
+        args.extend(crate::store::engine::id_args(chunk));
         D::execute(tx, Sql::built(sql), &args).await?;
     }
     dependencies::completed::<D>(tx, tasks, now).await?;
