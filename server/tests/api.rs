@@ -1351,3 +1351,39 @@ async fn routes_without_parameters_refuse_a_query_string() {
     let (status, _) = s.get_status("/api/v1/plans?status=DONE").await;
     assert_eq!(status, 200);
 }
+
+/// A webhook delivery that gave up is on the Overview's "needs attention"
+/// strip, with its error, linked to the deliveries page; before it gives
+/// up (and on a server where none did) the strip does not name it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_delivery_needs_attention_on_the_overview() {
+    let s = Server::start_with(Kind::Sqlite, &["--webhook-max-attempts", "1"]).await;
+    let overview = || async {
+        let page = s.http.get(format!("{}/", s.base)).send().await.unwrap();
+        page.text().await.unwrap()
+    };
+    assert!(!overview().await.contains(r#"data-kind="failed_delivery""#));
+    // Port 9 (discard) is closed here: the one attempt is refused.
+    let (status, body) = s
+        .post(
+            "/api/v1/plans",
+            json!({"name": "hooked", "webhooks": [{"url": "http://127.0.0.1:9/hook"}],
+                   "tasks": [{"name": "a", "target": "t", "sleep": "0s"}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    s.wait_plan(1, PlanStatus::Done).await;
+    let page = eventually(Duration::from_secs(20), "the failed delivery", || async {
+        let page = overview().await;
+        page.contains(r#"data-kind="failed_delivery""#)
+            .then_some(page)
+    })
+    .await;
+    let start = page.find(r#"<li data-kind="failed_delivery""#).unwrap();
+    let item = &page[start..start + page[start..].find("</li>").unwrap()];
+    assert!(item.contains(r#"href="/deliveries""#), "{item}");
+    assert!(
+        item.contains("webhook PIPELINE_COMPLETED of plan #1 to http://127.0.0.1:9/hook gave up: "),
+        "{item}"
+    );
+}
