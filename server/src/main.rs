@@ -30,6 +30,28 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// The commands whose output people pipe into `head`, `grep -m1` or
+/// `less`: all but the long-running and database-writing ones.
+fn prints_for_a_pipe(command: &Command) -> bool {
+    !matches!(
+        command,
+        Command::Serve(_) | Command::Migrate(_) | Command::Prune(_) | Command::Bench(_)
+    )
+}
+
+/// Rust ignores SIGPIPE, so a write to a pipe whose reader left fails, and
+/// `println!` panics on it (`baton completions bash | head` printed a
+/// panic and a backtrace). A command that only prints should end as `ls |
+/// head` does: silently, by the signal. Sockets are not affected: they
+/// are written with `MSG_NOSIGNAL`.
+fn die_quietly_on_a_closed_pipe() {
+    // SAFETY: sets the process-wide disposition of one signal to the
+    // kernel's default; no handler, so no Rust code runs in one.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 async fn run() -> anyhow::Result<()> {
     baton::telemetry::init();
     let mut cli = Cli::parse();
@@ -37,6 +59,9 @@ async fn run() -> anyhow::Result<()> {
     let Some(command) = cli.command else {
         return baton::serve::serve(cli.settings).await;
     };
+    if prints_for_a_pipe(&command) {
+        die_quietly_on_a_closed_pipe();
+    }
     match command {
         Command::Serve(mut settings) => {
             settings.bundle = &SITE;

@@ -1059,3 +1059,33 @@ fn errors_and_logs_read_plainly_off_a_terminal() {
         "colour escapes in a pipe: {stdout:?}"
     );
 }
+
+/// A printing command whose reader leaves early (`baton completions bash |
+/// head -3`) ends as `ls | head` does, by SIGPIPE, without a panic or a
+/// backtrace on stderr (it printed both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pipe_ends_a_printing_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    use tokio::io::AsyncReadExt;
+
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["completions", "bash"])
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    stdout.read_exact(&mut first).await.unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().await.unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
+}
