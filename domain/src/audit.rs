@@ -18,6 +18,7 @@ pub const ACTIONS: &[&str] = &[
     "auth.sign_out",
     "plan.approve",
     "plan.cancel",
+    "plan.export",
     "plan.pause",
     "plan.resume",
     "plan.retry",

@@ -369,6 +369,27 @@ mod cases {
         let text = r.text().await.unwrap();
         assert!(!text.contains("s3cret-env"), "{text}");
         assert!(text.contains("victor is a viewer"), "{text}");
+
+        // Reading a plan's secrets leaves a trace: each export an operator
+        // read (JSON, YAML, the dashboard's copy) is in the audit log, and
+        // nothing for the refused viewer or the missing plan.
+        let (status, log) = answer(
+            http.get(w.url("/api/v1/audit?action=plan.export&limit=100"))
+                .bearer_auth(&w.alice_token),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{log}");
+        let entries = log["entries"].as_array().unwrap();
+        assert!(
+            entries
+                .iter()
+                .all(|e| e["actor"] == "alice" && e["outcome"] == "done"),
+            "{log}"
+        );
+        let of_plan = entries.iter().filter(|e| e["plan_id"] == plan.id).count();
+        assert!(of_plan >= 3, "{log}");
+        let of_again = entries.iter().filter(|e| e["plan_id"] == again.id).count();
+        assert_eq!(of_again, 1, "{log}");
     }
 
     pub async fn only_operators_approve_and_brake_and_two_person_needs_another(kind: Kind) {

@@ -243,7 +243,7 @@ impl Params for ExportQuery {
 /// plans, may read it.
 pub async fn export(
     State(state): State<ApiState>,
-    Operator(_who): Operator,
+    Operator(who): Operator,
     Path(id): Path<String>,
     StrictQuery(q): StrictQuery<ExportQuery>,
 ) -> ApiResult<Response> {
@@ -257,7 +257,11 @@ pub async fn export(
             ));
         }
     };
-    let stored = state.store.plan_stored(parse_id(&id, "plan")?).await?;
+    let id = parse_id(&id, "plan")?;
+    let stored = state
+        .store
+        .plan_export(id, (&who).into(), Ts::now())
+        .await?;
     let document = plan_export::document(&stored);
     if !yaml {
         return Ok(Json(document).into_response());

@@ -308,7 +308,11 @@ impl DashboardSource for StoreSource {
 
     async fn export(&self, who: &Identity, id: i64) -> Result<String, DashboardError> {
         may_act(who)?;
-        let stored = self.store.plan_stored(id).await.map_err(failed)?;
+        let stored = self
+            .store
+            .plan_export(id, who.into(), Ts::now())
+            .await
+            .map_err(failed)?;
         crate::plan_export::yaml(&crate::plan_export::document(&stored))
             .map_err(|e| failed(crate::store::StoreError::Corrupt(e.to_string())))
     }

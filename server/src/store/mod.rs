@@ -338,6 +338,9 @@ pub trait Store: Send + Sync + 'static {
     /// The plan as submitted, read back from its rows (for its task
     /// definitions and its export).
     async fn plan_stored(&self, id: i64) -> Result<StoredPlan>;
+    /// [`Store::plan_stored`] for its file, which holds the plan's
+    /// secrets: `by` reading it is recorded in the audit log.
+    async fn plan_export(&self, id: i64, by: Person<'_>, now: Ts) -> Result<StoredPlan>;
     /// Tasks as submitted: those of `ids` that exist, in id order.
     async fn tasks_stored(&self, ids: &[i64]) -> Result<Vec<StoredTask>>;
     /// Plans newest first: those in `status` whose name contains `name`

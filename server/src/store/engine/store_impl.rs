@@ -108,6 +108,10 @@ impl<D: Dialect> Store for D {
         reads::plan_stored(self, id).await
     }
 
+    async fn plan_export(&self, id: i64, by: Person<'_>, now: Ts) -> Result<StoredPlan> {
+        plans::plan_export(self, id, by, now).await
+    }
+
     async fn tasks_stored(&self, ids: &[i64]) -> Result<Vec<StoredTask>> {
         reads::tasks_stored(self, ids).await
     }
