@@ -1,6 +1,7 @@
 //! Plan submission: a plan, its tasks and (when it starts now) their first
 //! runs in one transaction (on PostgreSQL one statement, when nothing is
 //! written after the tasks); once per idempotency key when one is given.
+//! And the way back: a plan read for its file ([`plan_export`]), audited.
 
 pub mod new_runs;
 pub mod run_columns;
