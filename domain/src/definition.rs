@@ -72,28 +72,11 @@ impl ExecutorView {
     }
 }
 
-/// `ms` as people write durations in plan files (`90s`, `1h 30m`,
-/// `250ms`): whole units, largest first.
+/// `ms` as plan files write durations (`90s`, `1h 30m`, `250ms`), as
+/// humantime, which reads them, writes them.
 pub fn duration_text(ms: i64) -> String {
-    if ms <= 0 {
-        return "0s".to_owned();
-    }
-    let units = [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-        ("ms", 1),
-    ];
-    let mut left = ms;
-    let mut parts = Vec::new();
-    for (name, size) in units {
-        if left >= size {
-            parts.push(format!("{}{name}", left / size));
-            left %= size;
-        }
-    }
-    parts.join(" ")
+    let ms = u64::try_from(ms).unwrap_or(0);
+    humantime::format_duration(std::time::Duration::from_millis(ms)).to_string()
 }
 
 #[cfg(test)]
@@ -106,7 +89,7 @@ mod tests {
         assert_eq!(duration_text(250), "250ms");
         assert_eq!(duration_text(90_000), "1m 30s");
         assert_eq!(duration_text(3_600_000), "1h");
-        assert_eq!(duration_text(86_400_000 + 1_500), "1d 1s 500ms");
+        assert_eq!(duration_text(86_400_000 + 1_500), "1day 1s 500ms");
     }
 
     #[test]
