@@ -7,14 +7,13 @@ pub mod new_runs;
 pub mod run_columns;
 
 use crate::plan::NewPlan;
+use crate::store::Result;
 use crate::store::engine::audit::{Asked, Subject};
 use crate::store::engine::gates::dependencies;
-use crate::store::engine::reads::rows;
-use crate::store::engine::reads::stored_plan::{self, StoredPlan, StoredPlanRow};
+use crate::store::engine::reads::{self, stored_plan::StoredPlan};
 use crate::store::engine::{Dialect, optional};
 use crate::store::signals::Signal;
 use crate::store::submission::{self, IdempotencyKey, Submitted};
-use crate::store::{Result, StoreError};
 use domain::audit::Person;
 use domain::time::Ts;
 
@@ -139,22 +138,18 @@ fn detail(plan: &NewPlan) -> String {
 
 /// Plan `id` as submitted, for its file ("Submit again", `baton plan
 /// export`): the file holds the plan's secrets, so reading it is recorded
-/// in the audit log, in the transaction that reads it.
+/// in the audit log, and the plan is handed out only once that commits.
 pub async fn plan_export<D: Dialect>(
     d: &D,
     id: i64,
     by: Person<'_>,
     now: Ts,
 ) -> Result<StoredPlan> {
+    let stored = reads::plan_stored(d, id).await?;
     let mut tx = d.begin().await?;
-    let plan: StoredPlanRow = optional::<D, _>(&mut tx, stored_plan::PLAN, &[id.into()])
-        .await?
-        .ok_or(StoreError::NotFound { what: "plan", id })?;
-    let tasks = D::fetch_all(&mut tx, stored_plan::TASKS.into(), &[id.into()]).await?;
-    let edges = D::fetch_all(&mut tx, rows::PLAN_DEPENDENCIES.into(), &[id.into()]).await?;
     Asked::new(by, "plan.export", Subject::Plan(id))
         .done::<D>(&mut tx, "", now)
         .await?;
     D::commit(tx).await?;
-    Ok(StoredPlan { plan, tasks, edges })
+    Ok(stored)
 }
