@@ -60,10 +60,7 @@ fn executor_view(json: &str) -> ExecutorView {
         },
         // A library user's own kind: its fields are its own business.
         Err(_) => ExecutorView::Custom {
-            name: serde_json::from_str::<Value>(json)
-                .ok()
-                .and_then(|v| v.get("kind")?.as_str().map(str::to_owned))
-                .unwrap_or_else(|| "unknown".to_owned()),
+            name: custom_executor(json).0,
         },
     }
 }
@@ -272,19 +269,22 @@ fn executor_entry(json: &str) -> (String, Value) {
             "sleep".into(),
             json!(duration_text(duration.as_millis() as i64)),
         ),
-        Err(_) => {
-            let mut value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
-            let kind = value
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown")
-                .to_owned();
-            if let Some(fields) = value.as_object_mut() {
-                fields.remove("kind");
-            }
-            (kind, value)
-        }
+        Err(_) => custom_executor(json),
     }
+}
+
+/// A library user's own executor kind: its name and its other fields.
+fn custom_executor(json: &str) -> (String, Value) {
+    let mut value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_owned();
+    if let Some(fields) = value.as_object_mut() {
+        fields.remove("kind");
+    }
+    (kind, value)
 }
 
 /// A plan file as YAML, for people to read and edit before submitting it
