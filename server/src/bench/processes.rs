@@ -219,15 +219,18 @@ async fn first_exit(processes: &mut [ServeProcess]) -> anyhow::Error {
     }
 }
 
-/// When the first promotion round started: its runs' AVAILABLE events
-/// carry the time the round took at its start.
+/// When the first promotion round started: its runs' promotions (stamps,
+/// or event rows) carry the time the round took at its start.
 async fn first_round(url: &str) -> anyhow::Result<Ts> {
     use sqlx::Connection;
     let mut db = sqlx::PgConnection::connect(url).await?;
-    let first: Option<chrono::DateTime<chrono::Utc>> =
-        sqlx::query_scalar("SELECT MIN(at) FROM run_event WHERE to_status = 'AVAILABLE'")
-            .fetch_one(&mut db)
-            .await?;
+    let first: Option<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
+        "SELECT MIN(at) FROM (
+            SELECT MIN(available_at) AS at FROM task_run
+            UNION ALL SELECT MIN(at) FROM run_event WHERE to_status = 'AVAILABLE') promoted",
+    )
+    .fetch_one(&mut db)
+    .await?;
     first.map(Ts).context("no run was promoted")
 }
 

@@ -175,6 +175,13 @@ pub fn plan(json: serde_json::Value) -> NewPlan {
     baton::plan::parse_json(json.to_string().as_bytes()).expect("a valid plan")
 }
 
+/// How many transitions the history holds, event rows and stamps on the
+/// runs' rows alike (`store::engine::reads::history_sql`): for checks that
+/// an action refused wrote nothing.
+pub const HISTORY_COUNT: &str = "SELECT (SELECT COUNT(*) FROM run_event)
+    + (SELECT COUNT(created_seq) + COUNT(available_seq) + COUNT(claimed_seq) + COUNT(ended_seq)
+        FROM task_run)";
+
 pub fn now() -> Ts {
     Ts::now()
 }

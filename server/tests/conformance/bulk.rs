@@ -177,7 +177,7 @@ mod cases {
 
         // Seen 4, there are 5: refused, naming both, and nothing changes.
         let runs_before = db.count("SELECT COUNT(*) FROM task_run").await;
-        let events_before = db.count("SELECT COUNT(*) FROM run_event").await;
+        let events_before = db.count(crate::common::HISTORY_COUNT).await;
         let e = s
             .run_bulk(&db_failed, BulkAction::Retry, 4, "ops".into(), Ts::now())
             .await
@@ -187,10 +187,7 @@ mod cases {
             "{e}"
         );
         assert_eq!(db.count("SELECT COUNT(*) FROM task_run").await, runs_before);
-        assert_eq!(
-            db.count("SELECT COUNT(*) FROM run_event").await,
-            events_before
-        );
+        assert_eq!(db.count(crate::common::HISTORY_COUNT).await, events_before);
 
         // At the count seen: one new attempt each, created by ops.
         let done = s

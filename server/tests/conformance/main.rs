@@ -22,6 +22,8 @@
 //!   sign-ins, filters and pages, retention, rollback;
 //! - `retention`: pruning finished plans, whole and with nothing left
 //!   behind, never an open or recently changed one;
+//! - `history`: a scripted scenario's whole history reads exactly as it
+//!   did before the ordinary path became stamps on the run's row;
 //! - `run_search`: the runs search, every filter against a plain reading
 //!   of the history, paged, on both sides of the probe's reach;
 //! - `sessions`: sign-in sessions;
@@ -45,6 +47,7 @@ mod dashboard;
 mod export;
 mod gates;
 mod halted;
+mod history;
 mod liveness;
 mod notifications;
 mod plan_bulk;

@@ -78,7 +78,7 @@ mod cases {
         // the action is refused naming both numbers, and nothing changes.
         let ap = failed_plan(s, "orders-ap", 1).await;
         let runs_before = db.count("SELECT COUNT(*) FROM task_run").await;
-        let events_before = db.count("SELECT COUNT(*) FROM run_event").await;
+        let events_before = db.count(crate::common::HISTORY_COUNT).await;
         let e = s
             .plan_bulk(&orders, BulkAction::Retry, 5, "ops".into(), Ts::now())
             .await
@@ -88,10 +88,7 @@ mod cases {
             "{e}"
         );
         assert_eq!(db.count("SELECT COUNT(*) FROM task_run").await, runs_before);
-        assert_eq!(
-            db.count("SELECT COUNT(*) FROM run_event").await,
-            events_before
-        );
+        assert_eq!(db.count(crate::common::HISTORY_COUNT).await, events_before);
         let refused = last_entry(s).await;
         assert_eq!(
             (refused.action.as_str(), refused.outcome),

@@ -17,6 +17,7 @@
 //! SQLite each batch holds the single writer for a few milliseconds.
 
 use super::{BATCH, Dialect, RowLock, Sql, id_args, placeholders};
+use crate::store::engine::reads::history_sql;
 use crate::store::submission::IDEMPOTENCY_WINDOW;
 use crate::store::{Result, StoreError};
 use domain::time::Ts;
@@ -293,6 +294,17 @@ async fn delete_plans<D: Dialect>(tx: &mut D::Tx, ids: &[i64]) -> Result<PruneRe
         let chunk_args = id_args(chunk);
         report.logs +=
             delete::<D>(tx, format!("run_log WHERE run_id IN ({list})"), &chunk_args).await?;
+        // Events stamped on the runs' rows go with them, and count.
+        let stamped: Vec<(i64,)> = D::fetch_all(
+            tx,
+            Sql::built(format!(
+                "SELECT {} FROM task_run WHERE id IN ({list})",
+                history_sql::stamps_counted_sql!()
+            )),
+            &chunk_args,
+        )
+        .await?;
+        report.events += stamped.first().map_or(0, |(n,)| *n as u64);
         report.events += delete::<D>(
             tx,
             format!("run_event WHERE run_id IN ({list})"),

@@ -2,9 +2,11 @@
 //! replicas share one database.
 //!
 //! Lists travel as arrays (`= ANY($1)`, `UNNEST`), transaction-scoped
-//! advisory locks let one replica promote and one claim at a time, and
-//! status changes write their events in the same statement through
-//! data-modifying CTEs, so a batch costs one round trip.
+//! advisory locks let one replica promote and one claim at a time, and a
+//! status change records itself in the statement that makes it: the
+//! ordinary path as stamps on the run's row ([`stamp_sql`]), every other
+//! transition as an event row written by a data-modifying CTE. A batch
+//! costs one round trip.
 
 use crate::store::engine::plans::run_columns::run_copies_of_task;
 use std::time::{Duration, Instant};
@@ -56,9 +58,22 @@ macro_rules! claim_lock_timeout {
     };
 }
 
+/// The number of a transition stamped on a run's row (its `*_seq`
+/// column), drawn from the sequence of `run_event` ids: the id its event
+/// row would have had, which orders it among a run's other transitions
+/// and in the whole history (docs/design.md, "Status model";
+/// `reads::history_sql`). Drawn per row as the statement writes it, so
+/// one statement's stamps, like its event rows, are numbered in turn.
+macro_rules! stamp_sql {
+    () => {
+        "nextval('run_event_id_seq')"
+    };
+}
+
 /// What a claim sets on each run it takes (`r`, joined to its task `t`):
 /// `$1` the replica, `$4` the start, `$5` the replica's heartbeat timeout
-/// for tasks that set none. Shared by [`claim_sql`] and [`ROUND_CLAIM`].
+/// for tasks that set none, and the claim's stamp (the replica and start
+/// are the rest of it). Shared by [`claim_sql`] and [`ROUND_CLAIM`].
 macro_rules! claim_set_sql {
     () => {
         concat!(
@@ -66,7 +81,8 @@ macro_rules! claim_set_sql {
             deadline = $4 + r.timeout_ms * INTERVAL '1 millisecond',
             heartbeat_deadline = $4 + ",
             rows::heartbeat_timeout_sql!("$5"),
-            " * INTERVAL '1 millisecond'"
+            " * INTERVAL '1 millisecond', claimed_seq = ",
+            stamp_sql!()
         )
     };
 }
@@ -105,10 +121,7 @@ macro_rules! claim_sql {
             AND r.status = 'AVAILABLE' AND t.id = r.task_id
         RETURNING ",
             claimed_columns_sql!(),
-            "),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
-        SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
+            ")
     SELECT * FROM claimed ORDER BY id"
         )
     };
@@ -304,8 +317,9 @@ const CLAIM_AROUND: Planned = Planned {
     sql: claim_sql!("", " FOR UPDATE SKIP LOCKED"),
 };
 
-/// Who: the replica that executed the runs, in batches. Fenced: only runs
-/// still RUNNING and owned by this replica change. Hash-joined: the batch
+/// Who: the replica that executed the runs, in batches, each end stamped
+/// on its row. Fenced: only runs still RUNNING and owned by this replica
+/// change. Hash-joined: the batch
 /// is an `UNNEST`; `r.id = ANY($2)` lets the planner read just the batch
 /// by key, rather than every RUNNING run, when its statistics show that is
 /// cheaper.
@@ -323,25 +337,22 @@ const FINISH: Planned = Planned {
         ", finished_at = $6, result_code = f.code,
             error = ",
         rows::cancel_error_sql!("f.status", "r", "f.error", "''"),
+        ", ended_seq = ",
+        stamp_sql!(),
         "
         FROM f WHERE r.id = f.id AND r.id = ANY($2) AND r.status = 'RUNNING'
             AND r.replica_id = $1
-        RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.dependents,
-            r.error, r.cancel_requested_by),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
-        SELECT id, 'RUNNING', status, $1,
-            CASE WHEN status = 'CANCELED' THEN cancel_requested_by ELSE $1 END, $6, error
-        FROM done)
-    SELECT id, plan_id, status, task_id, attempt, max_attempts, dependents FROM done"
+        RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.dependents)
+    SELECT * FROM done"
     ),
 };
 
 /// Who: the promoter, for the runs its round let through (each batch
-/// joined to no other table, so the round's planner settings suit it).
-/// Returns how many moved, and when any did queues the NOTIFY that wakes
-/// the other replicas' claimers (`$4`, `$5`): in the statement, not after
-/// it, as a round trip less between a submit and its run's start.
+/// joined to no other table, so the round's planner settings suit it),
+/// each promotion stamped on its row. Returns how many moved, and when
+/// any did queues the NOTIFY that wakes the other replicas' claimers
+/// (`$3`, `$4`): in the statement, not after it, as a round trip less
+/// between a submit and its run's start.
 ///
 /// `held = FALSE` changes no outcome (the round promotes only runs it read
 /// unheld, and a run never becomes held again) but lets the PENDING index,
@@ -353,21 +364,25 @@ const FINISH: Planned = Planned {
 /// promotion reads a few pages per run; it has not reproduced that plan.
 const PROMOTE: Planned = Planned {
     begin: BEGIN_INDEX_ONLY,
-    sql: "WITH moved AS (
-        UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
-        WHERE id = ANY($1) AND status = 'PENDING' AND held = FALSE RETURNING id),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, actor, at)
-        SELECT id, 'PENDING', 'AVAILABLE', $2, $3 FROM moved)
+    sql: concat!(
+        "WITH moved AS (
+        UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL, available_at = $2,
+            available_seq = ",
+        stamp_sql!(),
+        "
+        WHERE id = ANY($1) AND status = 'PENDING' AND held = FALSE RETURNING id)
     SELECT c.n FROM (SELECT COUNT(*) AS n FROM moved) c,
-        LATERAL (SELECT CASE WHEN c.n > 0 THEN pg_notify($4, $5) END) announced",
+        LATERAL (SELECT CASE WHEN c.n > 0 THEN pg_notify($3, $4) END) announced"
+    ),
 };
 
 /// Who: the promoter, for the runs its round claims for its own replica
 /// ([`Dialect::round_claim`]): PENDING → RUNNING in one statement, with the
-/// promotion's event (`$3`, `$6`) and the claim's (`$1`, `$4`), in that
-/// order. Such a run never sits AVAILABLE: no claimer wakes or asks for
-/// it, and its row is written once, not twice. The round's transaction
+/// promotion's stamp (`$3`) and the claim's (`$1`, `$4`), numbered in that
+/// order: a row's new values are computed in column order, and the
+/// promotion's column comes first (`tests/conformance/history.rs` reads
+/// them back in order). Such a run never sits AVAILABLE: no claimer wakes
+/// or asks for it, and its row is written once, not twice. The round's transaction
 /// stops skipping the wait for the disk here (`ROUND_BEGIN` turned it
 /// off): a claimed run executes, and must still be claimed after a crash.
 /// The setting is made per claimed row, so a statement that moved nothing
@@ -376,19 +391,16 @@ const ROUND_CLAIM: Planned = Planned {
     begin: BEGIN_INDEX_ONLY,
     sql: concat!(
         "WITH claimed AS (
-        UPDATE task_run r SET waiting_cause = NULL, ",
+        UPDATE task_run r SET waiting_cause = NULL, available_at = $3, available_seq = ",
+        stamp_sql!(),
+        ", ",
         claim_set_sql!(),
         "
         FROM task t
         WHERE r.id = ANY($2) AND r.status = 'PENDING' AND r.held = FALSE AND t.id = r.task_id
         RETURNING ",
         claimed_columns_sql!(),
-        "),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
-        SELECT id, 'PENDING', 'AVAILABLE', NULL, $6::text, $3::timestamptz FROM claimed
-        UNION ALL
-        SELECT id, 'AVAILABLE', 'RUNNING', $1, $1, $4 FROM claimed)
+        ")
     SELECT * FROM claimed WHERE set_config('synchronous_commit', 'on', true) = 'on' ORDER BY id"
     ),
 };
@@ -940,7 +952,6 @@ impl Dialect for PgStore {
         } else {
             let n: i64 = sqlx::query_scalar(PROMOTE.sql)
                 .bind(&decided.promote)
-                .bind(SCHEDULER)
                 .bind(now)
                 .bind(CHANNEL)
                 .bind(Signal::Available.payload())
@@ -976,7 +987,6 @@ impl Dialect for PgStore {
             .bind(now)
             .bind(started)
             .bind(millis(claim.heartbeat_timeout))
-            .bind(SCHEDULER)
             .fetch_all(&mut **tx)
             .await?)
     }
@@ -1157,13 +1167,25 @@ impl Dialect for PgStore {
     ) -> Result<Vec<i64>> {
         // Who: a replica shutting down. The run keeps its attempt and the
         // target and plan slot it holds; any replica may claim it again.
+        // The claim being undone was stamped on the row, which the next
+        // claim stamps again: it becomes an event row first, under the
+        // number it was stamped with, so the history keeps its place.
         let back: Vec<i64> = sqlx::query_scalar(
-            "WITH back AS (
-                UPDATE task_run SET status = 'AVAILABLE', replica_id = NULL, started_at = NULL,
-                    last_heartbeat_at = NULL, heartbeat_deadline = NULL, deadline = NULL
+            "WITH old AS (
+                SELECT id, started_at, claimed_seq FROM task_run
                 WHERE id = ANY($2) AND status = 'RUNNING' AND replica_id = $1
                     AND cancel_requested_by IS NULL
-                RETURNING id)
+                FOR UPDATE),
+            back AS (
+                UPDATE task_run r SET status = 'AVAILABLE', replica_id = NULL, started_at = NULL,
+                    last_heartbeat_at = NULL, heartbeat_deadline = NULL, deadline = NULL,
+                    claimed_seq = NULL
+                FROM old WHERE r.id = old.id AND r.status = 'RUNNING'
+                RETURNING r.id, old.started_at, old.claimed_seq),
+            claim_kept AS (
+                INSERT INTO run_event (id, run_id, from_status, to_status, replica_id, actor, at)
+                SELECT claimed_seq, id, 'AVAILABLE', 'RUNNING', $1, $1, started_at FROM back
+                WHERE claimed_seq IS NOT NULL)
             INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
             SELECT id, 'RUNNING', 'AVAILABLE', $1, $1, $3, $4 FROM back RETURNING run_id",
         )

@@ -261,13 +261,13 @@ async fn a_round_looks_up_each_run_it_writes_under_stale_statistics() {
     for (statement, types, args) in [
         (
             &PROMOTE,
-            "bigint[], text, timestamptz, text, text",
-            format!("{ids}, 'scheduler', now(), 'plan_tests', 'available'"),
+            "bigint[], timestamptz, text, text",
+            format!("{ids}, now(), 'plan_tests', 'available'"),
         ),
         (
             &ROUND_CLAIM,
-            "text, bigint[], timestamptz, timestamptz, bigint, text",
-            format!("'{REPLICA}', {ids}, now(), now(), 10000, 'scheduler'"),
+            "text, bigint[], timestamptz, timestamptz, bigint",
+            format!("'{REPLICA}', {ids}, now(), now(), 10000"),
         ),
     ] {
         for mode in BOTH_PLANS {
@@ -326,7 +326,6 @@ async fn a_round_that_claims_waits_for_the_disk() {
             .bind(domain::time::Ts::now())
             .bind(domain::time::Ts::now())
             .bind(10_000_i64)
-            .bind("scheduler")
     };
     // Nothing moved (no such run): the round's commit stays as it was.
     let moved = claim(vec![-1]).fetch_all(&mut *tx).await.expect("claim");
@@ -430,7 +429,8 @@ async fn the_replica_list_is_never_jit_compiled() {
 /// them each lock goes through the shared lock table (a hash lookup under
 /// a partition lock, taken and given back in every transaction). A claim
 /// locks `task_run` and each of its indexes, `task` and two of its
-/// indexes, `run_event` and its sequence. Claims are serialised across
+/// indexes, and the sequence its stamps are numbered from. Claims are
+/// serialised across
 /// replicas (the claim lock), so a claim's time is the whole cluster's
 /// critical path. Migration 0016 brought it down to 15 locks; this fails
 /// when a new index on `task_run` or `task` pushes it out again.

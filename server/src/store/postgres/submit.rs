@@ -1,5 +1,5 @@
 //! PostgreSQL's submit: a plan, its tasks, their first runs with their
-//! creation events and, for a person's submit, its audit entry, all in
+//! creation stamped on them and, for a person's submit, its audit entry, all in
 //! one statement.
 
 use sqlx::PgExecutor;
@@ -15,9 +15,10 @@ use domain::time::Ts;
 /// The submit statement, with `$audit` (a CTE or nothing) spliced in
 /// before its final SELECT.
 ///
-/// The plan, its tasks and (when it starts now) each task's first run
-/// with its creation event: the runs are copied from the task rows as
-/// they are inserted, not looked up again. A task is written once,
+/// The plan, its tasks and (when it starts now) each task's first run,
+/// its creation stamped on its row (`created_seq`: by the plan's
+/// submitter, "submitted", at its `created_at`). The runs are copied from
+/// the task rows as they are inserted, not looked up again. A task is written once,
 /// pointing (`latest_run_id`) at the id reserved for its run. When it
 /// starts (`$19`) it also queues the NOTIFY (`$21`, `$22`) that wakes the
 /// promoter, a round trip less than a separate `pg_notify`.
@@ -46,17 +47,15 @@ macro_rules! plan_submit_sql {
             "),
     made AS (
         INSERT INTO task_run (id, task_id, plan_id, attempt, status, run_at, created_at,
-            waiting_cause, ",
+            waiting_cause, created_seq, ",
             $crate::store::engine::plans::run_columns::run_copies_of_task!(""),
             ")
         SELECT latest_run_id, id, plan_id, 1, 'PENDING', run_at, $4, $20, ",
+            stamp_sql!(),
+            ", ",
             $crate::store::engine::plans::run_columns::run_copies_of_task!(""),
             "
-        FROM t WHERE $19
-        RETURNING id),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
-        SELECT id, NULL, 'PENDING', $5, $4, 'submitted' FROM made)",
+        FROM t WHERE $19)",
             $audit,
             "
     SELECT p.id FROM p, LATERAL (SELECT CASE WHEN $19 THEN pg_notify($21, $22) END) announced"

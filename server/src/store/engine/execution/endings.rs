@@ -14,6 +14,7 @@ use crate::store::engine::{Dialect, RowLock, Sql};
 use crate::store::signals::Signal;
 use domain::model::RunStatus;
 
+use crate::store::engine::reads::history_sql;
 use crate::store::engine::reads::rows::FinishedRow;
 use crate::store::{Finish, FinishReport, Result};
 use domain::time::Ts;
@@ -83,6 +84,11 @@ async fn note_late_successes<D: Dialect>(
         .iter()
         .filter(|f| f.status == RunStatus::Done && fenced.contains(&f.run_id))
     {
+        // The note changes the run's error, which a stamped end reads
+        // its detail from: the end becomes an event row first, as it was.
+        let run = [finish.run_id.into()];
+        D::execute(tx, history_sql::END_STAMP_TO_EVENT.into(), &run).await?;
+        D::execute(tx, history_sql::END_STAMP_CLEAR.into(), &run).await?;
         let args = [
             finish.run_id.into(),
             replica_id.into(),

@@ -1,6 +1,7 @@
 //! The reads the API and the dashboard make: plans, runs, logs, events,
 //! replicas, deliveries and the overview. None takes a lock or writes.
 
+pub mod history_sql;
 pub mod overview;
 pub mod plan_list_sql;
 pub mod rows;
@@ -170,7 +171,7 @@ pub async fn run_get<D: Dialect>(d: &D, id: i64) -> Result<RunView> {
     let run: rows::RunRow = read_optional(d, rows::RUN_GET, &[id.into()])
         .await?
         .ok_or(StoreError::NotFound { what: "run", id })?;
-    let events: Vec<rows::EventRow> = d.read(rows::RUN_EVENTS.into(), &[id.into()]).await?;
+    let events: Vec<rows::EventRow> = d.read(history_sql::RUN_EVENTS.into(), &[id.into()]).await?;
     rows::run_view(run, events)
 }
 
@@ -246,7 +247,10 @@ pub async fn overview_stats<D: Dialect>(d: &D, now: Ts) -> Result<OverviewStats>
 /// Events with id > `after_id`, oldest first.
 pub async fn event_list<D: Dialect>(d: &D, after_id: i64, limit: i64) -> Result<Vec<EventView>> {
     let events: Vec<rows::EventRow> = d
-        .read(rows::EVENTS_AFTER.into(), &[after_id.into(), limit.into()])
+        .read(
+            history_sql::EVENTS_AFTER.into(),
+            &[after_id.into(), limit.into()],
+        )
         .await?;
     events.into_iter().map(rows::event_view).collect()
 }

@@ -130,21 +130,11 @@ pub const RUN_GET: &str =
         r.error, r.cancel_requested_by, r.cancel_requested_at
     FROM task_run r JOIN task t ON t.id = r.task_id WHERE r.id = $1";
 
-/// Run page: its event history, oldest first.
-pub const RUN_EVENTS: &str =
-    "SELECT id, run_id, from_status, to_status, replica_id, actor, at, detail
-    FROM run_event WHERE run_id = $1 ORDER BY id";
-
 /// Run log download.
 pub const RUN_LOG: &str = "SELECT stream, line FROM run_log WHERE run_id = $1 ORDER BY id";
 
 /// Does a run exist (to tell an empty log from a missing run)?
 pub const RUN_EXISTS: &str = "SELECT COUNT(*) FROM task_run WHERE id = $1";
-
-/// History checks and timelines: events after a cursor.
-pub const EVENTS_AFTER: &str =
-    "SELECT id, run_id, from_status, to_status, replica_id, actor, at, detail
-    FROM run_event WHERE id > $1 ORDER BY id LIMIT $2";
 
 /// Replicas page: each replica and how many runs it executes now.
 pub const REPLICA_LIST: &str = "SELECT p.replica_id, p.hostname, p.labels, p.version, p.started_at,

@@ -149,6 +149,21 @@ impl Search {
                         AND e.detail IS NOT 'submitted'"
                 ),
             };
+            // The same event when it is a stamp (`history_sql`): a run
+            // ended CANCELED in the name of who asked, found through
+            // `task_run_cancel_asked`.
+            let distinct = match backend {
+                Backend::Postgres => "IS DISTINCT FROM",
+                Backend::Sqlite => "IS NOT",
+            };
+            let canceled = |run: &str| {
+                format!(
+                    "{run}.cancel_requested_by = {n} AND {run}.ended_seq IS NOT NULL
+                        AND {run}.status = 'CANCELED' AND {run}.cancel_requested_by <> 'scheduler'
+                        AND {run}.replica_id {distinct} {n}
+                        AND {run}.error {distinct} 'submitted'"
+                )
+            };
             // A plan's runs were submitted by who submitted the plan; the
             // plan's runs are found as for the plan search.
             let runs = format!(
@@ -157,13 +172,17 @@ impl Search {
                     WHERE tp.latest_run_id IS NOT NULL
                  UNION ALL SELECT rb.id FROM task_run rb JOIN mine ON rb.plan_id = mine.id
                     WHERE rb.status IN ('FAILED', 'CANCELED')
-                 UNION ALL SELECT e.run_id FROM run_event e WHERE {acted}"
+                 UNION ALL SELECT e.run_id FROM run_event e WHERE {acted}
+                 UNION ALL SELECT rc.id FROM task_run rc WHERE {}",
+                canceled("rc")
             );
             let finished = search.ids_in(&runs);
             search.add(
                 format!(
                     "(EXISTS (SELECT 1 FROM plan pa WHERE pa.id = r.plan_id AND pa.created_by = {n})
-                      OR EXISTS (SELECT 1 FROM run_event e WHERE e.run_id = r.id AND {acted}))"
+                      OR EXISTS (SELECT 1 FROM run_event e WHERE e.run_id = r.id AND {acted})
+                      OR ({}))",
+                    canceled("r")
                 ),
                 Some(finished),
             );
