@@ -392,6 +392,13 @@ start_replica old-2
 wait_ready old-2
 versions_before=$(sql "SELECT string_agg(version::text, ',' ORDER BY version) FROM _sqlx_migrations WHERE success")
 say "migrations applied by OLD: $versions_before"
+
+step "Load: a plan every ${LOAD_INTERVAL}s, round-robin over the live replicas"
+set_ports "${PORT[old-1]}" "${PORT[old-2]}"
+load_loop &
+load_pid=$!
+sleep "$SETTLE"
+ts "$(wc -l <"$RUN_DIR/plans") plans submitted so far"
 # Histories stored before the upgrade, as OLD's API reads them: NEW must
 # read each one the same (its migrations may store history differently).
 mkdir -p "$RUN_DIR/history-before"
@@ -401,13 +408,6 @@ for id in "${early_runs[@]+"${early_runs[@]}"}"; do
     api "${PORT[old-1]}" "/api/v1/runs/$id" | jq -c .events >"$RUN_DIR/history-before/$id"
 done
 ts "${#early_runs[@]} finished runs' histories read from old-1"
-
-step "Load: a plan every ${LOAD_INTERVAL}s, round-robin over the live replicas"
-set_ports "${PORT[old-1]}" "${PORT[old-2]}"
-load_loop &
-load_pid=$!
-sleep "$SETTLE"
-ts "$(wc -l <"$RUN_DIR/plans") plans submitted so far"
 
 step "One NEW replica: it applies the new migrations while the old ones serve"
 start_replica new-1
