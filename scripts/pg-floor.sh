@@ -4,11 +4,13 @@
 #
 #   scripts/pg-floor.sh [--runs N] [--rounds K] [--batch B]
 #
-# Baton makes every status change one conditional UPDATE and appends an
-# event row for each (docs/design.md, "Status model"). A run of a plan is
-# therefore written as: its task and its run (with a `submitted` event),
-# then three UPDATEs of the run (AVAILABLE, RUNNING, DONE), each with its
-# event. This script applies migrations/postgres/ to a scratch database
+# Baton makes every status change one conditional UPDATE and records it
+# (docs/design.md, "Status model"). A run of a plan is therefore written
+# as: its task and its run (created, "submitted"), then three UPDATEs of
+# the run (AVAILABLE, RUNNING, DONE). Each of those four transitions is
+# recorded as Baton records it on PostgreSQL, a stamp on the run's row
+# (a number from run_event's sequence, and the promotion's time), or as
+# Baton recorded it before b08f399, an event row each. This script applies migrations/postgres/ to a scratch database
 # and makes those writes for N runs with Baton's statements, cut down to
 # the writes themselves (no outcomes per run, no NOTIFY, no audit), in the
 # largest batches (one statement per phase for the submit loop and the
@@ -17,7 +19,8 @@
 # for the disk, no other session. Each phase is one transaction on one
 # backend, so its time is that backend's CPU time, near enough.
 #
-# Then the same without the event rows, to show their share.
+# Three variants, each in every round: with the event rows (as before),
+# with the stamps (as now), and with neither, to show each one's share.
 #
 # It prints, per phase, the median over K rounds of the time and of the
 # time per run, and the floor for the bench's two throughput phases:
@@ -62,7 +65,9 @@ DB_URL="${PG_URL%/*}/$DB"
 # One phase per `\echo phase NAME` line; psql's \timing prints the time
 # of the statement after it.
 model() {
-    local events=$1
+    local events=$1 stamps=$2
+    # A stamp's number, or NULL (a CASE that is never true draws none).
+    local seq="CASE WHEN $stamps THEN nextval('run_event_id_seq') END"
     cat <<SQL
 \set ON_ERROR_STOP on
 SET synchronous_commit = off;
@@ -85,9 +90,10 @@ BEGIN
             max_attempts, reassign_after_ms, latest_run_id),
     made AS (
         INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive, version,
-            node, timeout_ms, max_attempts, run_at, created_at, waiting_cause, reassign_after_ms)
+            node, timeout_ms, max_attempts, run_at, created_at, waiting_cause, reassign_after_ms,
+            created_seq)
         SELECT latest_run_id, id, plan_id, 1, 'PENDING', target, exclusive, version, node,
-            timeout_ms, max_attempts, run_at, now(), 'new', reassign_after_ms FROM t
+            timeout_ms, max_attempts, run_at, now(), 'new', reassign_after_ms, $seq FROM t
         RETURNING id)
     INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
     SELECT id, NULL, 'PENDING', 'floor', now(), 'submitted' FROM made WHERE $events;
@@ -95,7 +101,8 @@ BEGIN
 END \$\$;
 \echo phase promote
 WITH moved AS (
-    UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
+    UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL,
+        available_at = CASE WHEN $stamps THEN now() END, available_seq = $seq
     WHERE id = ANY(ARRAY(SELECT id FROM task_run WHERE status = 'PENDING' AND held = FALSE))
         AND status = 'PENDING' AND held = FALSE
     RETURNING id)
@@ -109,7 +116,7 @@ BEGIN
     WITH claimed AS (
         UPDATE task_run r SET status = 'RUNNING', replica_id = 'r-floor', started_at = now(),
             last_heartbeat_at = now(), deadline = now() + r.timeout_ms * INTERVAL '1 millisecond',
-            heartbeat_deadline = now() + INTERVAL '30 seconds'
+            heartbeat_deadline = now() + INTERVAL '30 seconds', claimed_seq = $seq
         FROM task t
         WHERE r.id = ANY(ARRAY(
                 SELECT id FROM task_run WHERE status = 'AVAILABLE' AND node IS NULL
@@ -130,7 +137,8 @@ DECLARE n bigint;
 BEGIN
   LOOP
     WITH done AS (
-        UPDATE task_run r SET status = 'DONE', finished_at = now(), result_code = 0
+        UPDATE task_run r SET status = 'DONE', finished_at = now(), result_code = 0,
+            ended_seq = $seq
         WHERE r.id = ANY(ARRAY(
                 SELECT id FROM task_run WHERE status = 'RUNNING' ORDER BY id LIMIT $batch))
             AND r.status = 'RUNNING' AND r.replica_id = 'r-floor'
@@ -145,7 +153,9 @@ BEGIN
 END \$\$;
 \timing off
 \echo check
-SELECT count(*) FILTER (WHERE status = 'DONE'), (SELECT count(*) FROM run_event) FROM task_run;
+SELECT count(*) FILTER (WHERE status = 'DONE'), (SELECT count(*) FROM run_event),
+    count(created_seq) + count(available_seq) + count(claimed_seq) + count(ended_seq)
+FROM task_run;
 SQL
 }
 
@@ -160,23 +170,25 @@ fresh_database() {
 }
 
 # Prints "phase milliseconds" lines for one run of the model; checks that
-# every run ended DONE with the expected number of events.
+# every run ended DONE with the expected numbers of event rows and stamps.
 measure() {
-    local events=$1 expected_events=$2 out
+    local events=$1 stamps=$2 expected=$3 out
     fresh_database
-    out=$(model "$events" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) || die "the model failed: $out"
+    out=$(model "$events" "$stamps" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) ||
+        die "the model failed: $out"
     local check
     check=$(tail -n1 <<<"$out")
-    [[ $check == "$runs|$expected_events" ]] ||
-        die "expected $runs runs DONE and $expected_events events, found '$check'"
+    [[ $check == "$runs|$expected" ]] ||
+        die "expected $runs runs DONE and event rows|stamps $expected, found '$check'"
     awk '/^phase / { phase = $2 } /^Time: / && phase { print phase, $2; phase = "" }' <<<"$out"
 }
 
 results=$(mktemp)
 step "Writing $runs runs, $rounds round(s), claims and finishes of $batch, into a scratch database"
 for ((round = 1; round <= rounds; round++)); do
-    measure TRUE $((runs * 4)) | sed 's/^/events /' >>"$results"
-    measure FALSE 0 | sed 's/^/bare /' >>"$results"
+    measure TRUE FALSE "$((runs * 4))|0" | sed 's/^/events /' >>"$results"
+    measure FALSE TRUE "0|$((runs * 4))" | sed 's/^/stamps /' >>"$results"
+    measure FALSE FALSE "0|0" | sed 's/^/bare /' >>"$results"
 done
 "$PSQL" "$PG_URL" -q -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB"
 
@@ -191,13 +203,13 @@ phases = ["submit", "promote", "claim", "finish"]
 med = {k: statistics.median(v) for k, v in times.items()}
 print(f"\nmedians of {rounds} round(s) of {runs} runs, one backend, "
       "synchronous_commit off")
-print(f"{'phase':<28}{'with events':>22}{'without events':>22}")
+print(f"{'phase':<28}{'event rows (before)':>24}{'stamps (now)':>24}{'neither':>24}")
 def row(name, keys):
     cells = []
-    for variant in ["events", "bare"]:
+    for variant in ["events", "stamps", "bare"]:
         ms = sum(med[(variant, k)] for k in keys)
         cells.append(f"{ms:8.1f} ms {ms * 1000 / runs:6.2f} µs/run")
-    print(f"{name:<28}{cells[0]:>22}{cells[1]:>22}")
+    print(f"{name:<28}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}")
 for phase in phases:
     row(phase, [phase])
 row("floor, full queue", ["promote", "claim", "finish"])
