@@ -94,6 +94,20 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
         let task = task_named(&view, task);
         (task.id, task.run_id.unwrap())
     };
+    // Claims and finishes, as the replica named, at a scripted second.
+    let claim_as = |replica: &'static str, secs| {
+        let none = &none;
+        async move {
+            s.run_claim_many(&claim(replica, none, 10), at(t0, secs))
+                .await
+                .unwrap()
+        }
+    };
+    let finish_as = |replica: &'static str, finishes: Vec<baton::store::Finish>, secs| async move {
+        s.run_finish_many(replica, &finishes, at(t0, secs))
+            .await
+            .unwrap()
+    };
     for r in ["r-one", "r-two", "r-dead"] {
         s.replica_upsert(&replica(r, &[]), t0).await.unwrap();
     }
@@ -112,16 +126,11 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
     )
     .await;
     round(1).await;
-    let claimed = s
-        .run_claim_many(&claim("r-one", &none, 10), at(t0, 2))
-        .await
-        .unwrap();
+    let claimed = claim_as("r-one", 2).await;
     assert_eq!(claimed.len(), 2);
     let (_, a) = run_of(ordinary, "a").await;
     let (_, b) = run_of(ordinary, "b").await;
-    s.run_finish_many("r-one", &[done(a), failed(b)], at(t0, 3))
-        .await
-        .unwrap();
+    finish_as("r-one", vec![done(a), failed(b)], 3).await;
     let (gated, _) = run_of(ordinary, "gated").await;
     s.task_approve(gated, "bob".into(), at(t0, 4))
         .await
@@ -144,14 +153,7 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
     let (_, q) = run_of(quick, "q").await;
     let (_, gated_run) = run_of(ordinary, "gated").await;
     let (_, b_retry) = run_of(ordinary, "b").await;
-    let report = s
-        .run_finish_many(
-            "r-two",
-            &[done(q), done(gated_run), done(b_retry)],
-            at(t0, 7),
-        )
-        .await
-        .unwrap();
+    let report = finish_as("r-two", vec![done(q), done(gated_run), done(b_retry)], 7).await;
     assert_eq!(report.finished.len(), 3, "{report:?}");
 
     // Handed back at shutdown, claimed again elsewhere.
@@ -164,20 +166,14 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
     .await;
     round(51).await;
     let (_, m) = run_of(moved, "m").await;
-    s.run_claim_many(&claim("r-one", &none, 10), at(t0, 52))
-        .await
-        .unwrap();
+    claim_as("r-one", 52).await;
     let back = s
         .run_hand_back_many("r-one", &[m], "replica r-one shutting down", at(t0, 53))
         .await
         .unwrap();
     assert_eq!(back, vec![m]);
-    s.run_claim_many(&claim("r-two", &none, 10), at(t0, 54))
-        .await
-        .unwrap();
-    s.run_finish_many("r-two", &[done(m)], at(t0, 55))
-        .await
-        .unwrap();
+    claim_as("r-two", 54).await;
+    finish_as("r-two", vec![done(m)], 55).await;
 
     // Canceled: one RUNNING (asked, confirmed by its replica's finish),
     // one AVAILABLE (at once).
@@ -194,9 +190,7 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
     let mut gpu = domain::gates::NodeLabels::default();
     gpu.live.insert("gpu".into());
     s.run_promote_round(&gpu, None, at(t0, 61)).await.unwrap();
-    s.run_claim_many(&claim("r-one", &none, 10), at(t0, 62))
-        .await
-        .unwrap();
+    claim_as("r-one", 62).await;
     let (running_task, running) = run_of(stopped, "running").await;
     let (waiting_task, _) = run_of(stopped, "waiting").await;
     s.task_cancel(running_task, "erin".into(), at(t0, 63))
@@ -205,9 +199,7 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
     s.task_cancel(waiting_task, "erin".into(), at(t0, 64))
         .await
         .unwrap();
-    s.run_finish_many("r-one", &[failed(running)], at(t0, 65))
-        .await
-        .unwrap();
+    finish_as("r-one", vec![failed(running)], 65).await;
 
     // A dead replica's run: swept, then its late success arrives (fenced,
     // noted, and its unstarted retry ends DONE); then an operator retries
@@ -223,9 +215,7 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
     )
     .await;
     round(71).await;
-    s.run_claim_many(&claim("r-dead", &none, 10), at(t0, 72))
-        .await
-        .unwrap();
+    claim_as("r-dead", 72).await;
     let (_, late) = run_of(dead, "late").await;
     let (lost_task, _) = run_of(dead, "lost").await;
     s.replica_upsert(&replica("r-one", &[]), at(t0, 80))
@@ -234,23 +224,15 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
     s.run_sweep(Duration::from_secs(10), Duration::ZERO, at(t0, 85))
         .await
         .unwrap();
-    let report = s
-        .run_finish_many("r-dead", &[done(late)], at(t0, 86))
-        .await
-        .unwrap();
+    let report = finish_as("r-dead", vec![done(late)], 86).await;
     assert_eq!(report.fenced, vec![late]);
     s.task_retry(lost_task, "frank".into(), at(t0, 90))
         .await
         .unwrap();
     round(91).await;
-    let claimed = s
-        .run_claim_many(&claim("r-one", &none, 10), at(t0, 92))
-        .await
-        .unwrap();
+    let claimed = claim_as("r-one", 92).await;
     assert_eq!(claimed.len(), 1);
-    s.run_finish_many("r-one", &[done(claimed[0].id)], at(t0, 93))
-        .await
-        .unwrap();
+    finish_as("r-one", vec![done(claimed[0].id)], 93).await;
 
     let events = all_events(s).await;
     // Each run's page reads its part of the same history, in order.
