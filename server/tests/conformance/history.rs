@@ -7,7 +7,8 @@
 //!
 //! The scenario covers every way a transition is recorded: submit,
 //! promotion, a round's own claim (PENDING → RUNNING in one write), claims
-//! and finishes, an automatic retry, a hand-back and a second claim, a
+//! and finishes, an automatic retry, a hand-back, a second claim and the
+//! first replica's late finish of the same run (fenced), a
 //! cancel asked of a RUNNING run and one of an AVAILABLE run, an approval,
 //! a sweep of a dead replica's run, its late success (fenced, noted, and
 //! the unstarted retry ended), and an operator's retry.
@@ -55,11 +56,12 @@ mod cases {
         // Where it was stored: on PostgreSQL only the ten unusual
         // transitions are rows (two retries' and one operator retry's
         // creations, an approval, a hand-back and the claim it undid, a
-        // cancel before running, two sweeps, an end without running);
-        // SQLite writes a row for each.
+        // cancel before running, two sweeps, an end without running), and
+        // the stamped end a late finish turned into one; SQLite writes a
+        // row for each.
         let rows = db.count("SELECT COUNT(*) FROM run_event").await;
         let expected = match kind {
-            Kind::Postgres => 10,
+            Kind::Postgres => 11,
             Kind::Sqlite => written.lines().count() as i64,
         };
         assert_eq!(rows, expected, "event rows");
@@ -174,6 +176,12 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
     assert_eq!(back, vec![m]);
     claim_as("r-two", 54).await;
     finish_as("r-two", vec![done(m)], 55).await;
+    // The first execution's success, arriving late: fenced, and a late
+    // success checks for a note to make, which turns the run's stamped
+    // end (r-two's) into its event row. It must read as it did.
+    let late = finish_as("r-one", vec![done(m)], 56).await;
+    assert_eq!(late.fenced, vec![m], "{late:?}");
+    assert!(late.succeeded_late.is_empty(), "{late:?}");
 
     // Canceled: one RUNNING (asked, confirmed by its replica's finish),
     // one AVAILABLE (at once).
