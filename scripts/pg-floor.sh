@@ -19,8 +19,11 @@
 # for the disk, no other session. Each phase is one transaction on one
 # backend, so its time is that backend's CPU time, near enough.
 #
-# Three variants, each in every round: with the event rows (as before),
-# with the stamps (as now), and with neither, to show each one's share.
+# Four variants, each in every round: with the event rows (as before),
+# with the stamps (as now), with the stamps and every run's promotion
+# and claim one write (the claim takes PENDING runs, as a round's claim
+# for its own replica does; the promote phase then writes nothing), and
+# with neither, to show each one's share.
 #
 # It prints, per phase, the median over K rounds of the time and of the
 # time per run, and the floor for the bench's two throughput phases:
@@ -65,9 +68,16 @@ DB_URL="${PG_URL%/*}/$DB"
 # One phase per `\echo phase NAME` line; psql's \timing prints the time
 # of the statement after it.
 model() {
-    local events=$1 stamps=$2
+    local events=$1 stamps=$2 fused=$3
     # A stamp's number, or NULL (a CASE that is never true draws none).
     local seq="CASE WHEN $stamps THEN nextval('run_event_id_seq') END"
+    # Fused: the claim takes PENDING runs, promotion and claim in one
+    # write, as a round's claim for its own replica does.
+    local claimable="status = 'AVAILABLE'" promotion=""
+    if [[ $fused == TRUE ]]; then
+        claimable="status = 'PENDING' AND held = FALSE"
+        promotion=" waiting_cause = NULL, available_at = now(), available_seq = $seq,"
+    fi
     cat <<SQL
 \set ON_ERROR_STOP on
 SET synchronous_commit = off;
@@ -103,7 +113,8 @@ END \$\$;
 WITH moved AS (
     UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL,
         available_at = CASE WHEN $stamps THEN now() END, available_seq = $seq
-    WHERE id = ANY(ARRAY(SELECT id FROM task_run WHERE status = 'PENDING' AND held = FALSE))
+    WHERE id = ANY(ARRAY(SELECT id FROM task_run WHERE status = 'PENDING' AND held = FALSE
+            AND NOT $fused))
         AND status = 'PENDING' AND held = FALSE
     RETURNING id)
 INSERT INTO run_event (run_id, from_status, to_status, actor, at)
@@ -116,12 +127,12 @@ BEGIN
     WITH claimed AS (
         UPDATE task_run r SET status = 'RUNNING', replica_id = 'r-floor', started_at = now(),
             last_heartbeat_at = now(), deadline = now() + r.timeout_ms * INTERVAL '1 millisecond',
-            heartbeat_deadline = now() + INTERVAL '30 seconds', claimed_seq = $seq
+            heartbeat_deadline = now() + INTERVAL '30 seconds',$promotion claimed_seq = $seq
         FROM task t
         WHERE r.id = ANY(ARRAY(
-                SELECT id FROM task_run WHERE status = 'AVAILABLE' AND node IS NULL
+                SELECT id FROM task_run WHERE $claimable AND node IS NULL
                 ORDER BY id LIMIT $batch))
-            AND r.status = 'AVAILABLE' AND t.id = r.task_id
+            AND r.$claimable AND t.id = r.task_id
         RETURNING r.id, t.executor),
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
@@ -172,9 +183,9 @@ fresh_database() {
 # Prints "phase milliseconds" lines for one run of the model; checks that
 # every run ended DONE with the expected numbers of event rows and stamps.
 measure() {
-    local events=$1 stamps=$2 expected=$3 out
+    local events=$1 stamps=$2 fused=$3 expected=$4 out
     fresh_database
-    out=$(model "$events" "$stamps" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) ||
+    out=$(model "$events" "$stamps" "$fused" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) ||
         die "the model failed: $out"
     local check
     check=$(tail -n1 <<<"$out")
@@ -186,9 +197,10 @@ measure() {
 results=$(mktemp)
 step "Writing $runs runs, $rounds round(s), claims and finishes of $batch, into a scratch database"
 for ((round = 1; round <= rounds; round++)); do
-    measure TRUE FALSE "$((runs * 4))|0" | sed 's/^/events /' >>"$results"
-    measure FALSE TRUE "0|$((runs * 4))" | sed 's/^/stamps /' >>"$results"
-    measure FALSE FALSE "0|0" | sed 's/^/bare /' >>"$results"
+    measure TRUE FALSE FALSE "$((runs * 4))|0" | sed 's/^/events /' >>"$results"
+    measure FALSE TRUE FALSE "0|$((runs * 4))" | sed 's/^/stamps /' >>"$results"
+    measure FALSE TRUE TRUE "0|$((runs * 4))" | sed 's/^/fused /' >>"$results"
+    measure FALSE FALSE FALSE "0|0" | sed 's/^/bare /' >>"$results"
 done
 "$PSQL" "$PG_URL" -q -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB"
 
@@ -203,13 +215,14 @@ phases = ["submit", "promote", "claim", "finish"]
 med = {k: statistics.median(v) for k, v in times.items()}
 print(f"\nmedians of {rounds} round(s) of {runs} runs, one backend, "
       "synchronous_commit off")
-print(f"{'phase':<28}{'event rows (before)':>24}{'stamps (now)':>24}{'neither':>24}")
+print(f"{'phase':<28}{'event rows (before)':>24}{'stamps (now)':>24}"
+      f"{'stamps, fused':>24}{'neither':>24}")
 def row(name, keys):
     cells = []
-    for variant in ["events", "stamps", "bare"]:
+    for variant in ["events", "stamps", "fused", "bare"]:
         ms = sum(med[(variant, k)] for k in keys)
         cells.append(f"{ms:8.1f} ms {ms * 1000 / runs:6.2f} µs/run")
-    print(f"{name:<28}{cells[0]:>24}{cells[1]:>24}{cells[2]:>24}")
+    print(f"{name:<28}" + "".join(f"{c:>24}" for c in cells))
 for phase in phases:
     row(phase, [phase])
 row("floor, full queue", ["promote", "claim", "finish"])
