@@ -56,7 +56,8 @@ pub struct Settings {
     /// Address the API and dashboard listen on.
     #[arg(long, env = "BATON_LISTEN", default_value = "127.0.0.1:3000")]
     pub listen: SocketAddr,
-    /// Executions this replica runs at once.
+    /// Executions this replica runs at once; 0: it schedules and serves,
+    /// and runs no task.
     #[arg(long, env = "BATON_WORKERS", default_value_t = loops::DEFAULT_WORKERS)]
     pub workers: usize,
     /// Fallback wake-up of the scheduler loops when no notification comes.
@@ -314,6 +315,16 @@ impl Settings {
     /// Settings that parse but cannot be meant: checked at start.
     pub fn check(&self) -> anyhow::Result<()> {
         crate::auth::proxies::TrustedProxies::parse(&self.trusted_proxies)?;
+        // A label tells the gates that a live replica can run the tasks
+        // pinned to it; a replica without workers cannot, and its label
+        // would keep them waiting for it rather than reassigned.
+        let labels = self.labels();
+        anyhow::ensure!(
+            self.workers > 0 || labels.is_empty(),
+            "BATON_LABELS ({}) names node labels for tasks this replica would run, but \
+             BATON_WORKERS is 0, so it runs none: drop the labels, or give it workers",
+            labels.join(",")
+        );
         anyhow::ensure!(
             (Duration::from_secs(1)..=Duration::from_secs(3600))
                 .contains(&self.http_header_timeout),

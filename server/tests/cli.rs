@@ -834,20 +834,21 @@ fn version_names_the_commit() {
 fn bad_settings_stop_serve_before_the_database_and_submit_reads_a_bounded_file() {
     let dir = tempfile::tempdir().unwrap();
     let database = dir.path().join("baton.db");
-    let serve = |name: &str, value: &str| {
+    let serve_with = |vars: &[(&str, &str)]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .env(
                 "BATON_DATABASE_URL",
                 format!("sqlite://{}", database.display()),
             )
-            .env(name, value)
+            .envs(vars.iter().copied())
             .env_remove("RUST_BACKTRACE")
             .output()
             .expect("run baton serve");
-        assert!(!out.status.success(), "{name}={value} started");
+        assert!(!out.status.success(), "{vars:?} started");
         text(&out.stderr)
     };
+    let serve = |name: &str, value: &str| serve_with(&[(name, value)]);
     let said = serve("BATON_STALE_AFTER", "18446744073709551615s");
     assert!(
         said.contains("BATON_STALE_AFTER must be at most a day"),
@@ -887,7 +888,15 @@ fn bad_settings_stop_serve_before_the_database_and_submit_reads_a_bounded_file()
     );
     let said = serve("BATON_WORKERS", "18446744073709551615");
     assert!(
-        said.contains("BATON_WORKERS must be from 1 to 10000"),
+        said.contains("BATON_WORKERS must be from 0 (run no tasks) to 10000"),
+        "{said}"
+    );
+    // A label on a replica that runs nothing would keep the tasks pinned
+    // to it waiting for it.
+    let said = serve_with(&[("BATON_WORKERS", "0"), ("BATON_LABELS", "gpu, eu")]);
+    assert!(
+        said.contains("BATON_LABELS (gpu,eu) names node labels")
+            && said.contains("BATON_WORKERS is 0"),
         "{said}"
     );
     let said = serve("BATON_LEADER_LEASE", "1m");

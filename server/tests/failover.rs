@@ -500,6 +500,86 @@ async fn pinned_work_waits_with_a_cause_then_is_reassigned() {
     assert_eq!(log, "ran on gpu\n");
 }
 
+/// A replica started with no workers (`BATON_WORKERS=0`) schedules, leads
+/// and serves, and runs nothing: its promotion rounds claim no run for
+/// it, so every run goes to a replica with workers, and with none left a
+/// run waits AVAILABLE rather than start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_without_workers_schedules_and_runs_nothing() {
+    let mut c = Cluster::start(0, &fast_liveness()).await;
+    // Started first, so it takes the leader's lease.
+    let scheduler = Baton::start(c.db.url(), &fast_liveness().env("BATON_WORKERS", "0")).await;
+    let scheduler_id = scheduler.replica_id.clone();
+    c.batons.push(scheduler);
+    eventually(
+        Duration::from_secs(5),
+        "the worker-less replica leads",
+        || {
+            let api = &c.batons[0];
+            let id = &scheduler_id;
+            async move {
+                let replicas = api.try_replicas().await?;
+                replicas
+                    .iter()
+                    .any(|r| &r.replica_id == id && r.leader)
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    // Ready for a load balancer's traffic like any replica.
+    let (ready, body) = c.batons[0].get_json("/readyz").await;
+    assert!(ready.is_success(), "{body}");
+    let worker = Baton::start(c.db.url(), &fast_liveness()).await;
+    let worker_id = worker.replica_id.clone();
+    c.batons.push(worker);
+
+    let tasks: Vec<_> = (0..20)
+        .map(|i| json!({"name": format!("t{i}"), "target": format!("w/{i}"), "sleep": "0s"}))
+        .collect();
+    let plan = c.batons[0]
+        .submit(json!({"name": "spread", "tasks": tasks}))
+        .await;
+    let done = eventually(Duration::from_secs(10), "every task DONE", || {
+        let api = &c.batons[0];
+        async move {
+            let plan = api.plan(plan.id).await?;
+            (plan.status == PlanStatus::Done).then_some(plan)
+        }
+    })
+    .await;
+    for task in &done.tasks {
+        assert_eq!(
+            task.replica_id.as_deref(),
+            Some(worker_id.as_str()),
+            "{} ran on the replica without workers",
+            task.name
+        );
+    }
+
+    // Without the worker, a run is promoted and waits.
+    let mut gone = c.take(&worker_id);
+    gone.sigterm_and_wait(Duration::from_secs(10)).await;
+    let lone = c.batons[0]
+        .submit(json!({"name": "lone", "tasks": [{"name": "t", "target": "w/x", "sleep": "0s"}]}))
+        .await;
+    let waiting = wait_for_task(
+        &c.batons[0],
+        lone.id,
+        "t",
+        Duration::from_secs(5),
+        "`t` AVAILABLE",
+        |t| t.status == TaskStatus::Available,
+    )
+    .await;
+    tokio::time::sleep(SLACK).await;
+    let still = c.batons[0].plan(lone.id).await.unwrap();
+    let task = still.tasks.iter().find(|t| t.name == "t").unwrap();
+    assert_eq!(task.status, TaskStatus::Available, "{task:?}");
+    assert_eq!(task.run_id, waiting.run_id);
+    assert_eq!(task.replica_id, None);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_hands_running_work_back_and_exits_zero() {
     let grace = Duration::from_secs(1);

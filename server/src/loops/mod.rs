@@ -138,10 +138,12 @@ impl SchedulerConfig {
 
     pub fn validate(&self) -> anyhow::Result<()> {
         // The upper bound keeps a slot count a sane SQL LIMIT: a huge one
-        // wrapped to a negative i64, which SQLite reads as no limit.
+        // wrapped to a negative i64, which SQLite reads as no limit. None
+        // is a replica that schedules and serves, and leaves the runs to
+        // replicas with workers (docs/deploy.md).
         anyhow::ensure!(
-            (1..=MAX_WORKERS).contains(&self.workers),
-            "BATON_WORKERS must be from 1 to {MAX_WORKERS}, not {}",
+            self.workers <= MAX_WORKERS,
+            "BATON_WORKERS must be from 0 (run no tasks) to {MAX_WORKERS}, not {}",
             self.workers
         );
         // Checked first: the checks below and the loops multiply these,

@@ -99,7 +99,7 @@ pub struct Baton {
     child: Child,
     /// `http://127.0.0.1:PORT`, no trailing slash.
     pub base: String,
-    /// The label only this process carries.
+    /// The label only this process carries (none without workers).
     pub label: String,
     /// The replica id this process registered under.
     pub replica_id: String,
@@ -126,9 +126,23 @@ impl Baton {
     /// replica row is visible.
     pub async fn start(database_url: &str, options: &Options) -> Baton {
         let port = free_port();
-        let label = format!("proc-{}", STARTED.fetch_add(1, Ordering::SeqCst));
+        // A replica without workers may carry no label (it would run
+        // nothing pinned to it): it is told apart as the newest replica
+        // without one.
+        let runs_tasks = options.env.get("BATON_WORKERS").is_none_or(|w| w != "0");
+        let label = match runs_tasks {
+            true => format!("proc-{}", STARTED.fetch_add(1, Ordering::SeqCst)),
+            false => {
+                assert!(
+                    options.labels.is_empty(),
+                    "a replica without workers has no labels"
+                );
+                String::new()
+            }
+        };
         let labels = std::iter::once(label.clone())
             .chain(options.labels.iter().cloned())
+            .filter(|l| !l.is_empty())
             .collect::<Vec<_>>()
             .join(",");
         // baton logs to stdout: shown only when TEST_LOG asks for logs.
@@ -187,8 +201,12 @@ impl Baton {
             .replicas()
             .await
             .into_iter()
-            .find(|r| r.labels.contains(&baton.label))
-            .unwrap_or_else(|| panic!("no replica labelled {}", baton.label));
+            .filter(|r| match runs_tasks {
+                true => r.labels.contains(&baton.label),
+                false => r.labels.is_empty(),
+            })
+            .max_by_key(|r| r.started_at)
+            .unwrap_or_else(|| panic!("no replica labelled {:?}", baton.label));
         baton.replica_id = me.replica_id;
         baton
     }
