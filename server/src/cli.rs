@@ -94,8 +94,11 @@ pub enum Command {
     /// users file's `password_hash`.
     HashPassword,
     /// Print a new API token and its hash for the users file's
-    /// `token_hashes`.
-    NewToken,
+    /// `token_hashes`; with --agent, an agent's entry for its `agents:`.
+    NewToken(crate::auth::NewTokenArgs),
+    /// Run tasks on this machine for the replicas at --server, over the
+    /// worker protocol, without database access (docs/agents.md).
+    Agent(Box<crate::agent::AgentArgs>),
     /// Print the shell completion script for bash, zsh, fish, elvish or
     /// powershell, e.g. `baton completions bash > /etc/bash_completion.d/baton`.
     Completions { shell: clap_complete::Shell },

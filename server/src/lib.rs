@@ -25,6 +25,8 @@
 //!   [`fair_queue`], [`fair_share`], [`body_limit`]: what one client may
 //!   take of a replica.
 //! - [`client`]: `baton submit`, `status` and the other API clients.
+//! - [`agent`]: `baton agent`, a worker on another machine, and the
+//!   worker protocol it speaks with the replicas (`api/worker.rs`).
 //! - [`cli`], [`config`]: the command line and the settings it shares.
 //! - [`serve`]: starting a replica; [`http_server`]: the HTTP server with
 //!   its connection bounds; [`telemetry`]: logs.
@@ -33,6 +35,7 @@
 //!   tests switch on; [`webhook_signature`], [`replica_views`].
 
 pub mod actions;
+pub mod agent;
 pub mod api;
 pub mod auth;
 pub mod bench;

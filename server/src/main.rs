@@ -35,7 +35,11 @@ fn main() -> std::process::ExitCode {
 fn prints_for_a_pipe(command: &Command) -> bool {
     !matches!(
         command,
-        Command::Serve(_) | Command::Migrate(_) | Command::Prune(_) | Command::Bench(_)
+        Command::Serve(_)
+            | Command::Migrate(_)
+            | Command::Prune(_)
+            | Command::Bench(_)
+            | Command::Agent(_)
     )
 }
 
@@ -97,7 +101,8 @@ async fn run() -> anyhow::Result<()> {
             baton::bench::run(bench.settings, bench.bench).await
         }
         Command::HashPassword => baton::auth::hash_password_command(),
-        Command::NewToken => baton::auth::new_token_command(),
+        Command::NewToken(args) => baton::auth::new_token_command(&args),
+        Command::Agent(args) => baton::agent::run(*args).await,
         Command::Completions { shell } => {
             baton::cli::print_completions(shell);
             Ok(())

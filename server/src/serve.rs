@@ -158,6 +158,7 @@ pub fn router_over(
         health: scheduler.health,
         commands: settings.command_policy(),
         stopping: scheduler.stopping.clone(),
+        scheduler: settings.scheduler(),
     };
     let bundle = match &settings.site_root {
         Some(dir) => dashboard::Bundle::Directory(dir.clone()),
@@ -221,7 +222,7 @@ fn error_links(settings: &Settings) -> anyhow::Result<dashboard::error_links::Er
 /// closing terminal or ssh session sends a foreground `baton serve`; left
 /// to its default it killed the replica on the spot, and its runs failed
 /// at the sweep instead of being handed back.
-async fn stop_on_signal(shutdown: CancellationToken) {
+pub(crate) async fn stop_on_signal(shutdown: CancellationToken) {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     let unix = async {

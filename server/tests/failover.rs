@@ -993,7 +993,7 @@ async fn a_claim_answered_too_late_starts_nothing() {
     let mut registry = baton::executor::Registry::builtin();
     registry.register("sleep", Counted(executions.clone()));
     let worker = Arc::new(Worker::new(
-        store.clone(),
+        baton::loops::DatabaseLedger::over(store.clone()),
         "r-late".into(),
         registry,
         &config,
@@ -1001,7 +1001,12 @@ async fn a_claim_answered_too_late_starts_nothing() {
     // What the replica heartbeat loop records before each claim: without
     // it the claimer takes nothing (the replica could be swept any time).
     let ownership = worker.ownership();
-    let claimer = Claimer::new(store, worker, Vec::new(), &config);
+    let claimer = Claimer::new(
+        baton::loops::DatabaseLedger::over(store),
+        worker,
+        Vec::new(),
+        &config,
+    );
     let plan = direct
         .plan_insert(
             &common::plan(json!({"name": "late", "tasks": [

@@ -22,6 +22,7 @@ mod schedules;
 mod strict_query;
 mod targets;
 mod tasks;
+mod worker;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +32,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 pub use self::error::{ApiError, ApiResult};
-use crate::loops::{LoopHealth, RunCounters};
+pub use self::worker::PROTOCOL_HEADER;
+use crate::loops::{LoopHealth, RunCounters, SchedulerConfig};
 use crate::plan::CommandPolicy;
 use crate::store::{ReplicaInfo, Store};
 use domain::model::Identity;
@@ -59,6 +61,8 @@ pub struct ApiState {
     pub stopping: tokio_util::sync::CancellationToken,
     /// The request slots, for `/metrics`.
     pub requests: crate::fair_queue::FairQueue,
+    /// The replica's timings, which agents keep too (the worker protocol).
+    pub scheduler: SchedulerConfig,
 }
 
 /// An operator action answered with the plan as it now stands.
@@ -135,6 +139,14 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/log", get(runs::log))
         .route("/replicas", get(replicas::list))
+        .route("/worker/hello", post(worker::hello))
+        .route("/worker/beat", post(worker::beat))
+        .route("/worker/take", post(worker::take))
+        .route("/worker/runs/beat", post(worker::beat_runs))
+        .route("/worker/runs/log", post(worker::log))
+        .route("/worker/finish", post(worker::finish))
+        .route("/worker/hand-back", post(worker::hand_back))
+        .route("/worker/bye", post(worker::bye))
         .route("/openapi.json", get(openapi::openapi))
         .route_layer(axum::middleware::from_fn(strict_query::no_query));
     let api = queried

@@ -44,7 +44,7 @@ mod tests {
                 .and_then(|rest| rest.split_once('/'))
                 .unwrap_or_else(|| panic!("unexpected $ref {r}"));
             assert!(
-                matches!(kind, "schemas" | "responses"),
+                matches!(kind, "schemas" | "responses" | "parameters"),
                 "unexpected $ref {r}"
             );
             let defined = doc["components"][kind].as_object();

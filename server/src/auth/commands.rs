@@ -26,13 +26,48 @@ pub fn hash_password_command() -> anyhow::Result<()> {
     Ok(())
 }
 
+#[derive(clap::Args, Debug)]
+pub struct NewTokenArgs {
+    /// A token for `baton agent`: it opens only the worker protocol.
+    /// Prints the entry for the users file's `agents:`.
+    #[arg(long)]
+    pub agent: bool,
+    /// The agent's name (with --agent): its id starts with it.
+    #[arg(long, requires = "agent", default_value = "agent")]
+    pub name: String,
+    /// The labels the agent may carry (with --agent, comma-separated).
+    #[arg(long, requires = "agent", value_delimiter = ',')]
+    pub labels: Vec<String>,
+}
+
 /// Prints a new API token and the hash that goes in a user's
-/// `token_hashes`. The token itself is stored nowhere: hand it to the
-/// client now.
-pub fn new_token_command() -> anyhow::Result<()> {
+/// `token_hashes` (or, with `--agent`, a whole `agents:` entry). The
+/// token itself is stored nowhere: hand it to the client now.
+pub fn new_token_command(args: &NewTokenArgs) -> anyhow::Result<()> {
     let token = new_token()?;
+    let hash = token_hash(&token).to_text();
     println!("token: {token}");
-    println!("token_hash: {}", token_hash(&token).to_text());
+    if !args.agent {
+        println!("token_hash: {hash}");
+        return Ok(());
+    }
+    let labels: Vec<String> = args
+        .labels
+        .iter()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect();
+    super::check_labels(&labels).map_err(|e| anyhow::anyhow!("--labels: {e}"))?;
+    // Checked as the users file will check it, before anything prints
+    // that could not be used.
+    let entry = format!(
+        "agents:\n  - name: {}\n    labels: {}\n    token_hashes: [\"{hash}\"]\n",
+        args.name,
+        serde_json::to_string(&labels)?,
+    );
+    super::Users::check_agents(&entry).map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!("# for the users file (BATON_USERS_FILE):");
+    print!("{entry}");
     Ok(())
 }
 

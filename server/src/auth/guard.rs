@@ -49,6 +49,21 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
     if is_public(&path) && !soft {
         return next.run(request).await;
     }
+    // The worker protocol is the agents', and only theirs: no person's
+    // credentials open it, and an agent token opens nothing else.
+    if path.starts_with(WORKER_PROTOCOL) {
+        return match auth.identify_agent(request.headers()) {
+            Ok(grant) => {
+                request.extensions_mut().insert(grant);
+                next.run(request).await
+            }
+            Err(AuthError::Refused(why)) => audience.refuse(StatusCode::UNAUTHORIZED, why),
+            Err(_) => audience.refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "cannot check the agent token".into(),
+            ),
+        };
+    }
     let client = Client::of(request.extensions(), request.headers());
     let source = client.source(&auth.trusted_proxies);
     match auth.identify(request.headers(), source.as_deref()).await {
@@ -81,6 +96,9 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
 }
 
 pub const SIGN_IN_PAGE: &str = "/login";
+
+/// Where the worker protocol lives (docs/agents.md).
+pub const WORKER_PROTOCOL: &str = "/api/v1/worker/";
 
 /// The dashboard's live feeds: one request that answers for as long as
 /// the tab stays open.

@@ -17,6 +17,7 @@
 //! In both modes a browser request that changes something must come from
 //! the dashboard's own origin (CSRF).
 
+mod agent_tokens;
 mod client;
 mod commands;
 mod guard;
@@ -35,8 +36,9 @@ use axum::http::{HeaderMap, header};
 use base64::Engine;
 use domain::model::{Identity, Role};
 
+pub use self::agent_tokens::{AgentGrant, check_labels};
 pub use self::client::Client;
-pub use self::commands::{hash_password_command, new_token_command};
+pub use self::commands::{NewTokenArgs, hash_password_command, new_token_command};
 pub use self::guard::{Credentials, guard};
 pub use self::login::{login, logout};
 use self::password_cache::PasswordCache;
@@ -182,6 +184,38 @@ impl Auth {
         }))
     }
 
+    /// The agent token these headers carry: only a bearer token listed
+    /// under `agents:` opens the worker protocol (anyone's, on a server
+    /// without users, which answers the loopback only).
+    pub fn identify_agent(&self, headers: &HeaderMap) -> Result<AgentGrant, AuthError> {
+        let Some(users) = &self.users else {
+            return Ok(AgentGrant::open());
+        };
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .trim();
+        let token = value
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .ok_or_else(|| {
+                AuthError::Refused(
+                    "the worker protocol needs an agent token: `Authorization: Bearer <token>` \
+                     (baton new-token --agent)"
+                        .into(),
+                )
+            })?;
+        users
+            .agents
+            .by_token(&token_hash(token))
+            .cloned()
+            .ok_or_else(|| {
+                AuthError::Refused("the token is not an agent token this server knows".into())
+            })
+    }
+
     async fn identify_header(
         &self,
         users: &Users,
@@ -190,8 +224,16 @@ impl Auth {
     ) -> Result<Identity, AuthError> {
         let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
         if scheme.eq_ignore_ascii_case("bearer") {
+            let hash = token_hash(rest.trim());
+            if let Some(agent) = users.agents.by_token(&hash) {
+                return Err(AuthError::Refused(format!(
+                    "this is the agent token of `{}`: it may only use the worker protocol \
+                     under /api/v1/worker/",
+                    agent.name
+                )));
+            }
             return users
-                .by_token(&token_hash(rest.trim()))
+                .by_token(&hash)
                 .map(|user| identity(&user.name, user.role))
                 .ok_or_else(|| AuthError::Refused("the API token is not known".into()));
         }

@@ -8,7 +8,14 @@
 //!   - name: grafana
 //!     role: viewer
 //!     token_hashes: ["sha256:9f86d08…"]                   # baton new-token
+//! agents:                                                  # optional
+//!   - name: build-eu
+//!     labels: [gpu, eu]
+//!     token_hashes: ["sha256:4e07408…"]                   # baton new-token --agent
 //! ```
+//!
+//! An agent's token may only use the worker protocol, and take only runs
+//! its labels allow ([`super::agent_tokens`]).
 //!
 //! Only hashes are kept, so the file can be shared among replicas (a
 //! Kubernetes secret, a config-management template) without handing out
@@ -68,6 +75,8 @@ fn read_trusted(path: &Path) -> anyhow::Result<String> {
 #[serde(deny_unknown_fields)]
 struct UsersFile {
     users: Vec<UserEntry>,
+    #[serde(default)]
+    agents: Vec<super::agent_tokens::AgentEntry>,
 }
 
 #[derive(Deserialize)]
@@ -99,6 +108,7 @@ pub struct User {
 pub struct Users {
     by_name: HashMap<String, User>,
     by_token: HashMap<TokenHash, String>,
+    pub(super) agents: super::agent_tokens::AgentGrants,
 }
 
 /// What is wrong with a users file, and where.
@@ -137,9 +147,16 @@ impl Users {
         let mut users = Users {
             by_name: HashMap::new(),
             by_token: HashMap::new(),
+            agents: Default::default(),
         };
         for (i, entry) in file.users.into_iter().enumerate() {
             users.add(i, entry)?;
+        }
+        for (i, entry) in file.agents.into_iter().enumerate() {
+            // One token, one kind: a token that is a user's too would let
+            // an agent act as that user.
+            let owner = |hash: &TokenHash| users.by_token.get(hash).cloned();
+            users.agents.add(i, entry, owner)?;
         }
         Ok(users)
     }
@@ -211,6 +228,13 @@ impl Users {
         Ok(())
     }
 
+    /// Checks an `agents:` section alone, as [`Users::parse`] would.
+    pub fn check_agents(text: &str) -> Result<(), InvalidUsers> {
+        let placeholder = "users:\n  - name: placeholder\n    role: viewer\n    \
+             password_hash: \"$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaGhhc2g\"\n";
+        Users::parse(&format!("{placeholder}{text}")).map(|_| ())
+    }
+
     pub fn get(&self, name: &str) -> Option<&User> {
         self.by_name.get(name)
     }
@@ -229,7 +253,7 @@ impl Users {
     }
 }
 
-fn invalid(field: &str, message: impl Into<String>) -> InvalidUsers {
+pub(super) fn invalid(field: &str, message: impl Into<String>) -> InvalidUsers {
     InvalidUsers {
         field: field.to_owned(),
         message: message.into(),

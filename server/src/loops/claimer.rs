@@ -7,12 +7,12 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::health::Probe;
-use super::{Claimant, SchedulerConfig, Worker};
-use crate::store::{Claim, Store};
+use super::{Claimant, RunLedger, SchedulerConfig, Worker};
+use crate::store::Claim;
 use domain::time::Ts;
 
 pub struct Claimer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn RunLedger>,
     worker: Arc<Worker>,
     labels: Vec<String>,
     poll_interval: Duration,
@@ -22,7 +22,7 @@ pub struct Claimer {
 
 impl Claimer {
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn RunLedger>,
         worker: Arc<Worker>,
         labels: Vec<String>,
         config: &SchedulerConfig,

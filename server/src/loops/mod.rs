@@ -23,6 +23,7 @@ mod deliverer;
 mod health;
 mod last_words;
 mod leader;
+mod ledger;
 mod ownership;
 mod promoter;
 mod pruner;
@@ -48,6 +49,7 @@ pub use self::deliverer::{DELIVERY_ROUND_BOUND, Deliverer, DeliveryConfig};
 pub use self::health::{LoopHealth, Probe, Stalled};
 pub use self::last_words::LastWords;
 pub use self::leader::{LeaderLease, Leadership, round_interval};
+pub use self::ledger::{DatabaseLedger, RunLedger};
 pub use self::ownership::Ownership;
 pub use self::promoter::Promoter;
 pub use self::pruner::Pruner;
@@ -240,8 +242,9 @@ impl Replica {
         config.validate()?;
         let stopping = shutdown.clone();
         store.replica_upsert(&info, Ts::now()).await?;
+        let ledger = DatabaseLedger::over(store.clone());
         let worker = Arc::new(Worker::new(
-            store.clone(),
+            ledger.clone(),
             info.replica_id.clone(),
             registry,
             &config,
@@ -271,7 +274,7 @@ impl Replica {
         loops.spawn(
             "heartbeat",
             beat.clone(),
-            ReplicaHeartbeat::new(store.clone(), info.clone(), config.heartbeat_interval)
+            ReplicaHeartbeat::new(ledger.clone(), info.clone(), config.heartbeat_interval)
                 .reporting_to(beat)
                 .proving(worker.ownership())
                 .ending_with(worker.last_words())
@@ -354,7 +357,7 @@ impl Replica {
             );
         }
         let claiming = probe("claimer", config.poll_interval);
-        let claimer = Claimer::new(store.clone(), worker.clone(), info.labels.clone(), &config)
+        let claimer = Claimer::new(ledger, worker.clone(), info.labels.clone(), &config)
             .reporting_to(claiming.clone());
         let claimer_done = claiming_done;
         let stop_claiming = shutdown.clone();

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::loops::{Ownership, Probe};
-use crate::store::{ReplicaInfo, Store, StoreError};
+use crate::loops::{Ownership, Probe, RunLedger};
+use crate::store::{ReplicaInfo, StoreError};
 use domain::time::Ts;
 
 pub struct ReplicaHeartbeat {
-    store: Arc<dyn Store>,
+    store: Arc<dyn RunLedger>,
     info: ReplicaInfo,
     interval: Duration,
     probe: Probe,
@@ -20,7 +20,7 @@ pub struct ReplicaHeartbeat {
 }
 
 impl ReplicaHeartbeat {
-    pub fn new(store: Arc<dyn Store>, info: ReplicaInfo, interval: Duration) -> Self {
+    pub fn new(store: Arc<dyn RunLedger>, info: ReplicaInfo, interval: Duration) -> Self {
         ReplicaHeartbeat {
             store,
             info,

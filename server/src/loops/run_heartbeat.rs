@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Store, StoreError};
+use super::RunLedger;
+use crate::store::StoreError;
 use domain::time::Ts;
 
 /// Between attempts after a failed beat: short against the runs'
@@ -91,7 +92,7 @@ impl RunHandle {
 
 /// Beats the runs of one replica's [`RunTable`].
 pub struct RunHeartbeat {
-    store: Arc<dyn Store>,
+    store: Arc<dyn RunLedger>,
     replica_id: String,
     heartbeat_interval: Duration,
     running: RunTable,
@@ -99,7 +100,7 @@ pub struct RunHeartbeat {
 
 impl RunHeartbeat {
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn RunLedger>,
         replica_id: String,
         heartbeat_interval: Duration,
         running: RunTable,

@@ -23,12 +23,13 @@ use domain::model::RunStatus;
 use tokio::sync::{Mutex as AsyncMutex, MutexGuard, Notify, OwnedMutexGuard, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::RunLedger;
 use super::SchedulerConfig;
 use super::counters::{Claimant, RunCounters};
 use super::ownership::Ownership;
 use crate::executor::{LogSink, Outcome, Registry, RunContext, output};
 use crate::loops::{LAST_WRITE, LastWords, RunHandle, RunHeartbeat, RunTable};
-use crate::store::{ClaimedRun, Finish, LogLine, Store, StoreError};
+use crate::store::{ClaimedRun, Finish, LogLine, StoreError};
 use domain::time::Ts;
 
 /// Finishes written per transaction, at most.
@@ -40,7 +41,7 @@ const LOG_BATCH: usize = 512;
 pub(crate) const STOP_WAIT: Duration = Duration::from_secs(10);
 
 pub struct Worker {
-    store: Arc<dyn Store>,
+    store: Arc<dyn RunLedger>,
     replica_id: String,
     registry: Registry,
     workers: usize,
@@ -66,7 +67,7 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn RunLedger>,
         replica_id: String,
         registry: Registry,
         config: &SchedulerConfig,
@@ -197,6 +198,15 @@ impl Worker {
     /// so the round can keep it until its runs are spawned.
     pub fn try_claim_turn(&self) -> Option<OwnedMutexGuard<()>> {
         self.claiming.clone().try_lock_owned().ok()
+    }
+
+    /// Stops every execution and writes nothing more for their runs: this
+    /// worker may no longer act for them (an agent whose token a replica
+    /// refused). The sweeper resolves them as a dead worker's.
+    pub fn abandon_all(&self) {
+        for (id, handle) in self.running.lock().expect("poisoned").iter() {
+            handle.lose(*id);
+        }
     }
 
     /// Ids of runs this replica is executing.

@@ -73,6 +73,11 @@ pub enum StoreError {
     /// [`LOCK_NOT_AVAILABLE`]).
     #[error("held up by the database's write lock")]
     LockWait,
+    /// An agent's replica did not take the write: unreachable, stopping,
+    /// or answering an error (docs/agents.md). The same write may succeed
+    /// shortly, through another replica.
+    #[error("{0}")]
+    Remote(String),
 }
 
 /// PostgreSQL's `lock_not_available`: a `lock_timeout` ran out.

@@ -39,6 +39,9 @@ pub struct Signals {
     /// Moves on every raise and touch: how the dashboard's feed learns
     /// that what it last read may be out of date.
     generation: watch::Sender<u64>,
+    /// Moves when runs became AVAILABLE: how the agents' waiting takes
+    /// (any number of them) learn it, beside the claimer's `available`.
+    availability: watch::Sender<u64>,
 }
 
 impl Default for Signals {
@@ -49,6 +52,7 @@ impl Default for Signals {
             deliveries: Notify::new(),
             canceled: Notify::new(),
             generation: watch::Sender::new(0),
+            availability: watch::Sender::new(0),
         }
     }
 }
@@ -87,7 +91,10 @@ impl Signal {
 impl Signals {
     pub fn raise(&self, signal: Signal) {
         match signal {
-            Signal::Available => self.available.notify_one(),
+            Signal::Available => {
+                self.available.notify_one();
+                self.availability.send_modify(|g| *g = g.wrapping_add(1));
+            }
             Signal::Changed => self.changed.notify_one(),
             Signal::Canceled => self.canceled.notify_one(),
             Signal::Deliveries => self.deliveries.notify_one(),
@@ -106,6 +113,11 @@ impl Signals {
     /// replicas' commits.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
+    }
+
+    /// A receiver that sees every later raise of [`Signal::Available`].
+    pub fn availabilities(&self) -> watch::Receiver<u64> {
+        self.availability.subscribe()
     }
 }
 

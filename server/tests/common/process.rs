@@ -345,3 +345,102 @@ pub fn process_running(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+/// One running `baton agent`; killed when dropped.
+pub struct Agent {
+    child: Child,
+    /// The label only this process carries.
+    pub label: String,
+    /// The id its hello was given (`a-…`).
+    pub agent_id: String,
+}
+
+impl Agent {
+    /// Starts `baton agent` for the replicas at `servers` with `workers`
+    /// and any `env`, and returns once its row is visible through
+    /// `watch` (any replica of the cluster).
+    pub async fn start(servers: &[&Baton], workers: usize, env: &[(&str, &str)]) -> Agent {
+        let label = format!("proc-{}", STARTED.fetch_add(1, Ordering::SeqCst));
+        let log_level = std::env::var("TEST_LOG").ok();
+        let stdout = match log_level {
+            Some(_) => Stdio::inherit(),
+            None => Stdio::null(),
+        };
+        let list: Vec<&str> = servers.iter().map(|b| b.base.as_str()).collect();
+        let extra: Vec<&str> = env
+            .iter()
+            .filter(|(k, _)| *k == "BATON_LABELS")
+            .map(|(_, v)| *v)
+            .collect();
+        let labels = std::iter::once(label.as_str())
+            .chain(extra)
+            .collect::<Vec<_>>()
+            .join(",");
+        let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .arg("agent")
+            .envs(env.iter().copied().filter(|(k, _)| *k != "BATON_LABELS"))
+            .env("BATON_AGENT_SERVER", list.join(","))
+            .env("BATON_WORKERS", workers.to_string())
+            .env("BATON_LABELS", labels)
+            .env("BATON_LOG", log_level.as_deref().unwrap_or("warn"))
+            .stdout(stdout)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start baton agent");
+        let watch = servers[0];
+        let me = eventually(START_WITHIN, "the agent's row", || {
+            let label = label.clone();
+            async move {
+                watch
+                    .try_replicas()
+                    .await?
+                    .into_iter()
+                    .find(|r| r.labels.contains(&label))
+            }
+        })
+        .await;
+        Agent {
+            child,
+            label,
+            agent_id: me.replica_id,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .expect("the agent was not waited for yet")
+    }
+
+    /// Kills the agent and waits until it is gone: a crash.
+    pub async fn sigkill(&mut self) {
+        self.child.start_kill().expect("SIGKILL baton agent");
+        self.child.wait().await.expect("reap baton agent");
+    }
+
+    pub fn sigstop(&self) {
+        // SAFETY: as in `Baton::signal`: our child, not reaped yet.
+        assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGSTOP) }, 0);
+    }
+
+    pub fn sigcont(&self) {
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGCONT) }, 0);
+    }
+
+    /// Asks the agent to stop and waits for it to exit.
+    pub async fn sigterm_and_wait(&mut self, within: Duration) -> ExitStatus {
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGTERM) }, 0);
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("the agent did not exit within {within:?} of SIGTERM"))
+            .expect("wait for baton agent")
+    }
+
+    /// Waits for the agent to exit on its own; callers bound it.
+    pub async fn wait(&mut self) -> ExitStatus {
+        self.child.wait().await.expect("wait for baton agent")
+    }
+}

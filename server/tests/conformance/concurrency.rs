@@ -980,7 +980,7 @@ mod cases {
             ..SchedulerConfig::default()
         };
         let worker = Arc::new(Worker::new(
-            store.clone(),
+            baton::loops::DatabaseLedger::over(store.clone()),
             "r-lead".into(),
             Registry::builtin(),
             &config,

@@ -1,0 +1,431 @@
+//! `baton agent` with real processes on one PostgreSQL database
+//! (docs/agents.md): agents run what replicas schedule, their runs are
+//! resolved when they die, handed back when they stop, and the worker
+//! protocol refuses whatever an agent token must not do.
+
+mod common;
+
+use std::time::Duration;
+
+use common::process::{Agent, Baton, Options};
+use common::{Kind, TestDb, eventually};
+use domain::model::{PlanStatus, RunStatus, TaskStatus, TaskView};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+const STALE_AFTER: Duration = Duration::from_secs(1);
+const SWEEP_INTERVAL: Duration = Duration::from_millis(200);
+/// Room for process scheduling, database round trips and polling.
+const SLACK: Duration = Duration::from_secs(3);
+
+/// Sub-second liveness periods starve each other when several clusters
+/// share two cores: one test at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+/// A replica that schedules and serves but runs nothing itself.
+fn scheduler_only() -> Options {
+    Options::fast_liveness().env("BATON_WORKERS", "0")
+}
+
+async fn task(baton: &Baton, plan_id: i64, name: &str) -> Option<TaskView> {
+    let plan = baton.plan(plan_id).await?;
+    plan.tasks.into_iter().find(|t| t.name == name)
+}
+
+async fn wait_for_task(
+    baton: &Baton,
+    plan_id: i64,
+    name: &str,
+    within: Duration,
+    what: &str,
+    check: impl Fn(&TaskView) -> bool,
+) -> TaskView {
+    let check = &check;
+    eventually(within, what, || async move {
+        task(baton, plan_id, name).await.filter(|t| check(t))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_runs_what_the_replicas_schedule() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let _migrated = db.store().await;
+    let replica = Baton::start(db.url(), &scheduler_only()).await;
+    let agent = Agent::start(&[&replica], 4, &[]).await;
+    assert!(
+        agent.agent_id.starts_with("a-anonymous-"),
+        "{}",
+        agent.agent_id
+    );
+
+    let mut tasks: Vec<Value> = (0..20)
+        .map(|i| json!({"name": format!("t{i}"), "target": format!("w/{i}"), "sleep": "0s"}))
+        .collect();
+    tasks.push(json!({"name": "say", "target": "w/say",
+        "command": {"argv": ["sh", "-c", "echo hello from the agent; echo to stderr >&2"]}}));
+    let plan = replica
+        .submit(json!({"name": "remote", "tasks": tasks}))
+        .await;
+    let done = eventually(Duration::from_secs(15), "every task DONE", || {
+        let replica = &replica;
+        async move {
+            let plan = replica.plan(plan.id).await?;
+            (plan.status == PlanStatus::Done).then_some(plan)
+        }
+    })
+    .await;
+    for task in &done.tasks {
+        assert_eq!(
+            task.replica_id.as_deref(),
+            Some(agent.agent_id.as_str()),
+            "{} did not run on the agent",
+            task.name
+        );
+    }
+    let say = done.tasks.iter().find(|t| t.name == "say").unwrap();
+    let log = reqwest::get(format!(
+        "{}/api/v1/runs/{}/log",
+        replica.base,
+        say.run_id.unwrap()
+    ))
+    .await
+    .unwrap();
+    assert!(log.status().is_success(), "{log:?}");
+    let text = log.text().await.unwrap();
+    assert!(text.contains("hello from the agent"), "{text}");
+    assert!(text.contains("to stderr"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_agents_run_is_retried_on_another_agent() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let _migrated = db.store().await;
+    let replica = Baton::start(db.url(), &scheduler_only()).await;
+    let mut first = Agent::start(&[&replica], 1, &[]).await;
+    let plan = replica
+        .submit(json!({"name": "long", "tasks": [
+            {"name": "t", "target": "x", "sleep": "60s", "max_attempts": 2}]}))
+        .await;
+    wait_for_task(
+        &replica,
+        plan.id,
+        "t",
+        Duration::from_secs(10),
+        "`t` RUNNING on the first agent",
+        |t| t.status == TaskStatus::Running && t.replica_id.as_deref() == Some(&first.agent_id),
+    )
+    .await;
+    first.sigkill().await;
+    let killed_at = std::time::Instant::now();
+    let second = Agent::start(&[&replica], 1, &[]).await;
+    let retried = wait_for_task(
+        &replica,
+        plan.id,
+        "t",
+        STALE_AFTER + SWEEP_INTERVAL + SLACK,
+        "`t`'s retry RUNNING on the second agent",
+        |t| t.status == TaskStatus::Running && t.replica_id.as_deref() == Some(&second.agent_id),
+    )
+    .await;
+    assert_eq!(retried.attempt, Some(2), "{retried:?}");
+    let first_run = replica
+        .get_json(&format!("/api/v1/runs/{}", plan.tasks[0].run_id.unwrap()))
+        .await
+        .1;
+    let error = first_run["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains(&first.agent_id), "{first_run}");
+    eprintln!("killed agent's run retried after {:?}", killed_at.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_hands_an_agents_runs_back() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let _migrated = db.store().await;
+    let replica = Baton::start(db.url(), &scheduler_only()).await;
+    let mut first = Agent::start(&[&replica], 1, &[("BATON_SHUTDOWN_GRACE", "300ms")]).await;
+    let plan = replica
+        .submit(json!({"name": "long", "tasks": [{"name": "t", "target": "x", "sleep": "60s"}]}))
+        .await;
+    let running = wait_for_task(
+        &replica,
+        plan.id,
+        "t",
+        Duration::from_secs(10),
+        "`t` RUNNING on the agent",
+        |t| t.status == TaskStatus::Running,
+    )
+    .await;
+    let status = first.sigterm_and_wait(Duration::from_secs(10)).await;
+    assert!(status.success(), "{status:?}");
+    let back = wait_for_task(
+        &replica,
+        plan.id,
+        "t",
+        Duration::from_secs(2),
+        "`t` AVAILABLE again",
+        |t| t.status == TaskStatus::Available,
+    )
+    .await;
+    assert_eq!(back.run_id, running.run_id, "handed back, same run");
+    assert_eq!(back.attempt, Some(1));
+    let rows = replica.replicas().await;
+    assert!(
+        rows.iter().all(|r| r.replica_id != first.agent_id),
+        "the agent's row outlived it: {rows:?}"
+    );
+    let second = Agent::start(&[&replica], 1, &[]).await;
+    wait_for_task(
+        &replica,
+        plan.id,
+        "t",
+        Duration::from_secs(5),
+        "`t` RUNNING on the second agent",
+        |t| t.status == TaskStatus::Running && t.replica_id.as_deref() == Some(&second.agent_id),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_with_a_dead_replica_under_its_agent_carries_on() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let _migrated = db.store().await;
+    let mut one = Baton::start(db.url(), &scheduler_only()).await;
+    let two = Baton::start(db.url(), &scheduler_only()).await;
+    let agent = Agent::start(&[&one, &two], 1, &[]).await;
+    let plan = two
+        .submit(json!({"name": "p", "tasks": [{"name": "t", "target": "x", "sleep": "4s"}]}))
+        .await;
+    let running = wait_for_task(
+        &two,
+        plan.id,
+        "t",
+        Duration::from_secs(10),
+        "`t` RUNNING on the agent",
+        |t| t.status == TaskStatus::Running,
+    )
+    .await;
+    // The agent speaks to the first replica (its list's head) until it
+    // fails: killed, every call goes to the second.
+    one.sigkill().await;
+    let done = wait_for_task(
+        &two,
+        plan.id,
+        "t",
+        Duration::from_secs(15),
+        "`t` DONE",
+        |t| {
+            matches!(
+                t.status,
+                TaskStatus::Done | TaskStatus::Failed | TaskStatus::Canceled
+            )
+        },
+    )
+    .await;
+    assert_eq!(done.status, TaskStatus::Done, "{done:?}");
+    assert_eq!(done.run_id, running.run_id, "the same run, never retried");
+    assert_eq!(done.attempt, Some(1));
+    assert_eq!(done.replica_id.as_deref(), Some(agent.agent_id.as_str()));
+}
+
+/// A users file with an operator and an agent allowed the label `gpu`.
+struct Secured {
+    _dir: tempfile::TempDir,
+    replica: Baton,
+    http: reqwest::Client,
+    operator: &'static str,
+    agent: &'static str,
+}
+
+const OPERATOR_TOKEN: &str = "baton_operator_token_for_tests_0001";
+const AGENT_TOKEN: &str = "baton_agent_token_for_tests_000001";
+
+async fn secured(db: &TestDb) -> Secured {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users.yaml");
+    let hash = |t: &str| baton::auth::token_hash(t).to_text();
+    std::fs::write(
+        &path,
+        format!(
+            "users:\n  - name: olga\n    role: operator\n    token_hashes: [\"{}\"]\n\
+             agents:\n  - name: build\n    labels: [gpu]\n    token_hashes: [\"{}\"]\n",
+            hash(OPERATOR_TOKEN),
+            hash(AGENT_TOKEN)
+        ),
+    )
+    .unwrap();
+    let replica = Baton::start(
+        db.url(),
+        &scheduler_only()
+            .env("BATON_USERS_FILE", path.to_str().unwrap())
+            .env("BATON_TOKEN", OPERATOR_TOKEN),
+    )
+    .await;
+    Secured {
+        _dir: dir,
+        replica,
+        http: reqwest::Client::new(),
+        operator: OPERATOR_TOKEN,
+        agent: AGENT_TOKEN,
+    }
+}
+
+impl Secured {
+    async fn post(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        protocol: &str,
+        body: Value,
+    ) -> (u16, Value) {
+        let mut request = self
+            .http
+            .post(format!("{}/api/v1/worker/{path}", self.replica.base))
+            .header("baton-worker-protocol", protocol)
+            .json(&body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or_default())
+    }
+
+    async fn hello(&self, labels: Value) -> (u16, Value) {
+        let body = json!({"protocol": 1, "hostname": "box", "labels": labels,
+            "version": "test", "workers": 2});
+        self.post("hello", Some(self.agent), "1", body).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_worker_protocol_refuses_what_an_agent_token_must_not_do() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let _migrated = db.store().await;
+    let s = secured(&db).await;
+    let error = |body: &Value| body["error"].as_str().unwrap_or_default().to_owned();
+
+    // Only an agent token opens the protocol, and it opens nothing else.
+    let hello =
+        json!({"protocol": 1, "hostname": "box", "labels": [], "version": "t", "workers": 1});
+    let (status, body) = s.post("hello", None, "1", hello.clone()).await;
+    assert_eq!(status, 401, "{body}");
+    let (status, body) = s.post("hello", Some(s.operator), "1", hello.clone()).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(error(&body).contains("not an agent token"), "{body}");
+    let plans = s
+        .http
+        .get(format!("{}/api/v1/plans", s.replica.base))
+        .bearer_auth(s.agent)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plans.status().as_u16(), 401);
+    let body: Value = plans.json().await.unwrap();
+    assert!(
+        error(&body).contains("only use the worker protocol"),
+        "{body}"
+    );
+
+    // Labels beyond the token's, and another protocol, are refused by name.
+    let (status, body) = s.hello(json!(["gpu", "eu"])).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(error(&body).contains("not [eu]"), "{body}");
+    let (status, body) = s.post("hello", Some(s.agent), "2", hello.clone()).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        error(&body).contains("protocol 1") && error(&body).contains("`2`"),
+        "{body}"
+    );
+
+    // Two agents of the same token; the first takes a run pinned to gpu.
+    let (status, one) = s.hello(json!(["gpu"])).await;
+    assert_eq!(status, 200, "{one}");
+    let one = one["agent_id"].as_str().unwrap().to_owned();
+    assert!(one.starts_with("a-build-"), "{one}");
+    let (_, two) = s.hello(json!([])).await;
+    let two = two["agent_id"].as_str().unwrap().to_owned();
+    let plan = s
+        .replica
+        .submit(json!({"name": "p", "tasks": [
+            {"name": "t", "target": "x", "sleep": "0s", "node": "gpu"}]}))
+        .await;
+    let (status, taken) = s
+        .post(
+            "take",
+            Some(s.agent),
+            "1",
+            json!({"agent_id": "a-other-00000000",
+            "labels": [], "slots": 1, "wait_ms": 0}),
+        )
+        .await;
+    assert_eq!(status, 403, "another token's agent id: {taken}");
+    let (status, taken) = s
+        .post(
+            "take",
+            Some(s.agent),
+            "1",
+            json!({"agent_id": one,
+            "labels": ["gpu"], "slots": 5, "wait_ms": 5000}),
+        )
+        .await;
+    assert_eq!(status, 200, "{taken}");
+    let runs = taken["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{taken}");
+    let run_id = runs[0]["id"].as_i64().unwrap();
+    assert_eq!(Some(run_id), plan.tasks[0].run_id);
+
+    // Another agent's finish is fenced: nothing recorded.
+    let finish = |agent: &str| {
+        json!({"agent_id": agent, "finishes": [
+            {"run_id": run_id, "status": "DONE", "result_code": 0, "error": null}]})
+    };
+    let (status, report) = s.post("finish", Some(s.agent), "1", finish(&two)).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["fenced"], json!([run_id]), "{report}");
+    let still = task(&s.replica, plan.id, "t").await.unwrap();
+    assert_eq!(still.status, TaskStatus::Running, "{still:?}");
+    let (_, beaten) = s
+        .post(
+            "runs/beat",
+            Some(s.agent),
+            "1",
+            json!({"agent_id": two,
+            "beats": [{"run_id": run_id, "timeout_ms": 5000}]}),
+        )
+        .await;
+    assert_eq!(
+        beaten["owned"],
+        json!([]),
+        "not the second agent's: {beaten}"
+    );
+
+    // Bad input is named and changes nothing.
+    let (status, body) = s
+        .post(
+            "finish",
+            Some(s.agent),
+            "1",
+            json!({"agent_id": one, "finishes": [
+            {"run_id": run_id, "status": "PENDING", "result_code": null, "error": null}]}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["field"], "finishes[0].status", "{body}");
+
+    let (status, report) = s.post("finish", Some(s.agent), "1", finish(&one)).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["finished"], json!([run_id]), "{report}");
+    let run = s
+        .replica
+        .get_json(&format!("/api/v1/runs/{run_id}"))
+        .await
+        .1;
+    assert_eq!(run["status"], json!(RunStatus::Done.as_str()), "{run}");
+    assert_eq!(run["replica_id"], json!(one), "{run}");
+}
