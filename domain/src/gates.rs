@@ -539,7 +539,7 @@ fn limit_reached(run: &PendingRun, active: i64) -> Option<Blocked> {
     (active >= limit).then(|| Blocked::Other(format!("plan limit {limit} reached")))
 }
 
-/// Gate 5: some live replica carries the run's node label.
+/// Gate 5: some live replica or agent carries the run's node label.
 fn node_missing(run: &PendingRun, nodes: &NodeLabels, now: Ts) -> Option<Blocked> {
     let label = run.node.as_deref()?;
     if nodes.live.contains(label) {
@@ -550,11 +550,11 @@ fn node_missing(run: &PendingRun, nodes: &NodeLabels, now: Ts) -> Option<Blocked
         None => "never seen".to_owned(),
     };
     let then = match run.pin().and_then(|pin| pin_released_at(&pin, nodes)) {
-        Some(at) => format!("runs on any replica {}", from_now(at, now)),
+        Some(at) => format!("runs anywhere {}", from_now(at, now)),
         None => "pinned for good (reassign_after: never)".to_owned(),
     };
     Some(Blocked::Other(format!(
-        "no live replica labelled {label} ({seen}); {then}"
+        "no live replica or agent labelled {label} ({seen}); {then}"
     )))
 }
 
@@ -990,7 +990,7 @@ mod tests {
         );
         assert_eq!(
             cause_of(&d, 2),
-            "no live replica labelled gpu (last seen 3 min ago); pinned for good (reassign_after: never)"
+            "no live replica or agent labelled gpu (last seen 3 min ago); pinned for good (reassign_after: never)"
         );
         nodes.live.insert("gpu".into());
         let d = evaluate(&[gpu], &Holders::default(), &nodes, now);
@@ -1011,7 +1011,7 @@ mod tests {
         assert!(d.promote.is_empty() && d.unpin.is_empty());
         assert_eq!(
             cause_of(&d, 1),
-            "no live replica labelled gpu (last seen 3 min ago); runs on any replica in 2 min"
+            "no live replica or agent labelled gpu (last seen 3 min ago); runs anywhere in 2 min"
         );
 
         nodes.last_seen.insert("gpu".into(), now.minus(minutes(6)));

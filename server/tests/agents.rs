@@ -5,9 +5,9 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::process::{Agent, Baton, Options};
+use common::process::{Agent, Baton, Options, process_running};
 use common::{Kind, TestDb, eventually};
 use domain::model::{PlanStatus, RunStatus, TaskStatus, TaskView};
 use serde_json::{Value, json};
@@ -229,6 +229,236 @@ async fn a_run_with_a_dead_replica_under_its_agent_carries_on() {
     assert_eq!(done.status, TaskStatus::Done, "{done:?}");
     assert_eq!(done.run_id, running.run_id, "the same run, never retried");
     assert_eq!(done.attempt, Some(1));
+    assert_eq!(done.replica_id.as_deref(), Some(agent.agent_id.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pinned_work_goes_to_an_agent_with_its_label_and_is_reassigned_without_one() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let _migrated = db.store().await;
+    let replica = Baton::start(db.url(), &scheduler_only()).await;
+    let mut gpu = Agent::start(&[&replica], 2, &[("BATON_LABELS", "gpu")]).await;
+    let plain = Agent::start(&[&replica], 2, &[]).await;
+    let tasks: Vec<Value> = (0..6)
+        .map(|i| {
+            json!({"name": format!("g{i}"), "target": format!("g/{i}"), "node": "gpu",
+            "reassign_after": "never", "sleep": "0s"})
+        })
+        .collect();
+    let plan = replica
+        .submit(json!({"name": "pinned", "tasks": tasks}))
+        .await;
+    let done = eventually(Duration::from_secs(10), "every pinned task DONE", || {
+        let replica = &replica;
+        async move {
+            let plan = replica.plan(plan.id).await?;
+            (plan.status == PlanStatus::Done).then_some(plan)
+        }
+    })
+    .await;
+    for task in &done.tasks {
+        assert_eq!(
+            task.replica_id.as_deref(),
+            Some(gpu.agent_id.as_str()),
+            "{task:?}"
+        );
+    }
+
+    gpu.sigkill().await;
+    // The pin is dropped `reassign_after` after the label was last seen.
+    eventually(STALE_AFTER + SLACK, "the gpu agent stale", || async {
+        let rows = replica.try_replicas().await?;
+        (!rows.iter().any(|r| r.replica_id == gpu.agent_id && r.alive)).then_some(())
+    })
+    .await;
+    // The leader reads live labels at most a heartbeat (200 ms) apart.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let later = replica
+        .submit(
+            json!({"name": "later", "tasks": [{"name": "t", "target": "g/x",
+            "node": "gpu", "reassign_after": "4s", "sleep": "0s"}]}),
+        )
+        .await;
+    let waiting = wait_for_task(
+        &replica,
+        later.id,
+        "t",
+        STALE_AFTER + SLACK,
+        "`t` waiting for a gpu worker",
+        |t| {
+            t.waiting_cause
+                .as_deref()
+                .is_some_and(|c| c.contains("no live replica or agent labelled gpu"))
+        },
+    )
+    .await;
+    assert_eq!(waiting.status, TaskStatus::Pending, "{waiting:?}");
+    let ran = wait_for_task(
+        &replica,
+        later.id,
+        "t",
+        Duration::from_secs(10),
+        "`t` DONE once its pin is dropped",
+        |t| t.status == TaskStatus::Done,
+    )
+    .await;
+    assert_eq!(ran.replica_id.as_deref(), Some(plain.agent_id.as_str()));
+}
+
+/// A command that ticks for a minute at most, its pid in `pid_file`.
+fn ticker(pid_file: &std::path::Path) -> Value {
+    json!({"name": "ticker", "target": "t", "command": {
+        "argv": ["sh", "-c", "echo $$ > \"$PID_FILE\"; i=0; \
+            while [ $i -lt 600 ]; do echo tick $i; i=$((i+1)); sleep 0.1; done"],
+        "env": {"PID_FILE": pid_file.to_str().unwrap()},
+    }})
+}
+
+/// Waits for the ticker's pid, once its log shows it ticking.
+async fn ticking(replica: &Baton, plan_id: i64, pid_file: &std::path::Path) -> (i64, i32) {
+    let task = wait_for_task(
+        replica,
+        plan_id,
+        "ticker",
+        Duration::from_secs(10),
+        "`ticker` RUNNING",
+        |t| t.status == TaskStatus::Running,
+    )
+    .await;
+    let run_id = task.run_id.unwrap();
+    eventually(Duration::from_secs(10), "ticks in the log", || async move {
+        let log = run_log(replica, run_id).await?;
+        log.contains("tick 3\n").then_some(())
+    })
+    .await;
+    let pid = std::fs::read_to_string(pid_file)
+        .expect("the shell wrote its pid before ticking")
+        .trim()
+        .parse()
+        .unwrap();
+    (run_id, pid)
+}
+
+async fn run_log(replica: &Baton, run_id: i64) -> Option<String> {
+    let url = format!("{}/api/v1/runs/{run_id}/log", replica.base);
+    let response = reqwest::get(url).await.ok()?.error_for_status().ok()?;
+    response.text().await.ok()
+}
+
+async fn run_json(replica: &Baton, run_id: i64) -> Value {
+    replica.get_json(&format!("/api/v1/runs/{run_id}")).await.1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_agent_is_fenced_out_after_its_run_is_swept() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let _migrated = db.store().await;
+    let replica = Baton::start(db.url(), &scheduler_only()).await;
+    let agent = Agent::start(&[&replica], 1, &[]).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("ticker.pid");
+    let plan = replica
+        .submit(json!({"name": "freeze", "tasks": [ticker(&pid_file)]}))
+        .await;
+    let (run_id, pid) = ticking(&replica, plan.id, &pid_file).await;
+
+    agent.sigstop();
+    // The command's supervisor hears nothing from the frozen agent and
+    // kills it within half of `stale_after`, before the sweep.
+    eventually(
+        STALE_AFTER + SLACK,
+        "the frozen agent's command killed by its supervisor",
+        || async { (!process_running(pid)).then_some(()) },
+    )
+    .await;
+    assert_eq!(run_json(&replica, run_id).await["status"], "RUNNING");
+    let swept = eventually(
+        STALE_AFTER + SWEEP_INTERVAL + SLACK,
+        "the frozen agent's run swept",
+        || async {
+            let run = run_json(&replica, run_id).await;
+            (run["status"] != "RUNNING").then_some(run)
+        },
+    )
+    .await;
+    assert_eq!(swept["status"], "FAILED", "{swept}");
+    assert!(
+        swept["error"].as_str().unwrap().contains(&agent.agent_id),
+        "the cause names the frozen agent: {swept}"
+    );
+    let swept_log = run_log(&replica, run_id).await.unwrap();
+    agent.sigcont();
+    eventually(Duration::from_secs(5), "the agent alive again", || async {
+        let rows = replica.try_replicas().await?;
+        rows.iter()
+            .any(|r| r.replica_id == agent.agent_id && r.alive)
+            .then_some(())
+    })
+    .await;
+    // Its buffered ticks and its finish meet the fence: nothing changes.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(run_json(&replica, run_id).await, swept);
+    assert_eq!(run_log(&replica, run_id).await.unwrap(), swept_log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_cut_off_from_every_replica_stops_its_commands_first() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let _migrated = db.store().await;
+    let reachable = Baton::start(db.url(), &scheduler_only()).await;
+    let other = Baton::start(db.url(), &scheduler_only()).await;
+    // It knows only the first replica.
+    let agent = Agent::start(&[&reachable], 1, &[]).await;
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("ticker.pid");
+    let plan = other
+        .submit(json!({"name": "cut", "tasks": [ticker(&pid_file)]}))
+        .await;
+    let (run_id, pid) = ticking(&other, plan.id, &pid_file).await;
+
+    reachable.sigstop();
+    let cut_at = Instant::now();
+    eventually(
+        STALE_AFTER + SLACK,
+        "the cut-off agent's command stopped",
+        || async { (!process_running(pid)).then_some(()) },
+    )
+    .await;
+    let stopped_after = cut_at.elapsed();
+    // Stopped by the agent itself, while the run was still its own: no
+    // sweeper (the other replica leads within a lease) had failed it yet.
+    assert_eq!(
+        run_json(&other, run_id).await["status"],
+        "RUNNING",
+        "the command outlived the run ({stopped_after:?})"
+    );
+    let swept = eventually(
+        Duration::from_secs(1) + STALE_AFTER + SWEEP_INTERVAL + SLACK,
+        "the cut-off agent's run swept",
+        || async {
+            let run = run_json(&other, run_id).await;
+            (run["status"] != "RUNNING").then_some(run)
+        },
+    )
+    .await;
+    assert_eq!(swept["status"], "FAILED", "{swept}");
+    // Back in touch, the agent carries on and takes new work.
+    reachable.sigcont();
+    let next = other
+        .submit(json!({"name": "after", "tasks": [{"name": "t", "target": "u", "sleep": "0s"}]}))
+        .await;
+    let done = wait_for_task(
+        &other,
+        next.id,
+        "t",
+        Duration::from_secs(10),
+        "`t` DONE",
+        |t| t.status == TaskStatus::Done,
+    )
+    .await;
     assert_eq!(done.replica_id.as_deref(), Some(agent.agent_id.as_str()));
 }
 

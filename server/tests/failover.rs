@@ -439,7 +439,7 @@ async fn pinned_work_waits_with_a_cause_then_is_reassigned() {
         |t| {
             t.waiting_cause
                 .as_deref()
-                .is_some_and(|c| c.contains("no live replica labelled gpu"))
+                .is_some_and(|c| c.contains("no live replica or agent labelled gpu"))
         },
     )
     .await;
@@ -479,7 +479,10 @@ async fn pinned_work_waits_with_a_cause_then_is_reassigned() {
         .unwrap();
     assert_eq!(kept.status, TaskStatus::Pending);
     let cause = kept.waiting_cause.unwrap_or_default();
-    assert!(cause.contains("no live replica labelled gpu"), "{cause}");
+    assert!(
+        cause.contains("no live replica or agent labelled gpu"),
+        "{cause}"
+    );
     assert!(cause.contains("pinned for good"), "{cause}");
 
     // …and a replica carrying the label, started later, picks it up.

@@ -172,7 +172,7 @@ mod cases {
         );
         assert_eq!(
             task_named(&view, "gpu").waiting_cause.as_deref(),
-            Some("no live replica labelled gpu (never seen); runs on any replica in 4 min")
+            Some("no live replica or agent labelled gpu (never seen); runs anywhere in 4 min")
         );
         // Time passes, a gpu replica shows up: both go.
         let mut nodes = NodeLabels::default();
@@ -203,12 +203,12 @@ mod cases {
         let gpu = task_named(&view, "gpu");
         assert_eq!(
             gpu.waiting_cause.as_deref(),
-            Some("no live replica labelled gpu (never seen); runs on any replica in 59 s")
+            Some("no live replica or agent labelled gpu (never seen); runs anywhere in 59 s")
         );
         assert_eq!(
             task_named(&view, "forever").waiting_cause.as_deref(),
             Some(
-                "no live replica labelled gpu (never seen); pinned for good (reassign_after: never)"
+                "no live replica or agent labelled gpu (never seen); pinned for good (reassign_after: never)"
             )
         );
         let later = t0.plus(61 * SECOND);

@@ -410,7 +410,7 @@ mod cases {
             task.waiting_cause
                 .as_deref()
                 .unwrap_or_default()
-                .starts_with("no live replica labelled gpu"),
+                .starts_with("no live replica or agent labelled gpu"),
             "{task:?}"
         );
         // After reassign_after (default 5 min) it may run anywhere.
