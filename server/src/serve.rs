@@ -140,6 +140,17 @@ pub fn router_over(
             &settings.trusted_proxies,
         )?),
     );
+    if let Some(path) = settings
+        .users_file
+        .clone()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        tokio::spawn(crate::auth::watch_users_file(
+            auth.clone(),
+            path,
+            scheduler.stopping.clone(),
+        ));
+    }
     let backend = app::backend::Backend(source);
     let hub = dashboard::live::Hub::new(
         settings.live()?,

@@ -341,9 +341,9 @@ async fn ticking(replica: &Baton, plan_id: i64, pid_file: &std::path::Path) -> (
 }
 
 async fn run_log(replica: &Baton, run_id: i64) -> Option<String> {
-    let url = format!("{}/api/v1/runs/{run_id}/log", replica.base);
-    let response = reqwest::get(url).await.ok()?.error_for_status().ok()?;
-    response.text().await.ok()
+    replica
+        .get_text(&format!("/api/v1/runs/{run_id}/log"))
+        .await
 }
 
 async fn run_json(replica: &Baton, run_id: i64) -> Value {
@@ -465,6 +465,7 @@ async fn an_agent_cut_off_from_every_replica_stops_its_commands_first() {
 /// A users file with an operator and an agent allowed the label `gpu`.
 struct Secured {
     _dir: tempfile::TempDir,
+    users_file: std::path::PathBuf,
     replica: Baton,
     http: reqwest::Client,
     operator: &'static str,
@@ -474,20 +475,27 @@ struct Secured {
 const OPERATOR_TOKEN: &str = "baton_operator_token_for_tests_0001";
 const AGENT_TOKEN: &str = "baton_agent_token_for_tests_000001";
 
+/// The users file: the operator, and the agent `build` (labels `gpu`)
+/// when `agent` names its token.
+fn users_file(operator: &str, agent: Option<&str>) -> String {
+    let hash = |t: &str| baton::auth::token_hash(t).to_text();
+    let mut text = format!(
+        "users:\n  - name: olga\n    role: operator\n    token_hashes: [\"{}\"]\n",
+        hash(operator)
+    );
+    if let Some(agent) = agent {
+        text.push_str(&format!(
+            "agents:\n  - name: build\n    labels: [gpu]\n    token_hashes: [\"{}\"]\n",
+            hash(agent)
+        ));
+    }
+    text
+}
+
 async fn secured(db: &TestDb) -> Secured {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("users.yaml");
-    let hash = |t: &str| baton::auth::token_hash(t).to_text();
-    std::fs::write(
-        &path,
-        format!(
-            "users:\n  - name: olga\n    role: operator\n    token_hashes: [\"{}\"]\n\
-             agents:\n  - name: build\n    labels: [gpu]\n    token_hashes: [\"{}\"]\n",
-            hash(OPERATOR_TOKEN),
-            hash(AGENT_TOKEN)
-        ),
-    )
-    .unwrap();
+    std::fs::write(&path, users_file(OPERATOR_TOKEN, Some(AGENT_TOKEN))).unwrap();
     let replica = Baton::start(
         db.url(),
         &scheduler_only()
@@ -497,6 +505,7 @@ async fn secured(db: &TestDb) -> Secured {
     .await;
     Secured {
         _dir: dir,
+        users_file: path,
         replica,
         http: reqwest::Client::new(),
         operator: OPERATOR_TOKEN,
@@ -658,4 +667,60 @@ async fn the_worker_protocol_refuses_what_an_agent_token_must_not_do() {
         .1;
     assert_eq!(run["status"], json!(RunStatus::Done.as_str()), "{run}");
     assert_eq!(run["replica_id"], json!(one), "{run}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_revoked_agent_token_stops_its_agent_and_its_run_ends_as_if_it_died() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    let _migrated = db.store().await;
+    let s = secured(&db).await;
+    let mut agent = Agent::start_labelled(
+        &[&s.replica],
+        1,
+        &[("BATON_AGENT_TOKEN", AGENT_TOKEN)],
+        "gpu",
+    )
+    .await;
+    assert!(agent.agent_id.starts_with("a-build-"), "{}", agent.agent_id);
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("ticker.pid");
+    let plan = s
+        .replica
+        .submit(json!({"name": "revoked", "tasks": [ticker(&pid_file)]}))
+        .await;
+    let (run_id, pid) = ticking(&s.replica, plan.id, &pid_file).await;
+
+    // Revoked: the entry goes from the file the replica reads.
+    std::fs::write(&s.users_file, users_file(OPERATOR_TOKEN, None)).unwrap();
+    let revoked_at = Instant::now();
+    let status = tokio::time::timeout(Duration::from_secs(2) + SLACK, agent.wait())
+        .await
+        .expect("the agent exits once its token is refused");
+    assert!(!status.success(), "{status:?}");
+    eventually(Duration::from_secs(2), "the command stopped", || async {
+        (!process_running(pid)).then_some(())
+    })
+    .await;
+    let swept = eventually(
+        STALE_AFTER + SWEEP_INTERVAL + SLACK,
+        "the revoked agent's run swept",
+        || async {
+            let run = run_json(&s.replica, run_id).await;
+            (run["status"] != "RUNNING").then_some(run)
+        },
+    )
+    .await;
+    assert_eq!(swept["status"], "FAILED", "{swept}");
+    assert!(
+        swept["error"].as_str().unwrap().contains(&agent.agent_id),
+        "{swept}"
+    );
+    eprintln!(
+        "revoked run swept {:?} after the file changed",
+        revoked_at.elapsed()
+    );
+    // The token opens nothing now.
+    let (status, body) = s.hello(json!([])).await;
+    assert_eq!(status, 401, "{body}");
 }

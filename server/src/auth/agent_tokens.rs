@@ -2,8 +2,8 @@
 //! "Tokens"). An agent token is its own kind: it opens only the worker
 //! protocol (`/api/v1/worker/`), never a page or another endpoint, and its
 //! agent may declare, and so take runs pinned to, only the labels listed
-//! with it. Removing an entry revokes the token once the replicas reload
-//! the file.
+//! with it. Removing an entry revokes the token within seconds: the
+//! replicas read the file again when it changes (`reload.rs`).
 
 use std::collections::HashMap;
 
@@ -166,6 +166,11 @@ impl AgentGrants {
 
     pub fn by_token(&self, hash: &TokenHash) -> Option<&AgentGrant> {
         self.by_token.get(hash)
+    }
+
+    /// How many agent tokens there are.
+    pub(crate) fn len(&self) -> usize {
+        self.by_token.len()
     }
 }
 

@@ -25,6 +25,7 @@ mod login;
 mod origin;
 mod password_cache;
 pub mod proxies;
+mod reload;
 mod secrets;
 mod throttle;
 mod users;
@@ -42,6 +43,7 @@ pub use self::commands::{NewTokenArgs, hash_password_command, new_token_command}
 pub use self::guard::{Credentials, guard};
 pub use self::login::{login, logout};
 use self::password_cache::PasswordCache;
+pub use self::reload::watch_users_file;
 pub use self::secrets::{hash_password, new_token, token_hash};
 use self::throttle::Throttle;
 pub use self::users::Users;
@@ -57,8 +59,9 @@ pub const SESSION_COOKIE: &str = "baton_session";
 /// How one server authenticates; shared by the guard and the sign-in
 /// handlers.
 pub struct Auth {
-    /// `None`: no users file, the server is open (loopback only).
-    users: Option<Users>,
+    /// `None`: no users file, the server is open (loopback only). Swapped
+    /// whole when the file changes ([`reload`]).
+    users: Option<std::sync::RwLock<Arc<Users>>>,
     store: Arc<dyn Store>,
     session_ttl: Duration,
     /// Cookies get `Secure` when operators reach the dashboard over HTTPS.
@@ -113,7 +116,7 @@ impl Auth {
             throttle: Throttle::new(throttle::ALLOWED, throttle::WINDOW),
             by_address: Throttle::new(throttle::ALLOWED_PER_ADDRESS, throttle::WINDOW),
             trusted_proxies: proxies::TrustedProxies::default(),
-            users,
+            users: users.map(|u| std::sync::RwLock::new(Arc::new(u))),
             store,
             session_ttl,
             secure_cookie: public.as_ref().is_some_and(|u| u.scheme() == "https"),
@@ -133,12 +136,24 @@ impl Auth {
 
     /// What a new session of `name` remembers of their password.
     pub fn credential_of(&self, name: &str) -> Option<String> {
-        self.users.as_ref()?.get(name)?.credential.clone()
+        self.users()?.get(name)?.credential.clone()
     }
 
     /// No users are configured.
     pub fn is_open(&self) -> bool {
         self.users.is_none()
+    }
+
+    /// The users as the file last read says.
+    fn users(&self) -> Option<Arc<Users>> {
+        Some(self.users.as_ref()?.read().expect("poisoned").clone())
+    }
+
+    /// Puts a newly read users file in force for every later request.
+    fn users_set(&self, users: Users) {
+        if let Some(current) = &self.users {
+            *current.write().expect("poisoned") = Arc::new(users);
+        }
     }
 
     /// Who sent these headers: `Ok(None)` when they carry no credentials
@@ -150,7 +165,7 @@ impl Auth {
         headers: &HeaderMap,
         from: Option<&str>,
     ) -> Result<Option<Identity>, AuthError> {
-        let Some(users) = &self.users else {
+        let Some(users) = self.users() else {
             return Ok(Some(Identity {
                 name: ANONYMOUS.into(),
                 role: Role::Operator,
@@ -161,7 +176,7 @@ impl Auth {
         };
         if let Some(value) = headers.get(header::AUTHORIZATION) {
             let value = value.to_str().unwrap_or_default().trim();
-            return self.identify_header(users, value, from).await.map(Some);
+            return self.identify_header(&users, value, from).await.map(Some);
         }
         let Some(token) = session_token(headers) else {
             return Ok(None);
@@ -188,7 +203,7 @@ impl Auth {
     /// under `agents:` opens the worker protocol (anyone's, on a server
     /// without users, which answers the loopback only).
     pub fn identify_agent(&self, headers: &HeaderMap) -> Result<AgentGrant, AuthError> {
-        let Some(users) = &self.users else {
+        let Some(users) = self.users() else {
             return Ok(AgentGrant::open());
         };
         let value = headers
@@ -297,7 +312,7 @@ impl Auth {
         password: &str,
         from: Option<&str>,
     ) -> Result<Identity, PasswordRefused> {
-        let users = self.users.as_ref().ok_or(PasswordRefused::Wrong)?;
+        let users = self.users().ok_or(PasswordRefused::Wrong)?;
         // Longer than any user's name: wrong, and neither counted nor
         // remembered. The throttle keeps a count per name tried, so 1 MB
         // names grew a replica by 30-50 MB a second, for good (hostile

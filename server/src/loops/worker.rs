@@ -494,7 +494,11 @@ impl Worker {
                 }
                 _ = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
                 _ = &mut grace, if stopped_at.is_none() => stopped_at = Some(self.stop_to_hand_back()),
-                _ = tokio::time::sleep(Duration::from_millis(100)), if stopped_at.is_some() => {}
+                // Draining, a run can also leave without a finish (lost to
+                // a fence, or abandoned): nothing else wakes this loop
+                // then, and it would wait out the whole grace.
+                _ = tokio::time::sleep(Duration::from_millis(100)),
+                    if stopped_at.is_some() || shutdown.is_cancelled() => {}
             }
         }
         // Finishes still queued are stored before the replica goes: each

@@ -290,6 +290,17 @@ impl Baton {
         (status, response.json().await.unwrap_or_default())
     }
 
+    /// `GET {path}` as text, `None` on any failure: for polling.
+    pub async fn get_text(&self, path: &str) -> Option<String> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .ok()?;
+        response.error_for_status().ok()?.text().await.ok()
+    }
+
     /// `POST {path}` with a JSON body (empty when `None`): status and
     /// JSON answer.
     pub async fn post_json(
@@ -361,6 +372,18 @@ impl Agent {
     /// `watch` (any replica of the cluster).
     pub async fn start(servers: &[&Baton], workers: usize, env: &[(&str, &str)]) -> Agent {
         let label = format!("proc-{}", STARTED.fetch_add(1, Ordering::SeqCst));
+        Agent::start_labelled(servers, workers, env, &label).await
+    }
+
+    /// [`Agent::start`] with the label that finds it given (a token may
+    /// allow only labels the test knows).
+    pub async fn start_labelled(
+        servers: &[&Baton],
+        workers: usize,
+        env: &[(&str, &str)],
+        label: &str,
+    ) -> Agent {
+        let label = label.to_owned();
         let log_level = std::env::var("TEST_LOG").ok();
         let stdout = match log_level {
             Some(_) => Stdio::inherit(),
