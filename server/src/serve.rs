@@ -169,6 +169,12 @@ pub fn router_over(
         health: scheduler.health,
         commands: settings.command_policy(),
         stopping: scheduler.stopping.clone(),
+        takes: api::TakeQueue::start(
+            store.clone(),
+            settings.scheduler().run_heartbeat_timeout(),
+            settings.poll_interval,
+            scheduler.stopping.clone(),
+        ),
         scheduler: settings.scheduler(),
     };
     let bundle = match &settings.site_root {

@@ -20,6 +20,7 @@ mod replicas;
 mod runs;
 mod schedules;
 mod strict_query;
+mod take_queue;
 mod targets;
 mod tasks;
 mod worker;
@@ -32,6 +33,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 pub use self::error::{ApiError, ApiResult};
+pub use self::take_queue::TakeQueue;
 pub use self::worker::PROTOCOL_HEADER;
 use crate::loops::{LoopHealth, RunCounters, SchedulerConfig};
 use crate::plan::CommandPolicy;
@@ -63,6 +65,8 @@ pub struct ApiState {
     pub requests: crate::fair_queue::FairQueue,
     /// The replica's timings, which agents keep too (the worker protocol).
     pub scheduler: SchedulerConfig,
+    /// Agents' takes waiting for runs.
+    pub takes: TakeQueue,
 }
 
 /// An operator action answered with the plan as it now stands.

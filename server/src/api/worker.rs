@@ -158,8 +158,9 @@ pub async fn beat(
 
 /// `POST /api/v1/worker/take`: claims what fits, waiting up to `wait_ms`
 /// for a run to become AVAILABLE. The wait holds no database connection:
-/// it sleeps on the replica's wake-ups (its own commits and, on
-/// PostgreSQL, the others' NOTIFYs), with the claimer's poll as fallback.
+/// it joins the replica's [`super::TakeQueue`], which claims for waiting
+/// agents when runs become AVAILABLE (its own commits and, on PostgreSQL,
+/// the others' NOTIFYs), with the claimer's poll as fallback.
 pub async fn take(
     State(state): State<ApiState>,
     Extension(grant): Extension<AgentGrant>,
@@ -183,32 +184,27 @@ pub async fn take(
     }
     let until = tokio::time::Instant::now() + Duration::from_millis(take.wait_ms);
     let mut available = state.store.signals().availabilities();
+    // Marked seen before the claim: runs made AVAILABLE during it are
+    // looked for again once the take waits.
+    let seen = *available.borrow_and_update();
+    let slots = i64::from(take.slots);
     let claim = Claim {
         replica_id: &take.agent_id,
         labels: &take.labels,
-        limit: i64::from(take.slots),
+        limit: slots,
         heartbeat_timeout: state.scheduler.run_heartbeat_timeout(),
     };
-    loop {
-        // Marked seen before the claim: a raise during it wakes the wait.
-        available.borrow_and_update();
-        let claimed = state.store.run_claim_many(&claim, Ts::now()).await?;
-        if !claimed.is_empty() {
-            let now = Ts::now();
-            let runs = claimed.iter().map(|run| taken(run, now)).collect();
-            return Ok(Json(Taken { runs }));
-        }
-        // A stopping replica answers at once: the agent asks another.
-        if state.stopping.is_cancelled() || tokio::time::Instant::now() >= until {
-            return Ok(Json(Taken { runs: Vec::new() }));
-        }
-        tokio::select! {
-            _ = available.changed() => {}
-            _ = tokio::time::sleep(state.scheduler.poll_interval) => {}
-            _ = tokio::time::sleep_until(until) => {}
-            _ = state.stopping.cancelled() => {}
-        }
+    let mut claimed = state.store.run_claim_many(&claim, Ts::now()).await?;
+    // A stopping replica answers at once: the agent asks another.
+    if claimed.is_empty() && take.wait_ms > 0 && !state.stopping.is_cancelled() {
+        claimed = state
+            .takes
+            .wait(&take.agent_id, &take.labels, slots, seen, until)
+            .await;
     }
+    let now = Ts::now();
+    let runs = claimed.iter().map(|run| taken(run, now)).collect();
+    Ok(Json(Taken { runs }))
 }
 
 fn taken(run: &ClaimedRun, now: Ts) -> TakenRun {

@@ -450,6 +450,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<PromoteReport>;
     /// Claims up to `claim.limit` AVAILABLE runs this replica may execute.
     async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>>;
+    /// The node labels AVAILABLE runs are pinned to (nearly always none).
+    async fn run_available_nodes(&self) -> Result<Vec<String>>;
     /// Records how executions ended (fenced), creating automatic retries.
     async fn run_finish_many(
         &self,

@@ -313,6 +313,11 @@ impl<D: Dialect> Store for D {
         Ok(claimed)
     }
 
+    async fn run_available_nodes(&self) -> Result<Vec<String>> {
+        let nodes: Vec<(String,)> = self.read(super::gates::AVAILABLE_NODES.into(), &[]).await?;
+        Ok(nodes.into_iter().map(|(node,)| node).collect())
+    }
+
     async fn run_finish_many(
         &self,
         replica_id: &str,

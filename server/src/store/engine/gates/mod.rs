@@ -37,6 +37,10 @@ pub async fn node_labels(
 pub const AVAILABLE_PINNED: &str = "SELECT id, node, reassign_after_ms, created_at FROM task_run
     WHERE status = 'AVAILABLE' AND node IS NOT NULL";
 
+/// The nodes AVAILABLE runs are pinned to, on the same partial index.
+pub const AVAILABLE_NODES: &str =
+    "SELECT DISTINCT node FROM task_run WHERE status = 'AVAILABLE' AND node IS NOT NULL";
+
 /// The columns of a [`PendingRun`], from run `r` and its plan `p`.
 macro_rules! pending_columns {
     () => {
