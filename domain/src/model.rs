@@ -531,10 +531,35 @@ pub struct EventView {
     pub detail: Option<String>,
 }
 
-/// `GET /api/v1/replicas`: one running (or recently running) process.
+/// What a heartbeat row belongs to: a replica (`baton serve`) or an agent
+/// (`baton agent`, which runs tasks for the replicas over HTTP).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerKind {
+    #[default]
+    Replica,
+    Agent,
+}
+
+impl WorkerKind {
+    /// Told by the id, which Baton itself gives: agents' start with `a-`,
+    /// replicas' with `r-`.
+    pub fn of(worker_id: &str) -> Self {
+        if worker_id.starts_with("a-") {
+            WorkerKind::Agent
+        } else {
+            WorkerKind::Replica
+        }
+    }
+}
+
+/// `GET /api/v1/replicas`: one running (or recently running) process, a
+/// replica or an agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReplicaView {
     pub replica_id: String,
+    #[serde(default)]
+    pub kind: WorkerKind,
     pub hostname: String,
     pub labels: Vec<String>,
     pub version: String,

@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bench::BenchArgs;
 use crate::client::{
-    AuditArgs, LogsArgs, PausedArgs, PlanArg, RunsArgs, ScheduleArgs, StatusArgs, SubmitArgs,
+    AuditArgs, ListArgs, LogsArgs, PlanArg, RunsArgs, ScheduleArgs, StatusArgs, SubmitArgs,
     TargetArgs, TaskActionArgs,
 };
 use crate::config::{DatabaseArg, Settings};
@@ -78,7 +78,10 @@ pub enum Command {
     /// Resume a paused plan.
     Resume(PlanArg),
     /// List every paused plan and target.
-    Paused(PausedArgs),
+    Paused(ListArgs),
+    /// List the replicas and agents: labels, state, last heartbeat, runs,
+    /// version.
+    Workers(ListArgs),
     /// List targets, pause or resume one across every plan, set its
     /// capacity.
     Target(TargetArgs),

@@ -1,10 +1,10 @@
-//! How replicas look from outside: alive (heartbeat fresher than
+//! How replicas (and agents) look from outside: alive (heartbeat fresher than
 //! `stale_after`) and leader (holds an unexpired lease). The REST API and
 //! the dashboard both answer with this.
 
 use std::time::Duration;
 
-use domain::model::ReplicaView;
+use domain::model::{ReplicaView, WorkerKind};
 
 use crate::store::{self, LEADER_LEASE, Store};
 use domain::time::Ts;
@@ -26,6 +26,7 @@ pub async fn replica_views(
         .map(|r| ReplicaView {
             alive: r.last_heartbeat >= live_since,
             leader: leader.as_deref() == Some(r.info.replica_id.as_str()),
+            kind: WorkerKind::of(&r.info.replica_id),
             replica_id: r.info.replica_id,
             hostname: r.info.hostname,
             labels: r.info.labels,

@@ -85,17 +85,34 @@ async fn an_agent_runs_what_the_replicas_schedule() {
         );
     }
     let say = done.tasks.iter().find(|t| t.name == "say").unwrap();
-    let log = reqwest::get(format!(
-        "{}/api/v1/runs/{}/log",
-        replica.base,
-        say.run_id.unwrap()
-    ))
-    .await
-    .unwrap();
-    assert!(log.status().is_success(), "{log:?}");
-    let text = log.text().await.unwrap();
+    let text = run_log(&replica, say.run_id.unwrap()).await.unwrap();
     assert!(text.contains("hello from the agent"), "{text}");
     assert!(text.contains("to stderr"), "{text}");
+
+    // Seen as what it is, through the API and `baton workers`.
+    let rows = replica.replicas().await;
+    let kind = |id: &str| {
+        rows.iter()
+            .find(|r| r.replica_id == id)
+            .map(|r| r.kind)
+            .unwrap_or_else(|| panic!("no row for {id}: {rows:?}"))
+    };
+    assert_eq!(kind(&agent.agent_id), domain::model::WorkerKind::Agent);
+    assert_eq!(
+        kind(&replica.replica_id),
+        domain::model::WorkerKind::Replica
+    );
+    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["workers", "--server", &replica.base])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with(&agent.agent_id))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(line.contains(" agent ") && line.contains("alive"), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 
 use crate::components::time::{Ago, MaybeAgo};
-use domain::model::{DeliveryView, ReplicaView};
+use domain::model::{DeliveryView, ReplicaView, WorkerKind};
 
 /// The frame every data table sits in: scrolls sideways on a phone rather
 /// than squeezing columns.
@@ -107,12 +107,17 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
                 r.labels.join(", ")
             };
             let id = r.replica_id.clone();
+            let kind = match r.kind {
+                WorkerKind::Replica => "replica",
+                WorkerKind::Agent => "agent",
+            };
             view! {
-                <tr data-replica-id=id data-alive=r.alive.to_string() data-leader=r.leader.to_string()>
+                <tr data-replica-id=id data-kind=kind data-alive=r.alive.to_string() data-leader=r.leader.to_string()>
                     <td class=format!("{TD} font-mono whitespace-nowrap")>
                         <a class=LINK href=crate::components::links::runs_with("replica", &r.replica_id)>{r.replica_id.clone()}</a>
                         {leader}
                     </td>
+                    <td class=TD>{kind}</td>
                     <td class=TD>{r.hostname}</td>
                     <td class=TD>{labels}</td>
                     <td class=TD>{state}{clock}</td>
@@ -125,7 +130,8 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
         })
         .collect_view();
     let columns = vec![
-        "Replica",
+        "Id",
+        "Kind",
         "Host",
         "Labels",
         "State",
@@ -135,7 +141,7 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
         "Started",
     ];
     view! {
-        <DataTable id="replicas" caption="Replicas and their heartbeats" columns>
+        <DataTable id="replicas" caption="Replicas and agents, and their heartbeats" columns>
             {rows}
         </DataTable>
     }

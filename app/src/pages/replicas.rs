@@ -1,5 +1,5 @@
-//! `/replicas`: every process with a heartbeat row, alive or stale, and
-//! which one leads.
+//! `/replicas`: every process with a heartbeat row (replicas and agents),
+//! alive or stale, what each runs, and which one leads.
 
 use leptos::prelude::*;
 
@@ -25,9 +25,9 @@ pub fn ReplicasListPage() -> impl IntoView {
     );
     view! {
         <section class="space-y-4">
-            <h1 class="text-2xl font-semibold tracking-tight">"Replicas"</h1>
+            <h1 class="text-2xl font-semibold tracking-tight">"Replicas and agents"</h1>
             <p class="max-w-3xl text-sm text-slate-700">
-                "Each replica writes a heartbeat; one that stops is marked stale after BATON_STALE_AFTER and its runs are failed over. The leader promotes waiting runs and sweeps."
+                "Each replica and each agent (baton agent, a worker on another machine) writes a heartbeat; one that stops is marked stale after BATON_STALE_AFTER and its runs are failed over. The leader promotes waiting runs and sweeps."
             </p>
             {loaded(
                 data,

@@ -29,7 +29,6 @@ const HELLO_RETRY: Duration = Duration::from_secs(1);
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     args.check()?;
-    let labels = args.labels()?;
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::serve::stop_on_signal(shutdown.clone()));
     let ledger = Arc::new(RemoteLedger::new(
@@ -40,18 +39,59 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let hello = Hello {
         protocol: PROTOCOL,
         hostname: gethostname::gethostname().to_string_lossy().into_owned(),
-        labels,
+        labels: args.labels()?,
         version: VERSION_LONG.to_owned(),
         workers: args.workers as u32,
     };
-    let Some(welcome) = say_hello(&ledger, &hello, &shutdown).await? else {
+    let registry =
+        |stale_after| Ok(Registry::builtin().with_commands(args.command_executor(stale_after)?));
+    let started = start(
+        ledger.clone(),
+        hello,
+        args.shutdown_grace,
+        registry,
+        shutdown,
+    )
+    .await?;
+    let Some(agent) = started else {
         return Ok(());
     };
+    let refused = agent.done.await.unwrap_or(false);
+    match refused.then(|| ledger.refusal()).flatten() {
+        Some(why) => anyhow::bail!("{why}; stopped every execution"),
+        None => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+    }
+}
+
+/// An agent whose loops run.
+pub struct Started {
+    pub agent_id: String,
+    /// Ends once the loops have (after shutdown, or a refusal: `true`).
+    pub done: tokio::task::JoinHandle<bool>,
+}
+
+/// Says hello through `ledger` (until a replica answers, or `None` at
+/// shutdown), then starts the agent's loops with the replica's timings
+/// and the executors `registry` makes for its `stale_after`. `baton
+/// agent` runs one; `baton bench --agents` runs many in one process.
+pub async fn start(
+    ledger: Arc<RemoteLedger>,
+    hello: Hello,
+    shutdown_grace: Duration,
+    registry: impl FnOnce(Duration) -> anyhow::Result<Registry>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Option<Started>> {
+    let Some(welcome) = say_hello(&ledger, &hello, &shutdown).await? else {
+        return Ok(None);
+    };
     let config = SchedulerConfig {
-        workers: args.workers,
+        workers: hello.workers as usize,
         heartbeat_interval: Duration::from_millis(welcome.heartbeat_interval_ms),
         stale_after: Duration::from_millis(welcome.stale_after_ms),
-        shutdown_grace: args.shutdown_grace,
+        shutdown_grace,
         max_log_bytes: usize::try_from(welcome.max_log_bytes).unwrap_or(usize::MAX),
         ..SchedulerConfig::default()
     };
@@ -65,15 +105,12 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     };
     tracing::info!(agent = %info.replica_id, labels = ?info.labels, workers = config.workers,
         "baton agent {} taking runs", crate::serve::VERSION);
-    let registry = Registry::builtin().with_commands(args.command_executor(config.stale_after)?);
-    let refused = run_loops(ledger.clone(), info, config, registry, shutdown).await;
-    match refused.then(|| ledger.refusal()).flatten() {
-        Some(why) => anyhow::bail!("{why}; stopped every execution"),
-        None => {
-            tracing::info!("stopped");
-            Ok(())
-        }
-    }
+    let registry = registry(config.stale_after)?;
+    let done = tokio::spawn(run_loops(ledger, info, config, registry, shutdown));
+    Ok(Some(Started {
+        agent_id: welcome.agent_id,
+        done,
+    }))
 }
 
 /// Says hello until a replica answers: `None` if shutdown came first.

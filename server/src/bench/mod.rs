@@ -26,8 +26,10 @@
 //! The other modes each have their own file: `--render` and `--seed`
 //! (`render.rs`), `--graph`, `--prune`, `--failover`, `--processes` (the
 //! throughput phases worked by `baton serve` processes), and `--live`
-//! (`live.rs`: what open dashboard tabs cost the database).
+//! (`live.rs`: what open dashboard tabs cost the database), `--agents`
+//! (`agents.rs`: what connected agents cost a replica).
 
+mod agents;
 mod counted_source;
 mod cpu_meter;
 mod cpu_window;
@@ -115,6 +117,12 @@ pub struct BenchArgs {
     /// API token for `--server` when it has users.
     #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Measure agents instead (`agents.rs`): what this many connected
+    /// `baton agent`s cost one replica (CPU, database connections), their
+    /// take latency and their throughput of `--runs` no-op runs, beside a
+    /// replica running the same work itself (PostgreSQL only).
+    #[arg(long, conflicts_with_all = ["server", "processes", "render", "seed", "graph", "failover", "prune", "live", "fairness"])]
+    pub agents: Option<usize>,
     /// Measure failover instead: SIGKILL a `baton serve` process holding
     /// runs and time until the sweeper resolved them (PostgreSQL only).
     #[arg(long)]
@@ -281,6 +289,9 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
     if args.live {
         anyhow::ensure!(args.live_seconds >= 1, "--live-seconds must be at least 1");
         return live::run(&settings, Duration::from_secs(args.live_seconds)).await;
+    }
+    if let Some(agents) = args.agents {
+        return agents::run(&settings, agents, args.runs, args.latency_samples).await;
     }
     if args.failover {
         return failover::run(

@@ -32,7 +32,7 @@ pub use self::schedules::{ScheduleArgs, schedule};
 pub use self::status::{StatusArgs, status};
 pub use self::submit::{SubmitArgs, submit};
 pub use self::task_actions::{TaskAction, TaskActionArgs, task_action};
-pub use self::workflow::{PausedArgs, PlanArg, TargetArgs, pause, paused, target};
+pub use self::workflow::{ListArgs, PlanArg, TargetArgs, pause, paused, target, workers};
 
 /// Prints text made of the server's answers on standard output, with
 /// anything that would steer the terminal shown as text.

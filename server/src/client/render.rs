@@ -191,6 +191,45 @@ pub fn paused(view: &PausedView) -> String {
     out
 }
 
+/// `baton workers`: replicas and agents, as `/replicas` shows them.
+pub fn workers(workers: &[domain::model::ReplicaView]) -> String {
+    if workers.is_empty() {
+        return "no replica or agent has written a heartbeat\n".to_owned();
+    }
+    let mut rows = vec![header(&[
+        "ID",
+        "KIND",
+        "HOST",
+        "LABELS",
+        "STATE",
+        "LAST HEARTBEAT",
+        "RUNNING",
+        "VERSION",
+    ])];
+    rows.extend(workers.iter().map(|w| {
+        let kind = match w.kind {
+            domain::model::WorkerKind::Replica => "replica",
+            domain::model::WorkerKind::Agent => "agent",
+        };
+        let state = match (w.alive, w.leader) {
+            (true, true) => "alive, leader",
+            (true, false) => "alive",
+            (false, _) => "stale",
+        };
+        vec![
+            w.replica_id.clone(),
+            kind.to_owned(),
+            w.hostname.clone(),
+            w.labels.join(","),
+            state.to_owned(),
+            w.last_heartbeat.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+            w.running.to_string(),
+            w.version.clone(),
+        ]
+    }));
+    table(&rows)
+}
+
 /// What an operator wants to know beside a task's status.
 fn detail(task: &TaskView) -> String {
     match task.status {

@@ -76,8 +76,24 @@ pub async fn paused(
     Ok(())
 }
 
+/// `baton workers`: every replica and agent with a heartbeat row.
+pub async fn workers(
+    server: ServerArg,
+    json: bool,
+    listen: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    let client = server.client(listen)?;
+    let workers: Vec<domain::model::ReplicaView> = client.get("replicas").await?;
+    match json {
+        true => println!("{}", serde_json::to_string_pretty(&workers)?),
+        false => super::show(&render::workers(&workers)),
+    }
+    Ok(())
+}
+
+/// A listing (`paused`, `workers`): tables, or the API's JSON.
 #[derive(Args, Debug, Clone)]
-pub struct PausedArgs {
+pub struct ListArgs {
     /// Print what the API returns (JSON) instead of tables.
     #[arg(long)]
     pub json: bool,
