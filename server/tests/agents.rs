@@ -113,6 +113,19 @@ async fn an_agent_runs_what_the_replicas_schedule() {
         .find(|l| l.starts_with(&agent.agent_id))
         .unwrap_or_else(|| panic!("{listed}"));
     assert!(line.contains(" agent ") && line.contains("alive"), "{line}");
+
+    // And in /metrics, which any replica answers for every agent.
+    let metrics = replica.get_text("/metrics").await.unwrap();
+    assert!(
+        metrics.contains("baton_agents{alive=\"true\"} 1\n"),
+        "{metrics}"
+    );
+    let running = format!("baton_agent_runs_running{{agent_id=\"{}\"", agent.agent_id);
+    assert!(metrics.contains(&running), "{metrics}");
+    assert!(
+        metrics.contains("baton_replicas{alive=\"true\"} 1\n"),
+        "agents are not counted as replicas: {metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -740,4 +753,10 @@ async fn a_revoked_agent_token_stops_its_agent_and_its_run_ends_as_if_it_died() 
     // The token opens nothing now.
     let (status, body) = s.hello(json!([])).await;
     assert_eq!(status, 401, "{body}");
+    // Its secret reached no page or metric an operator reads.
+    for path in ["/metrics", "/api/v1/replicas", "/replicas"] {
+        let text = s.replica.get_text(path).await.unwrap_or_default();
+        assert!(!text.is_empty(), "{path} answered nothing");
+        assert!(!text.contains(AGENT_TOKEN), "{path} shows the agent token");
+    }
 }

@@ -141,7 +141,11 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
         );
         out.sample("baton_plans_halted", &[], halted.total);
     }
-    if let Ok(replicas) = replicas {
+    if let Ok(workers) = replicas {
+        let (agents, replicas): (Vec<_>, Vec<_>) = workers
+            .into_iter()
+            .partition(|r| r.kind == domain::model::WorkerKind::Agent);
+        agent_gauges(&mut out, &agents, now);
         let alive = replicas.iter().filter(|r| r.alive).count();
         out.family(
             "baton_replicas",
@@ -177,6 +181,50 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
         );
     }
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], out.text)
+}
+
+/// Every agent's liveness and runs, from its row (any replica answers the
+/// same): agents have no `/metrics` of their own.
+fn agent_gauges(out: &mut Exposition, agents: &[domain::model::ReplicaView], now: Ts) {
+    let alive = agents.iter().filter(|a| a.alive).count();
+    out.family(
+        "baton_agents",
+        "gauge",
+        "Agents (baton agent) with a heartbeat row, by whether their heartbeat is fresh.",
+    );
+    out.sample("baton_agents", &[("alive", "true")], alive);
+    out.sample("baton_agents", &[("alive", "false")], agents.len() - alive);
+    out.family(
+        "baton_agent_runs_running",
+        "gauge",
+        "Runs RUNNING on each agent now, as the database records them.",
+    );
+    for agent in agents {
+        out.sample(
+            "baton_agent_runs_running",
+            &[
+                ("agent_id", &agent.replica_id),
+                ("hostname", &agent.hostname),
+            ],
+            agent.running,
+        );
+    }
+    out.family(
+        "baton_agent_heartbeat_age_seconds",
+        "gauge",
+        "Seconds since each agent's last heartbeat was recorded.",
+    );
+    for agent in agents {
+        let age = (now.0 - agent.last_heartbeat).num_milliseconds().max(0) as f64 / 1000.0;
+        out.sample(
+            "baton_agent_heartbeat_age_seconds",
+            &[
+                ("agent_id", &agent.replica_id),
+                ("hostname", &agent.hostname),
+            ],
+            age,
+        );
+    }
 }
 
 /// This process's counters since it started ([`RunCounts`]).
