@@ -1387,3 +1387,195 @@ async fn a_failed_delivery_needs_attention_on_the_overview() {
         "{item}"
     );
 }
+
+/// The worker protocol (docs/agents.md) on both backends, driven by hand
+/// as an agent would: hello, take, beats, log lines, a fenced finish, a
+/// finish, a hand-back taken again, a cancel seen in a beat and
+/// confirmed, bad input named, bye.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_worker_protocol_keeps_its_promises_on_both_backends() {
+    for kind in [Kind::Sqlite, Kind::Postgres] {
+        worker_protocol(kind).await;
+    }
+}
+
+async fn worker_protocol(kind: Kind) {
+    let s = Server::start(kind).await;
+    let call = |path: &'static str, body: Value| {
+        let s = &s;
+        async move {
+            let r = s
+                .http
+                .post(format!("{}/api/v1/worker/{path}", s.base))
+                .header("baton-worker-protocol", "1")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+        }
+    };
+    let hello = |labels: Value| json!({"protocol": 1, "hostname": "box", "labels": labels, "version": "t", "workers": 4});
+    let (status, welcome) = call("hello", hello(json!(["remote"]))).await;
+    assert_eq!(status, 200, "{kind:?}: {welcome}");
+    let agent = welcome["agent_id"].as_str().unwrap().to_owned();
+    assert!(agent.starts_with("a-anonymous-"), "{agent}");
+    assert_eq!(
+        welcome["heartbeat_interval_ms"], 200,
+        "the replica's own timing"
+    );
+    let (_, other) = call("hello", hello(json!([]))).await;
+    let other = other["agent_id"].as_str().unwrap().to_owned();
+
+    // Pinned to a label only the agent carries: the replica's own worker
+    // cannot take them.
+    let (status, plan) = s
+        .post(
+            "/api/v1/plans",
+            json!({"name": "remote", "tasks": [
+                {"name": "a", "target": "r/a", "node": "remote", "sleep": "0s"},
+                {"name": "b", "target": "r/b", "node": "remote", "sleep": "0s"}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{plan}");
+    let plan_id = plan["id"].as_i64().unwrap();
+    let take = |agent: &str, slots: u32, wait_ms: u64| json!({"agent_id": agent, "labels": ["remote"], "slots": slots, "wait_ms": wait_ms});
+    let (status, taken) = call("take", take(&agent, 5, 10_000)).await;
+    assert_eq!(status, 200, "{taken}");
+    let mut runs: Vec<i64> = taken["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    // A round may promote them apart: the second comes with the next take.
+    if runs.len() < 2 {
+        let (_, more) = call("take", take(&agent, 5, 10_000)).await;
+        runs.extend(
+            more["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].as_i64().unwrap()),
+        );
+    }
+    runs.sort_unstable();
+    assert_eq!(runs.len(), 2, "{kind:?}: {taken}");
+    let (a, b) = (runs[0], runs[1]);
+    let deadline = taken["runs"][0]["deadline_in_ms"].as_u64().unwrap();
+    assert!(deadline > 3_000_000, "an hour's default timeout: {taken}");
+
+    let beats = |agent: &str| {
+        json!({"agent_id": agent, "beats": [
+            {"run_id": a, "timeout_ms": 5000}, {"run_id": b, "timeout_ms": 5000}]})
+    };
+    let (status, beaten) = call("runs/beat", beats(&agent)).await;
+    assert_eq!(status, 200, "{beaten}");
+    assert_eq!(beaten["owned"], json!([a, b]), "{beaten}");
+    let (_, beaten) = call("runs/beat", beats(&other)).await;
+    assert_eq!(
+        beaten["owned"],
+        json!([]),
+        "not the other agent's: {beaten}"
+    );
+
+    let (status, kept) = call(
+        "runs/log",
+        json!({"agent_id": agent, "run_id": a, "lines": [
+            {"at_ms_ago": 20, "stream": "stdout", "line": "hello\u{0}there"},
+            {"at_ms_ago": 10, "stream": "stderr", "line": "oops"}]}),
+    )
+    .await;
+    assert_eq!((status, &kept), (200, &json!({"owned": true})));
+    let log = s.text(&format!("/api/v1/runs/{a}/log")).await;
+    assert_eq!(log, "hello\u{2400}there\n[stderr] oops\n", "{kind:?}");
+    let (_, kept) = call(
+        "runs/log",
+        json!({"agent_id": other, "run_id": a, "lines": [
+            {"at_ms_ago": 0, "stream": "stdout", "line": "intruder"}]}),
+    )
+    .await;
+    assert_eq!(kept, json!({"owned": false}));
+    assert!(
+        !s.text(&format!("/api/v1/runs/{a}/log"))
+            .await
+            .contains("intruder")
+    );
+
+    let finish = |agent: &str, run: i64, status: &str| {
+        json!({"agent_id": agent, "finishes": [
+            {"run_id": run, "status": status, "result_code": 0, "error": null}]})
+    };
+    let (_, fenced) = call("finish", finish(&other, a, "DONE")).await;
+    assert_eq!(fenced["fenced"], json!([a]), "{fenced}");
+    let (status, done) = call("finish", finish(&agent, a, "DONE")).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["finished"], json!([a]), "{done}");
+    let run: RunView = s.get(&format!("/api/v1/runs/{a}")).await;
+    assert_eq!(run.replica_id.as_deref(), Some(agent.as_str()));
+    assert_eq!(run.status, domain::model::RunStatus::Done);
+
+    // Handed back, the same run (same attempt) is taken again.
+    let (status, back) = call(
+        "hand-back",
+        json!({"agent_id": agent, "run_ids": [b], "detail": "agent stopping"}),
+    )
+    .await;
+    assert_eq!((status, &back["run_ids"]), (200, &json!([b])), "{back}");
+    let (_, again) = call("take", take(&agent, 1, 10_000)).await;
+    assert_eq!(again["runs"][0]["id"], json!(b), "{again}");
+    assert_eq!(again["runs"][0]["attempt"], json!(1), "{again}");
+
+    // An operator's cancel reaches the agent through its beat; the finish
+    // confirms it.
+    let view: PlanView = s.get(&format!("/api/v1/plans/{plan_id}")).await;
+    let task_b = view.tasks.iter().find(|t| t.name == "b").unwrap().id;
+    let (status, _) = s
+        .post_empty(&format!("/api/v1/tasks/{task_b}/cancel"))
+        .await;
+    assert_eq!(status, 200);
+    let (_, beaten) = call(
+        "runs/beat",
+        json!({"agent_id": agent, "beats": [{"run_id": b, "timeout_ms": 5000}]}),
+    )
+    .await;
+    assert_eq!(beaten["canceling"], json!([b]), "{beaten}");
+    let (_, done) = call("finish", finish(&agent, b, "CANCELED")).await;
+    assert_eq!(done["finished"], json!([b]), "{done}");
+    let view = s.wait_plan(plan_id, PlanStatus::Canceled).await;
+    assert_eq!(view.tasks[1].status, TaskStatus::Canceled);
+
+    // Bad input is named, and changes nothing.
+    for (path, body, field) in [
+        ("take", take(&agent, 0, 0), "slots"),
+        ("take", take(&agent, 1, 3_600_000), "wait_ms"),
+        (
+            "runs/log",
+            json!({"agent_id": agent, "run_id": a, "lines": [
+                {"at_ms_ago": 0, "stream": "stdin", "line": "x"}]}),
+            "lines[0].stream",
+        ),
+        (
+            "runs/beat",
+            json!({"agent_id": agent, "beats": [{"run_id": a, "timeout_ms": 0}]}),
+            "beats[0].timeout_ms",
+        ),
+        ("hello", hello(json!(["a,b"])), ""),
+    ] {
+        let (status, body) = call(path, body).await;
+        if field.is_empty() {
+            assert!(status == 403 || status == 422, "{path}: {status} {body}");
+        } else {
+            assert_eq!(
+                (status, body["field"].as_str()),
+                (422, Some(field)),
+                "{path}: {body}"
+            );
+        }
+    }
+
+    let (status, _) = call("bye", json!({"agent_id": agent})).await;
+    assert_eq!(status, 204);
+    let rows: Vec<ReplicaView> = s.get("/api/v1/replicas").await;
+    assert!(rows.iter().all(|r| r.replica_id != agent), "{rows:?}");
+}

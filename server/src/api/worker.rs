@@ -63,7 +63,10 @@ fn check_owner(grant: &AgentGrant, agent_id: &str) -> ApiResult<()> {
     )))
 }
 
+/// Malformed labels are the request's fault (422); labels beyond the
+/// token's are refused (403).
 fn check_labels(grant: &AgentGrant, labels: &[String]) -> ApiResult<()> {
+    crate::auth::check_labels(labels).map_err(|e| ApiError::invalid("labels", e))?;
     grant.check_labels(labels).map_err(ApiError::Forbidden)
 }
 
