@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::agents::{AGENT_KINDS, AgentSlot};
 use crate::common::cluster::Cluster;
 use crate::common::process::{Baton, Options};
 use crate::common::proxy::{Link, Proxy};
@@ -28,6 +29,8 @@ pub struct Slot {
     /// The database URL this replica is started with.
     pub url: String,
     pub index: usize,
+    /// Its listen port, the same across restarts: agents keep reaching it.
+    pub port: u16,
 }
 
 impl Slot {
@@ -36,8 +39,12 @@ impl Slot {
             proxy.heal();
         }
         if self.baton.is_none() {
-            self.baton = Some(Baton::start(&self.url, &options(self.index)).await);
+            self.baton = Some(Baton::start(&self.url, &self.options()).await);
         }
+    }
+
+    pub fn options(&self) -> Options {
+        options(self.index).port(self.port)
     }
 
     /// Kills the replica and starts it again with its wall clock `offset`
@@ -47,8 +54,8 @@ impl Slot {
             baton.sigkill().await;
             let (replica, at) = (baton.replica_id.clone(), chrono::Utc::now());
             let options = match offset {
-                Some(offset) => options(self.index).wall_clock_off_by(offset),
-                None => options(self.index),
+                Some(offset) => self.options().wall_clock_off_by(offset),
+                None => self.options(),
             };
             self.baton = Some(Baton::start(&self.url, &options).await);
             faults.kills.push(Kill {
@@ -148,8 +155,15 @@ impl Faults {
 }
 
 /// Faults under which a replica keeps and records every execution.
-const KEEPS_FINISHES: [&str; 3] = [ROLLING_SIGTERM, OUTSIDE_LOCK, CONNECTION_KILLS];
+const KEEPS_FINISHES: [&str; 4] = [
+    ROLLING_SIGTERM,
+    AGENT_SIGTERM,
+    OUTSIDE_LOCK,
+    CONNECTION_KILLS,
+];
 const ROLLING_SIGTERM: &str = "rolling SIGTERM";
+/// An agent's SIGTERM: like a replica's, it records what its commands did.
+const AGENT_SIGTERM: &str = "agent SIGTERM";
 const OUTSIDE_LOCK: &str = "outside lock";
 const CONNECTION_KILLS: &str = "connection kills";
 
@@ -183,15 +197,32 @@ pub async fn inject(
     mode: Mode,
     rng: &mut fastrand::Rng,
     slots: &mut [Slot],
+    agents: &mut [AgentSlot],
     cluster: Option<&Cluster>,
     faults: &mut Faults,
     started: Instant,
 ) {
-    let kinds = match mode {
-        Mode::Postgres => POSTGRES_KINDS,
-        Mode::Sqlite => SQLITE_KINDS,
+    let kinds: Vec<&'static str> = match mode {
+        Mode::Postgres => POSTGRES_KINDS.iter().chain(AGENT_KINDS).copied().collect(),
+        Mode::Sqlite => SQLITE_KINDS.to_vec(),
     };
     let kind = kinds[rng.usize(0..kinds.len())];
+    if kind.starts_with("agent ") {
+        let from = chrono::Utc::now();
+        let began = Instant::now();
+        let hit = crate::agents::inject(kind, rng, agents, slots, faults).await;
+        let Some(agent_id) = hit else {
+            return;
+        };
+        faults.log.push(format!(
+            "{} (+{:.1}s) {kind} {agent_id}",
+            from.format("%H:%M:%S%.3f"),
+            started.elapsed().as_secs_f64() - began.elapsed().as_secs_f64(),
+        ));
+        *faults.by_kind.entry(kind).or_default() += 1;
+        healed(faults, kind, Some(agent_id), from, began);
+        return;
+    }
     let index = rng.usize(0..slots.len());
     let Some(replica_id) = slots[index].baton.as_ref().map(|b| b.replica_id.clone()) else {
         return;

@@ -13,7 +13,8 @@
 //! (partition, answers lost, requests lost, delay, connection resets) and
 //! restarts of the database itself, an operator canceling a frozen
 //! replica's tasks, rolling SIGTERMs, an outside client's locks and
-//! connection kills. Then everything heals, the system
+//! connection kills; and beside the replicas two agents (`agents.rs`),
+//! killed, frozen, cut off from every replica and stopped in turn. Then everything heals, the system
 //! settles, and the history is checked (`history.rs`):
 //!
 //! - invariants 1–3 (docs/design.md, "Invariants"), replayed from the event
@@ -35,6 +36,7 @@
 //! (default 30 s each; the suite runs a fixed and a random seed on
 //! PostgreSQL and a random one on SQLite).
 
+mod agents;
 #[path = "../common/mod.rs"]
 mod common;
 mod faults;
@@ -162,13 +164,23 @@ async fn chaos(mode: Mode, seed: u64) {
         } else {
             (None, database.url.clone())
         };
-        let baton = Baton::start(&url, &options(index)).await;
+        let port = common::process::free_port();
+        let baton = Baton::start(&url, &options(index).port(port)).await;
         slots.push(Slot {
             baton: Some(baton),
             proxy,
             url,
             index,
+            port,
         });
+    }
+    // Agents run tasks beside the replicas (PostgreSQL mode), through
+    // proxies of their own.
+    let mut agents = Vec::new();
+    if mode == Mode::Postgres {
+        for _ in 0..agents::AGENTS {
+            agents.push(agents::AgentSlot::start(&slots).await);
+        }
     }
 
     // Plans keep coming while faults come and go: two loops at once, the
@@ -199,7 +211,16 @@ async fn chaos(mode: Mode, seed: u64) {
         tokio::time::sleep(Duration::from_secs(2)).await;
         while started.elapsed() < duration() {
             let cluster = database.cluster.as_ref();
-            inject(mode, &mut rng, &mut slots, cluster, &mut faults, started).await;
+            inject(
+                mode,
+                &mut rng,
+                &mut slots,
+                &mut agents,
+                cluster,
+                &mut faults,
+                started,
+            )
+            .await;
             *bases.lock().unwrap() = addresses(&slots);
             tokio::time::sleep(Duration::from_millis(rng.u64(500..2500))).await;
         }
@@ -209,6 +230,9 @@ async fn chaos(mode: Mode, seed: u64) {
     // Heal: every replica running and connected, then let the work finish.
     for slot in &mut slots {
         slot.restart_if_down().await;
+    }
+    for agent in &mut agents {
+        agent.restart_if_down(&slots).await;
     }
     // What no replica answered is sent again with its key, as a client
     // retrying a timed-out submit would: at most one plan each.
@@ -230,9 +254,10 @@ async fn chaos(mode: Mode, seed: u64) {
     )
     .await;
     one_plan_per_submit(store.as_ref(), &submits).await;
+    let on_agents = runs_on_agents(&database).await;
     eprintln!(
         "chaos: {mode:?}, seed {seed}: {faults} in {:?}; {} plans accepted ({} hostile, {} due in 9999), {} refused, {} unanswered; \
-         {} tasks, {} runs, {} executions ({} exited 0), {} webhook POSTs ({} repeats of a key); a killed replica's runs resolved within {:?}; \
+         {} tasks, {} runs ({on_agents} on agents), {} executions ({} exited 0), {} webhook POSTs ({} repeats of a key); a killed replica's runs resolved within {:?}; \
          {} runs canceled while their replica was frozen ({} skips refused meanwhile; then {} skipped, {} retried); {} plans HALTED behind a task that failed for good; settled in {settled:?}; 0 violations",
         duration(),
         submits.accepted.len(),
@@ -258,8 +283,22 @@ async fn chaos(mode: Mode, seed: u64) {
         summary.halted,
     );
     assert!(faults.total() > 0, "the schedule injected nothing");
+    drop(agents);
     drop(slots);
     drop(database.sqlite);
+}
+
+/// How many runs agents ran (PostgreSQL mode, where they run).
+async fn runs_on_agents(database: &Database) -> i64 {
+    if database.cluster.is_none() {
+        return 0;
+    }
+    let pool = sqlx::PgPool::connect(&database.url).await.unwrap();
+    let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM task_run WHERE replica_id LIKE 'a-%'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    n
 }
 
 fn addresses(slots: &[Slot]) -> Vec<String> {

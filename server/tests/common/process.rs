@@ -28,6 +28,8 @@ static STARTED: AtomicUsize = AtomicUsize::new(0);
 pub struct Options {
     env: BTreeMap<String, String>,
     labels: Vec<String>,
+    /// The port to listen on; a free one when `None`.
+    port: Option<u16>,
 }
 
 impl Default for Options {
@@ -38,6 +40,7 @@ impl Default for Options {
                 ("BATON_POLL_INTERVAL".to_owned(), "200ms".to_owned()),
             ]),
             labels: Vec::new(),
+            port: None,
         }
     }
 }
@@ -71,6 +74,13 @@ impl Options {
         self.env("LD_PRELOAD", libfaketime())
             .env("FAKETIME", offset)
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+    }
+
+    /// Listens on `port`, the same one across restarts (agents and
+    /// proxies keep its address).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
     }
 
     /// Adds a node label the replica carries, for pinned tasks.
@@ -125,7 +135,7 @@ impl Baton {
     /// Starts a process and returns once it answers `/healthz` and its
     /// replica row is visible.
     pub async fn start(database_url: &str, options: &Options) -> Baton {
-        let port = free_port();
+        let port = options.port.unwrap_or_else(free_port);
         // A replica without workers may carry no label (it would run
         // nothing pinned to it): it is told apart as the newest replica
         // without one.
@@ -375,10 +385,33 @@ impl Agent {
         Agent::start_labelled(servers, workers, env, &label).await
     }
 
+    /// An agent reaching the replicas at `urls` (through proxies, say),
+    /// found through `watch`'s API.
+    pub async fn start_at(
+        urls: &[String],
+        watch: &Baton,
+        workers: usize,
+        env: &[(&str, &str)],
+    ) -> Agent {
+        let label = format!("proc-{}", STARTED.fetch_add(1, Ordering::SeqCst));
+        Agent::spawn(urls, watch, workers, env, &label).await
+    }
+
     /// [`Agent::start`] with the label that finds it given (a token may
     /// allow only labels the test knows).
     pub async fn start_labelled(
         servers: &[&Baton],
+        workers: usize,
+        env: &[(&str, &str)],
+        label: &str,
+    ) -> Agent {
+        let urls: Vec<String> = servers.iter().map(|b| b.base.clone()).collect();
+        Agent::spawn(&urls, servers[0], workers, env, label).await
+    }
+
+    async fn spawn(
+        urls: &[String],
+        watch: &Baton,
         workers: usize,
         env: &[(&str, &str)],
         label: &str,
@@ -389,7 +422,7 @@ impl Agent {
             Some(_) => Stdio::inherit(),
             None => Stdio::null(),
         };
-        let list: Vec<&str> = servers.iter().map(|b| b.base.as_str()).collect();
+        let list: Vec<&str> = urls.iter().map(|u| u.trim_end_matches('/')).collect();
         let extra: Vec<&str> = env
             .iter()
             .filter(|(k, _)| *k == "BATON_LABELS")
@@ -410,7 +443,6 @@ impl Agent {
             .kill_on_drop(true)
             .spawn()
             .expect("start baton agent");
-        let watch = servers[0];
         let me = eventually(START_WITHIN, "the agent's row", || {
             let label = label.clone();
             async move {
