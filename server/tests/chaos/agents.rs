@@ -14,8 +14,9 @@ use crate::faults::{Faults, Kill, Slot};
 
 /// Agents run beside the three replicas.
 pub const AGENTS: usize = 2;
-/// Worker slots of each agent.
-const WORKERS: usize = 2;
+/// Worker slots of each agent: as many as a replica's, so agents take a
+/// fair share of the work (the leader's rounds claim for itself first).
+const WORKERS: usize = 4;
 
 pub const AGENT_KINDS: &[&str] = &[
     "agent SIGKILL",
@@ -29,10 +30,13 @@ pub const AGENT_KINDS: &[&str] = &[
 pub struct AgentSlot {
     pub agent: Option<Agent>,
     proxies: Vec<Proxy>,
+    /// The first agent carries the label pinned tasks ask for, as replica
+    /// 0 does: pins are kept (and reassigned) across agents too.
+    pinned: bool,
 }
 
 impl AgentSlot {
-    pub async fn start(replicas: &[Slot]) -> AgentSlot {
+    pub async fn start(replicas: &[Slot], pinned: bool) -> AgentSlot {
         let mut proxies = Vec::new();
         for slot in replicas {
             let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], slot.port));
@@ -41,6 +45,7 @@ impl AgentSlot {
         let mut slot = AgentSlot {
             agent: None,
             proxies,
+            pinned,
         };
         slot.restart_if_down(replicas).await;
         slot
@@ -62,8 +67,11 @@ impl AgentSlot {
             .iter()
             .find_map(|s| s.baton.as_ref())
             .expect("a replica is up to watch the agent start");
-        self.agent =
-            Some(Agent::start_at(&urls, watch, WORKERS, &[("BATON_SHUTDOWN_GRACE", "1s")]).await);
+        let mut env = vec![("BATON_SHUTDOWN_GRACE", "1s")];
+        if self.pinned {
+            env.push(("BATON_LABELS", "pinned"));
+        }
+        self.agent = Some(Agent::start_at(&urls, watch, WORKERS, &env).await);
     }
 
     fn cut(&self, link: Link) {

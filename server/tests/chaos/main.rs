@@ -178,8 +178,8 @@ async fn chaos(mode: Mode, seed: u64) {
     // proxies of their own.
     let mut agents = Vec::new();
     if mode == Mode::Postgres {
-        for _ in 0..agents::AGENTS {
-            agents.push(agents::AgentSlot::start(&slots).await);
+        for i in 0..agents::AGENTS {
+            agents.push(agents::AgentSlot::start(&slots, i == 0).await);
         }
     }
 
