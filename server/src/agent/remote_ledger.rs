@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::protocol::{
     AgentBeat, Bye, Finished, Finishes, HandBack, HandedBack, Hello, LogKept, LogLines, PROTOCOL,
-    RunBeat, RunBeats, RunsBeaten, Take, Taken, Welcome, WireFinish, WireLine,
+    RunBeat, RunBeats, RunsBeaten, Take, Taken, TakenRun, Welcome, WireFinish, WireLine,
 };
 use crate::loops::RunLedger;
 use crate::secret::Secret;
@@ -55,6 +55,9 @@ pub struct RemoteLedger {
     refusal: Mutex<Option<String>>,
     /// Fires at shutdown: a take waiting at a replica is abandoned.
     stopping: CancellationToken,
+    /// When the last take's runs were confirmed by a beat
+    /// ([`RunLedger::claim_proven_from`]).
+    take_proven: Mutex<Option<std::time::Instant>>,
 }
 
 impl RemoteLedger {
@@ -78,6 +81,7 @@ impl RemoteLedger {
             refused: CancellationToken::new(),
             refusal: Mutex::new(None),
             stopping,
+            take_proven: Mutex::new(None),
         })
     }
 
@@ -181,6 +185,49 @@ impl RemoteLedger {
         }
     }
 
+    /// The taken runs still this agent's after one beat, sent as they
+    /// arrive. A take may wait seconds at the replica before its claim,
+    /// and the claim's stamp is the replica's: what proves the agent owns
+    /// them, from its own clock, is this beat ([`RunLedger::claim_proven_from`]).
+    /// A beat that cannot be sent leaves the proof at the take's start:
+    /// runs claimed long after it are then handed back unexecuted.
+    async fn confirmed(&self, agent_id: &str, runs: Vec<TakenRun>) -> Vec<TakenRun> {
+        if runs.is_empty() {
+            return runs;
+        }
+        let beats = RunBeats {
+            agent_id: agent_id.to_owned(),
+            beats: runs
+                .iter()
+                .map(|r| RunBeat {
+                    run_id: r.id,
+                    timeout_ms: r.heartbeat_timeout_ms,
+                })
+                .collect(),
+        };
+        let sent = std::time::Instant::now();
+        match self.call::<_, RunsBeaten>("runs/beat", &beats, None).await {
+            Ok(beaten) => {
+                *self.take_proven.lock().expect("poisoned") = Some(sent);
+                // Lost already (canceled, swept): not started. One an
+                // operator asked to cancel starts, and its next beat
+                // stops it.
+                let held: std::collections::HashSet<i64> = beaten
+                    .owned
+                    .iter()
+                    .chain(&beaten.canceling)
+                    .chain(&beaten.held)
+                    .copied()
+                    .collect();
+                runs.into_iter().filter(|r| held.contains(&r.id)).collect()
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not confirm the runs just taken");
+                runs
+            }
+        }
+    }
+
     fn started_at_micros(&self) -> i64 {
         self.started_at_micros.get().copied().unwrap_or_default()
     }
@@ -209,6 +256,16 @@ fn without_url(e: reqwest::Error) -> String {
     }
 }
 
+/// How long a take may take before its start no longer proves its runs:
+/// an eighth of the shortest heartbeat timeout among them, well inside
+/// the quarter the worker keeps spare.
+fn claim_margin_ms(runs: &[TakenRun]) -> u64 {
+    runs.iter()
+        .map(|r| r.heartbeat_timeout_ms / 8)
+        .min()
+        .unwrap_or(0)
+}
+
 /// Milliseconds from `earlier` to `later`, 0 when it is not earlier.
 fn ms_between(earlier: Ts, later: Ts) -> u64 {
     (later.0 - earlier.0).num_milliseconds().max(0) as u64
@@ -227,6 +284,7 @@ impl RunLedger for RemoteLedger {
             slots: u32::try_from(claim.limit).unwrap_or(u32::MAX),
             wait_ms: TAKE_WAIT.as_millis() as u64,
         };
+        let sent = std::time::Instant::now();
         let asked = self.call::<_, Taken>("take", &take, Some(TAKE_WAIT + Duration::from_secs(10)));
         let taken = tokio::select! {
             taken = asked => taken?,
@@ -236,9 +294,15 @@ impl RunLedger for RemoteLedger {
         };
         // The take was the wait: ask again as soon as a slot is free.
         self.signals.available.notify_one();
+        // Answered at once, the take's start proves the runs as a
+        // replica's claim does; after a wait, a beat must.
+        let waited = sent.elapsed() > Duration::from_millis(claim_margin_ms(&taken.runs));
+        let runs = match waited {
+            true => self.confirmed(claim.replica_id, taken.runs).await,
+            false => taken.runs,
+        };
         let now = Ts::now();
-        Ok(taken
-            .runs
+        Ok(runs
             .into_iter()
             .map(|run| ClaimedRun {
                 id: run.id,
@@ -252,6 +316,11 @@ impl RunLedger for RemoteLedger {
                 heartbeat_timeout: Duration::from_millis(run.heartbeat_timeout_ms),
             })
             .collect())
+    }
+
+    fn claim_proven_from(&self, sent: std::time::Instant) -> std::time::Instant {
+        let confirmed = self.take_proven.lock().expect("poisoned").take();
+        confirmed.map_or(sent, |at| at.max(sent))
     }
 
     async fn run_finish_many(

@@ -123,6 +123,10 @@ pub struct BenchArgs {
     /// replica running the same work itself (PostgreSQL only).
     #[arg(long, conflicts_with_all = ["server", "processes", "render", "seed", "graph", "failover", "prune", "live", "fairness"])]
     pub agents: Option<usize>,
+    /// `--agents`: worker slots of each agent (the replica it is compared
+    /// with gets as many in all).
+    #[arg(long, default_value_t = 1)]
+    pub agent_slots: usize,
     /// Measure failover instead: SIGKILL a `baton serve` process holding
     /// runs and time until the sweeper resolved them (PostgreSQL only).
     #[arg(long)]
@@ -291,7 +295,14 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         return live::run(&settings, Duration::from_secs(args.live_seconds)).await;
     }
     if let Some(agents) = args.agents {
-        return agents::run(&settings, agents, args.runs, args.latency_samples).await;
+        return agents::run(
+            &settings,
+            agents,
+            args.agent_slots,
+            args.runs,
+            args.latency_samples,
+        )
+        .await;
     }
     if args.failover {
         return failover::run(

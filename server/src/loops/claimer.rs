@@ -78,7 +78,9 @@ impl Claimer {
         if n > 0 {
             tracing::debug!(claimed = n, free, "claimed runs");
         }
-        self.worker.spawn_all(claimed, sent, Claimant::Claimer);
+        let proven_from = self.store.claim_proven_from(sent);
+        self.worker
+            .spawn_all(claimed, proven_from, Claimant::Claimer);
         Ok((n, free))
     }
 

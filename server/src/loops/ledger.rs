@@ -22,6 +22,13 @@ pub trait RunLedger: Send + Sync + 'static {
     fn signals(&self) -> &Arc<Signals>;
     /// Claims up to `claim.limit` AVAILABLE runs the worker may execute.
     async fn run_claim_many(&self, claim: &Claim<'_>, now: Ts) -> Result<Vec<ClaimedRun>>;
+    /// From when the runs of the last claim, sent at `sent`, are proven
+    /// to be this worker's: a database claim stamps their deadlines with
+    /// its own statement, so from `sent`; a take that waited at a replica
+    /// for runs, from the beat that confirmed them after it returned.
+    fn claim_proven_from(&self, sent: std::time::Instant) -> std::time::Instant {
+        sent
+    }
     /// Records how executions ended, creating automatic retries.
     async fn run_finish_many(
         &self,
