@@ -144,10 +144,17 @@ mod tests {
             assert!(own.contains(&"database-url".to_owned()), "{name}: {own:?}");
             assert!(!own.contains(&"workers".to_owned()), "{name}: {own:?}");
         }
+        // An agent runs tasks (its own --workers) and never touches the
+        // database or serves.
+        let agent = longs("agent");
+        assert!(agent.contains(&"workers".to_owned()), "{agent:?}");
+        for replica_setting in ["database-url", "listen", "users-file"] {
+            assert!(!agent.contains(&replica_setting.to_owned()), "{agent:?}");
+        }
         let mut clients = 0;
         for sub in cli.get_subcommands() {
             let name = sub.get_name();
-            if ["serve", "bench", "migrate", "prune"].contains(&name) {
+            if ["serve", "bench", "migrate", "prune", "agent"].contains(&name) {
                 continue;
             }
             let own = longs(name);
