@@ -28,7 +28,8 @@
 //! - [`agent`]: `baton agent`, a worker on another machine, and the
 //!   worker protocol it speaks with the replicas (`api/worker.rs`).
 //! - [`cli`], [`config`]: the command line and the settings it shares.
-//! - [`serve`]: starting a replica; [`http_server`]: the HTTP server with
+//! - [`serve`]: starting a replica; [`version`], [`stop_signal`]: what
+//!   it and an agent share; [`http_server`]: the HTTP server with
 //!   its connection bounds; [`telemetry`]: logs.
 //! - [`bench`]: `baton bench` and the throw-away databases tests use.
 //! - [`secret`]: values that never print; [`faults`]: fault injection the
@@ -58,6 +59,8 @@ pub mod retention;
 pub mod schedule;
 pub mod secret;
 pub mod serve;
+pub mod stop_signal;
 pub mod store;
 pub mod telemetry;
+pub mod version;
 pub mod webhook_signature;

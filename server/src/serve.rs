@@ -18,17 +18,7 @@ use crate::loops::{Replica, SchedulerView, new_replica_id};
 use crate::store::{self, ReplicaInfo, Store};
 use domain::time::Ts;
 
-/// The version of the package; replicas report [`VERSION_LONG`], which
-/// names the commit too, so a rolling upgrade shows which build each runs.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// `baton --version`: the version and the commit built (from `build.rs`).
-pub const VERSION_LONG: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("BATON_GIT_COMMIT"),
-    ")"
-);
+pub use crate::version::{VERSION, VERSION_LONG};
 
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     // Both before touching the database: a bad users file or an unsafe
@@ -86,7 +76,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         "baton {VERSION} serving http://{}",
         listener.local_addr()?
     );
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    tokio::spawn(crate::stop_signal::stop_on_signal(shutdown.clone()));
     crate::http_server::serve(
         listener,
         app,
@@ -233,34 +223,4 @@ fn error_links(settings: &Settings) -> anyhow::Result<dashboard::error_links::Er
         _ => None,
     };
     dashboard::error_links::ErrorLinks::new(users.as_deref())
-}
-
-/// Shuts down gracefully on Ctrl-C, SIGTERM or SIGHUP. SIGHUP is what a
-/// closing terminal or ssh session sends a foreground `baton serve`; left
-/// to its default it killed the replica on the spot, and its runs failed
-/// at the sweep instead of being handed back.
-pub(crate) async fn stop_on_signal(shutdown: CancellationToken) {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    let unix = async {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) {
-            (Ok(mut term), Ok(mut hangup)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = hangup.recv() => {}
-                }
-            }
-            _ => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = unix => {}
-    }
-    tracing::info!("shutting down: no new claims; letting running executions finish");
-    shutdown.cancel();
 }

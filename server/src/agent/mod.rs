@@ -20,8 +20,8 @@ use self::protocol::{Hello, PROTOCOL, Welcome};
 pub use self::remote_ledger::{RemoteLedger, TAKE_WAIT};
 use crate::executor::Registry;
 use crate::loops::{Claimer, ReplicaHeartbeat, RunLedger, SchedulerConfig, Worker};
-use crate::serve::VERSION_LONG;
 use crate::store::ReplicaInfo;
+use crate::version::VERSION_LONG;
 use domain::time::Ts;
 
 /// Between hellos while no replica answers.
@@ -30,7 +30,7 @@ const HELLO_RETRY: Duration = Duration::from_secs(1);
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     args.check()?;
     let shutdown = CancellationToken::new();
-    tokio::spawn(crate::serve::stop_on_signal(shutdown.clone()));
+    tokio::spawn(crate::stop_signal::stop_on_signal(shutdown.clone()));
     let ledger = Arc::new(RemoteLedger::new(
         args.servers()?,
         args.token.clone(),
@@ -104,7 +104,7 @@ pub async fn start(
         started_at: Ts::from_micros(welcome.started_at_micros),
     };
     tracing::info!(agent = %info.replica_id, labels = ?info.labels, workers = config.workers,
-        "baton agent {} taking runs", crate::serve::VERSION);
+        "baton agent {} taking runs", crate::version::VERSION);
     let registry = registry(config.stale_after)?;
     let done = tokio::spawn(run_loops(ledger, info, config, registry, shutdown));
     Ok(Some(Started {

@@ -9,8 +9,13 @@ use serde::{Deserialize, Serialize};
 /// a message naming both; bump it whenever a message changes shape.
 pub const PROTOCOL: u32 = 1;
 
-/// Ids of agents start with this, then the name their token was given.
-pub const AGENT_ID_PREFIX: &str = "a-";
+/// The header every call carries its protocol version in: a replica of
+/// another version refuses before reading the body.
+pub const PROTOCOL_HEADER: &str = "baton-worker-protocol";
+
+/// Ids of agents start with this, then the name their token was given
+/// (the token's side of it is `auth::agent_tokens`).
+pub use crate::auth::AGENT_ID_PREFIX;
 
 /// The longest a take may wait for a run, in milliseconds.
 pub const MAX_TAKE_WAIT_MS: u64 = 30_000;

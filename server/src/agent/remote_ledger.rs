@@ -151,7 +151,7 @@ impl RemoteLedger {
         let mut request = self
             .http
             .post(format!("{server}/api/v1/worker/{path}"))
-            .header(crate::api::PROTOCOL_HEADER, PROTOCOL.to_string())
+            .header(super::protocol::PROTOCOL_HEADER, PROTOCOL.to_string())
             .timeout(timeout)
             .json(body);
         if let Some(token) = &self.token {

@@ -34,7 +34,6 @@ use axum::routing::{get, post};
 
 pub use self::error::{ApiError, ApiResult};
 pub use self::take_queue::TakeQueue;
-pub use self::worker::PROTOCOL_HEADER;
 use crate::loops::{LoopHealth, RunCounters, SchedulerConfig};
 use crate::plan::CommandPolicy;
 use crate::store::{ReplicaInfo, Store};

@@ -18,16 +18,13 @@ use super::json_body::JsonBody;
 use super::{ApiError, ApiResult, ApiState};
 use crate::agent::protocol::{
     AGENT_ID_PREFIX, AgentBeat, Bye, Finished, Finishes, HandBack, HandedBack, Hello, LogKept,
-    LogLines, MAX_TAKE_WAIT_MS, PROTOCOL, RunBeats, RunsBeaten, Take, Taken, TakenRun, Welcome,
+    LogLines, MAX_TAKE_WAIT_MS, PROTOCOL, PROTOCOL_HEADER, RunBeats, RunsBeaten, Take, Taken,
+    TakenRun, Welcome,
 };
 use crate::auth::AgentGrant;
 use crate::executor::output::clean_line;
 use crate::loops::MAX_WORKERS;
 use crate::store::{Claim, ClaimedRun, Finish, LogLine, ReplicaInfo};
-
-/// Header an agent sends its protocol version in, on every call: a
-/// replica of another version refuses before reading the body.
-pub const PROTOCOL_HEADER: &str = "baton-worker-protocol";
 
 /// The most log lines one call may carry (the agent sends 512 at most).
 const MAX_LINES: usize = 4096;
@@ -45,9 +42,8 @@ fn check_protocol(headers: &http::HeaderMap) -> ApiResult<()> {
     match sent {
         Some(v) if v == PROTOCOL.to_string() => Ok(()),
         other => Err(ApiError::Conflict(format!(
-            "this replica speaks worker protocol {PROTOCOL} ({}); the agent sent {}: \
+            "this replica speaks worker protocol {PROTOCOL}; the agent sent {}: \
              run agents of the replicas' Baton version",
-            crate::serve::VERSION_LONG,
             other.map_or("none".into(), |v| format!("`{v}`"))
         ))),
     }

@@ -10,7 +10,20 @@ use std::collections::HashMap;
 use serde::Deserialize;
 
 use super::secrets::{TokenHash, parse_token_hash};
-use super::users::{InvalidUsers, MAX_USER_NAME_CHARS, invalid};
+
+/// The longest agent name: as a user's.
+const MAX_NAME_CHARS: usize = crate::plan::limits::MAX_NAME_CHARS;
+
+/// What is wrong with an entry: the field at fault and why. The users
+/// file reports it as it reports its own.
+pub type Mistake = (String, String);
+
+fn mistake(field: &str, message: impl Into<String>) -> Mistake {
+    (field.to_owned(), message.into())
+}
+
+/// Ids of agents start with this, then their token's name.
+pub const AGENT_ID_PREFIX: &str = "a-";
 
 /// The most labels one agent may carry: far more than a machine has.
 pub const MAX_LABELS: usize = 64;
@@ -75,7 +88,7 @@ impl AgentGrant {
     /// Whether `agent_id` is one this token's hello could have named.
     pub fn owns(&self, agent_id: &str) -> bool {
         agent_id
-            .strip_prefix(crate::agent::protocol::AGENT_ID_PREFIX)
+            .strip_prefix(AGENT_ID_PREFIX)
             .and_then(|rest| rest.strip_prefix(self.name.as_str()))
             .is_some_and(|rest| rest.starts_with('-'))
     }
@@ -114,38 +127,35 @@ impl AgentGrants {
         i: usize,
         entry: AgentEntry,
         user_of: impl Fn(&TokenHash) -> Option<String>,
-    ) -> Result<(), InvalidUsers> {
+    ) -> Result<(), Mistake> {
         let at = |field: &str| format!("agents[{i}].{field}");
         let name = entry.name.trim().to_owned();
         // The name goes into agent ids and so into logs and URLs.
         let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-        if name.is_empty() || name.chars().count() > MAX_USER_NAME_CHARS || !name.chars().all(fine)
-        {
-            return Err(invalid(
+        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || !name.chars().all(fine) {
+            return Err(mistake(
                 &at("name"),
-                format!(
-                    "`{name}` must be 1 to {MAX_USER_NAME_CHARS} letters, digits, `-`, `_` or `.`"
-                ),
+                format!("`{name}` must be 1 to {MAX_NAME_CHARS} letters, digits, `-`, `_` or `.`"),
             ));
         }
         if let Some(j) = self.names.insert(name.clone(), i) {
-            return Err(invalid(
+            return Err(mistake(
                 &at("name"),
                 format!("`{name}` is listed twice (agents[{j}])"),
             ));
         }
-        check_labels(&entry.labels).map_err(|m| invalid(&at("labels"), m))?;
+        check_labels(&entry.labels).map_err(|m| mistake(&at("labels"), m))?;
         if entry.token_hashes.is_empty() {
-            return Err(invalid(
+            return Err(mistake(
                 &at("token_hashes"),
                 format!("`{name}` has no token, so no agent can use it"),
             ));
         }
         for (j, text) in entry.token_hashes.iter().enumerate() {
             let field = at(&format!("token_hashes[{j}]"));
-            let hash = parse_token_hash(text).map_err(|message| invalid(&field, message))?;
+            let hash = parse_token_hash(text).map_err(|message| mistake(&field, message))?;
             if let Some(user) = user_of(&hash) {
-                return Err(invalid(
+                return Err(mistake(
                     &field,
                     format!("is already a token of the user `{user}`; an agent needs its own"),
                 ));
@@ -155,7 +165,7 @@ impl AgentGrants {
                 labels: Some(entry.labels.clone()),
             };
             if let Some(other) = self.by_token.insert(hash, grant) {
-                return Err(invalid(
+                return Err(mistake(
                     &field,
                     format!("is already a token of the agent `{}`", other.name),
                 ));

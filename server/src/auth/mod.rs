@@ -37,7 +37,7 @@ use axum::http::{HeaderMap, header};
 use base64::Engine;
 use domain::model::{Identity, Role};
 
-pub use self::agent_tokens::{AgentGrant, check_labels};
+pub use self::agent_tokens::{AGENT_ID_PREFIX, AgentGrant, check_labels};
 pub use self::client::Client;
 pub use self::commands::{NewTokenArgs, hash_password_command, new_token_command};
 pub use self::guard::{Credentials, guard};

@@ -156,7 +156,10 @@ impl Users {
             // One token, one kind: a token that is a user's too would let
             // an agent act as that user.
             let owner = |hash: &TokenHash| users.by_token.get(hash).cloned();
-            users.agents.add(i, entry, owner)?;
+            users
+                .agents
+                .add(i, entry, owner)
+                .map_err(|(field, message)| invalid(&field, message))?;
         }
         Ok(users)
     }
@@ -253,7 +256,7 @@ impl Users {
     }
 }
 
-pub(super) fn invalid(field: &str, message: impl Into<String>) -> InvalidUsers {
+fn invalid(field: &str, message: impl Into<String>) -> InvalidUsers {
     InvalidUsers {
         field: field.to_owned(),
         message: message.into(),

@@ -203,7 +203,7 @@ async fn start_agents(
                 protocol: PROTOCOL,
                 hostname: format!("bench-agent-{i}"),
                 labels: Vec::new(),
-                version: crate::serve::VERSION_LONG.to_owned(),
+                version: crate::version::VERSION_LONG.to_owned(),
                 workers: slots as u32,
             };
             let registry = |_| Ok(Registry::builtin());
