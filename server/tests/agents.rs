@@ -760,3 +760,59 @@ async fn a_revoked_agent_token_stops_its_agent_and_its_run_ends_as_if_it_died() 
         assert!(!text.contains(AGENT_TOKEN), "{path} shows the agent token");
     }
 }
+
+/// Bad settings stop `baton agent` before it reaches anything, naming
+/// the setting; a replica that never answers keeps it trying, and a stop
+/// signal still ends it cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_refuses_bad_settings_and_waits_out_an_absent_replica() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+            .arg("agent")
+            .args(args)
+            .env_remove("BATON_AGENT_SERVER")
+            .output()
+            .unwrap()
+    };
+    for (args, says) in [
+        (vec!["--server", "ftp://box"], "http:// or https://"),
+        (vec!["--server", "http://u:p@box:3000"], "credentials"),
+        (vec!["--server", "not a url"], "is not a URL"),
+        (
+            vec!["--server", "http://127.0.0.1:1", "--workers", "0"],
+            "--workers must be from 1",
+        ),
+        (
+            vec!["--server", "http://127.0.0.1:1", "--labels", "a b,\u{1}"],
+            "--labels",
+        ),
+    ] {
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let out = run(&[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--server"));
+
+    // Nothing listens on port 1: the agent says hello again and again,
+    // and SIGTERM ends it with success (it held no run).
+    let mut waiting = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["agent", "--server", "http://127.0.0.1:1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(waiting.try_wait().unwrap().is_none(), "it gave up");
+    let pid = waiting.id().unwrap() as i32;
+    // SAFETY: our child, not reaped yet.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(Duration::from_secs(5), waiting.wait())
+        .await
+        .expect("it stops on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
