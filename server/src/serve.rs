@@ -165,7 +165,7 @@ pub fn router_over(
             settings.poll_interval,
             scheduler.stopping.clone(),
         ),
-        scheduler: settings.scheduler(),
+        scheduler: Arc::new(settings.scheduler()),
     };
     let bundle = match &settings.site_root {
         Some(dir) => dashboard::Bundle::Directory(dir.clone()),

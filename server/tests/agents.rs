@@ -7,11 +7,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::process::{Agent, Baton, Options, process_running};
+use common::process::{Agent, Baton, Options, process_running, ticker_pid, ticker_task};
 use common::{Kind, TestDb, eventually};
-use domain::model::{PlanStatus, RunStatus, TaskStatus, TaskView};
+use domain::model::{PlanStatus, PlanView, RunStatus, TaskStatus, TaskView};
 use serde_json::{Value, json};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 
 const STALE_AFTER: Duration = Duration::from_secs(1);
 const SWEEP_INTERVAL: Duration = Duration::from_millis(200);
@@ -25,6 +25,23 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 /// A replica that schedules and serves but runs nothing itself.
 fn scheduler_only() -> Options {
     Options::fast_liveness().env("BATON_WORKERS", "0")
+}
+
+/// The turn to run, and a fresh, migrated PostgreSQL database.
+async fn fresh_db() -> (MutexGuard<'static, ()>, TestDb) {
+    let turn = ONE_AT_A_TIME.lock().await;
+    let db = TestDb::new(Kind::Postgres).await;
+    db.store().await;
+    (turn, db)
+}
+
+/// Waits for every task of the plan to be DONE.
+async fn plan_done(replica: &Baton, plan_id: i64, within: Duration) -> PlanView {
+    eventually(within, "every task DONE", || async move {
+        let plan = replica.plan(plan_id).await?;
+        (plan.status == PlanStatus::Done).then_some(plan)
+    })
+    .await
 }
 
 async fn task(baton: &Baton, plan_id: i64, name: &str) -> Option<TaskView> {
@@ -49,9 +66,7 @@ async fn wait_for_task(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_agent_runs_what_the_replicas_schedule() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let _migrated = db.store().await;
+    let (_turn, db) = fresh_db().await;
     let replica = Baton::start(db.url(), &scheduler_only()).await;
     let agent = Agent::start(&[&replica], 4, &[]).await;
     assert!(
@@ -68,14 +83,7 @@ async fn an_agent_runs_what_the_replicas_schedule() {
     let plan = replica
         .submit(json!({"name": "remote", "tasks": tasks}))
         .await;
-    let done = eventually(Duration::from_secs(15), "every task DONE", || {
-        let replica = &replica;
-        async move {
-            let plan = replica.plan(plan.id).await?;
-            (plan.status == PlanStatus::Done).then_some(plan)
-        }
-    })
-    .await;
+    let done = plan_done(&replica, plan.id, Duration::from_secs(15)).await;
     for task in &done.tasks {
         assert_eq!(
             task.replica_id.as_deref(),
@@ -130,9 +138,7 @@ async fn an_agent_runs_what_the_replicas_schedule() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_agents_run_is_retried_on_another_agent() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let _migrated = db.store().await;
+    let (_turn, db) = fresh_db().await;
     let replica = Baton::start(db.url(), &scheduler_only()).await;
     let mut first = Agent::start(&[&replica], 1, &[]).await;
     let plan = replica
@@ -172,9 +178,7 @@ async fn a_killed_agents_run_is_retried_on_another_agent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_hands_an_agents_runs_back() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let _migrated = db.store().await;
+    let (_turn, db) = fresh_db().await;
     let replica = Baton::start(db.url(), &scheduler_only()).await;
     let mut first = Agent::start(&[&replica], 1, &[("BATON_SHUTDOWN_GRACE", "300ms")]).await;
     let plan = replica
@@ -221,9 +225,7 @@ async fn sigterm_hands_an_agents_runs_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_with_a_dead_replica_under_its_agent_carries_on() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let _migrated = db.store().await;
+    let (_turn, db) = fresh_db().await;
     let mut one = Baton::start(db.url(), &scheduler_only()).await;
     let two = Baton::start(db.url(), &scheduler_only()).await;
     let agent = Agent::start(&[&one, &two], 1, &[]).await;
@@ -264,9 +266,7 @@ async fn a_run_with_a_dead_replica_under_its_agent_carries_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pinned_work_goes_to_an_agent_with_its_label_and_is_reassigned_without_one() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let _migrated = db.store().await;
+    let (_turn, db) = fresh_db().await;
     let replica = Baton::start(db.url(), &scheduler_only()).await;
     let mut gpu = Agent::start(&[&replica], 2, &[("BATON_LABELS", "gpu")]).await;
     let plain = Agent::start(&[&replica], 2, &[]).await;
@@ -279,14 +279,7 @@ async fn pinned_work_goes_to_an_agent_with_its_label_and_is_reassigned_without_o
     let plan = replica
         .submit(json!({"name": "pinned", "tasks": tasks}))
         .await;
-    let done = eventually(Duration::from_secs(10), "every pinned task DONE", || {
-        let replica = &replica;
-        async move {
-            let plan = replica.plan(plan.id).await?;
-            (plan.status == PlanStatus::Done).then_some(plan)
-        }
-    })
-    .await;
+    let done = plan_done(&replica, plan.id, Duration::from_secs(10)).await;
     for task in &done.tasks {
         assert_eq!(
             task.replica_id.as_deref(),
@@ -336,15 +329,6 @@ async fn pinned_work_goes_to_an_agent_with_its_label_and_is_reassigned_without_o
     assert_eq!(ran.replica_id.as_deref(), Some(plain.agent_id.as_str()));
 }
 
-/// A command that ticks for a minute at most, its pid in `pid_file`.
-fn ticker(pid_file: &std::path::Path) -> Value {
-    json!({"name": "ticker", "target": "t", "command": {
-        "argv": ["sh", "-c", "echo $$ > \"$PID_FILE\"; i=0; \
-            while [ $i -lt 600 ]; do echo tick $i; i=$((i+1)); sleep 0.1; done"],
-        "env": {"PID_FILE": pid_file.to_str().unwrap()},
-    }})
-}
-
 /// Waits for the ticker's pid, once its log shows it ticking.
 async fn ticking(replica: &Baton, plan_id: i64, pid_file: &std::path::Path) -> (i64, i32) {
     let task = wait_for_task(
@@ -362,12 +346,7 @@ async fn ticking(replica: &Baton, plan_id: i64, pid_file: &std::path::Path) -> (
         log.contains("tick 3\n").then_some(())
     })
     .await;
-    let pid = std::fs::read_to_string(pid_file)
-        .expect("the shell wrote its pid before ticking")
-        .trim()
-        .parse()
-        .unwrap();
-    (run_id, pid)
+    (run_id, ticker_pid(pid_file))
 }
 
 async fn run_log(replica: &Baton, run_id: i64) -> Option<String> {
@@ -382,15 +361,13 @@ async fn run_json(replica: &Baton, run_id: i64) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_frozen_agent_is_fenced_out_after_its_run_is_swept() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let _migrated = db.store().await;
+    let (_turn, db) = fresh_db().await;
     let replica = Baton::start(db.url(), &scheduler_only()).await;
     let agent = Agent::start(&[&replica], 1, &[]).await;
     let scratch = tempfile::tempdir().unwrap();
     let pid_file = scratch.path().join("ticker.pid");
     let plan = replica
-        .submit(json!({"name": "freeze", "tasks": [ticker(&pid_file)]}))
+        .submit(json!({"name": "freeze", "tasks": [ticker_task(&pid_file)]}))
         .await;
     let (run_id, pid) = ticking(&replica, plan.id, &pid_file).await;
 
@@ -435,9 +412,7 @@ async fn a_frozen_agent_is_fenced_out_after_its_run_is_swept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_agent_cut_off_from_every_replica_stops_its_commands_first() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let _migrated = db.store().await;
+    let (_turn, db) = fresh_db().await;
     let reachable = Baton::start(db.url(), &scheduler_only()).await;
     let other = Baton::start(db.url(), &scheduler_only()).await;
     // It knows only the first replica.
@@ -445,7 +420,7 @@ async fn an_agent_cut_off_from_every_replica_stops_its_commands_first() {
     let scratch = tempfile::tempdir().unwrap();
     let pid_file = scratch.path().join("ticker.pid");
     let plan = other
-        .submit(json!({"name": "cut", "tasks": [ticker(&pid_file)]}))
+        .submit(json!({"name": "cut", "tasks": [ticker_task(&pid_file)]}))
         .await;
     let (run_id, pid) = ticking(&other, plan.id, &pid_file).await;
 
@@ -573,9 +548,7 @@ impl Secured {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_worker_protocol_refuses_what_an_agent_token_must_not_do() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let _migrated = db.store().await;
+    let (_turn, db) = fresh_db().await;
     let s = secured(&db).await;
     let error = |body: &Value| body["error"].as_str().unwrap_or_default().to_owned();
 
@@ -701,9 +674,7 @@ async fn the_worker_protocol_refuses_what_an_agent_token_must_not_do() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_revoked_agent_token_stops_its_agent_and_its_run_ends_as_if_it_died() {
-    let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let _migrated = db.store().await;
+    let (_turn, db) = fresh_db().await;
     let s = secured(&db).await;
     let mut agent = Agent::start_labelled(
         &[&s.replica],
@@ -717,7 +688,7 @@ async fn a_revoked_agent_token_stops_its_agent_and_its_run_ends_as_if_it_died() 
     let pid_file = scratch.path().join("ticker.pid");
     let plan = s
         .replica
-        .submit(json!({"name": "revoked", "tasks": [ticker(&pid_file)]}))
+        .submit(json!({"name": "revoked", "tasks": [ticker_task(&pid_file)]}))
         .await;
     let (run_id, pid) = ticking(&s.replica, plan.id, &pid_file).await;
 

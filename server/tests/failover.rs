@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton::store::Store;
-use common::process::{Baton, Options, process_running};
+use common::process::{Baton, Options, process_running, ticker_pid, ticker_task};
 use common::{Kind, TestDb, eventually};
 use domain::model::{PlanStatus, RunStatus, RunView, TaskStatus, TaskView};
 use serde_json::json;
@@ -227,15 +227,7 @@ async fn a_paused_replica_is_fenced_out_after_its_run_is_swept() {
     let scratch = tempfile::tempdir().unwrap();
     let pid_file = scratch.path().join("ticker.pid");
     let plan = c.batons[0]
-        .submit(json!({"name": "freeze", "tasks": [{
-            "name": "ticker", "target": "t",
-            // Bounded, so a failed test leaves no shell behind for long.
-            "command": {
-                "argv": ["sh", "-c", "echo $$ > \"$PID_FILE\"; i=0; \
-                    while [ $i -lt 600 ]; do echo tick $i; i=$((i+1)); sleep 0.1; done"],
-                "env": {"PID_FILE": pid_file.to_str().unwrap()},
-            },
-        }]}))
+        .submit(json!({"name": "freeze", "tasks": [ticker_task(&pid_file)]}))
         .await;
     let task = wait_for_task(
         &c.batons[0],
@@ -255,11 +247,7 @@ async fn a_paused_replica_is_fenced_out_after_its_run_is_swept() {
         log.contains("tick 3\n").then_some(())
     })
     .await;
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .expect("the shell wrote its pid before ticking")
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = ticker_pid(&pid_file);
 
     paused.sigstop();
     // The command's supervisor hears nothing from the frozen replica and

@@ -195,18 +195,12 @@ impl RemoteLedger {
         if runs.is_empty() {
             return runs;
         }
-        let beats = RunBeats {
-            agent_id: agent_id.to_owned(),
-            beats: runs
-                .iter()
-                .map(|r| RunBeat {
-                    run_id: r.id,
-                    timeout_ms: r.heartbeat_timeout_ms,
-                })
-                .collect(),
-        };
+        let beats: Vec<(i64, Duration)> = runs
+            .iter()
+            .map(|r| (r.id, Duration::from_millis(r.heartbeat_timeout_ms)))
+            .collect();
         let sent = std::time::Instant::now();
-        match self.call::<_, RunsBeaten>("runs/beat", &beats, None).await {
+        match self.run_heartbeat_many(agent_id, &beats, Ts::now()).await {
             Ok(beaten) => {
                 *self.take_proven.lock().expect("poisoned") = Some(sent);
                 // Lost already (canceled, swept): not started. One an

@@ -63,7 +63,8 @@ pub struct ApiState {
     /// The request slots, for `/metrics`.
     pub requests: crate::fair_queue::FairQueue,
     /// The replica's timings, which agents keep too (the worker protocol).
-    pub scheduler: SchedulerConfig,
+    /// Shared: the state is cloned for every request.
+    pub scheduler: Arc<SchedulerConfig>,
     /// Agents' takes waiting for runs.
     pub takes: TakeQueue,
 }

@@ -119,6 +119,24 @@ pub fn check_labels(labels: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentsSection {
+    agents: Vec<AgentEntry>,
+}
+
+/// Checks an `agents:` section alone as the users file checks it
+/// (`baton new-token --agent`, before it prints an entry).
+pub fn check_section(text: &str) -> Result<(), Mistake> {
+    let section: AgentsSection =
+        serde_saphyr::from_str(text).map_err(|e| mistake("agents", e.to_string()))?;
+    let mut grants = AgentGrants::default();
+    for (i, entry) in section.agents.into_iter().enumerate() {
+        grants.add(i, entry, |_| None)?;
+    }
+    Ok(())
+}
+
 impl AgentGrants {
     /// Adds the `i`th entry; `user_of` names the user a token hash
     /// already belongs to, if any.

@@ -65,7 +65,8 @@ pub fn new_token_command(args: &NewTokenArgs) -> anyhow::Result<()> {
         args.name,
         serde_json::to_string(&labels)?,
     );
-    super::Users::check_agents(&entry).map_err(|e| anyhow::anyhow!("{e}"))?;
+    super::agent_tokens::check_section(&entry)
+        .map_err(|(field, message)| anyhow::anyhow!("{field}: {message}"))?;
     println!("# for the users file (BATON_USERS_FILE):");
     print!("{entry}");
     Ok(())

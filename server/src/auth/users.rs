@@ -231,13 +231,6 @@ impl Users {
         Ok(())
     }
 
-    /// Checks an `agents:` section alone, as [`Users::parse`] would.
-    pub fn check_agents(text: &str) -> Result<(), InvalidUsers> {
-        let placeholder = "users:\n  - name: placeholder\n    role: viewer\n    \
-             password_hash: \"$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaGhhc2g\"\n";
-        Users::parse(&format!("{placeholder}{text}")).map(|_| ())
-    }
-
     pub fn get(&self, name: &str) -> Option<&User> {
         self.by_name.get(name)
     }

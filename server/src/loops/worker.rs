@@ -60,6 +60,11 @@ pub struct Worker {
     finish_queue: Mutex<Option<mpsc::UnboundedReceiver<Finish>>>,
     /// Raised when a slot frees up, for the claimer.
     pub slot_freed: Notify,
+    /// Raised on the same release, for the drain: a run can leave without
+    /// a finish (lost to a fence, or abandoned), and the drain must hear
+    /// of it then, not at the end of the grace. (Each `Notify` has one
+    /// waiter; the claimer's is `slot_freed`.)
+    released: Notify,
     counters: Arc<RunCounters>,
     /// Proven by each recorded replica heartbeat; see [`Ownership`].
     ownership: Arc<Ownership>,
@@ -88,6 +93,7 @@ impl Worker {
             finishes,
             finish_queue: Mutex::new(Some(queue)),
             slot_freed: Notify::new(),
+            released: Notify::new(),
             counters: Arc::default(),
             ownership: Arc::new(Ownership::new(config.stale_after)),
         }
@@ -436,6 +442,7 @@ impl Worker {
         }
         drop(running);
         self.slot_freed.notify_one();
+        self.released.notify_one();
     }
 
     /// Stores finishes in batches and runs the run heartbeat, until
@@ -494,11 +501,8 @@ impl Worker {
                 }
                 _ = shutdown.cancelled(), if !shutdown.is_cancelled() => {}
                 _ = &mut grace, if stopped_at.is_none() => stopped_at = Some(self.stop_to_hand_back()),
-                // Draining, a run can also leave without a finish (lost to
-                // a fence, or abandoned): nothing else wakes this loop
-                // then, and it would wait out the whole grace.
-                _ = tokio::time::sleep(Duration::from_millis(100)),
-                    if stopped_at.is_some() || shutdown.is_cancelled() => {}
+                _ = self.released.notified(), if shutdown.is_cancelled() => {}
+                _ = tokio::time::sleep(Duration::from_millis(100)), if stopped_at.is_some() => {}
             }
         }
         // Finishes still queued are stored before the replica goes: each

@@ -354,6 +354,25 @@ impl Baton {
     }
 }
 
+/// A command task that ticks for a minute at most (bounded, so a failed
+/// test leaves no shell behind for long), its shell's pid in `pid_file`.
+pub fn ticker_task(pid_file: &std::path::Path) -> serde_json::Value {
+    serde_json::json!({"name": "ticker", "target": "t", "command": {
+        "argv": ["sh", "-c", "echo $$ > \"$PID_FILE\"; i=0; \
+            while [ $i -lt 600 ]; do echo tick $i; i=$((i+1)); sleep 0.1; done"],
+        "env": {"PID_FILE": pid_file.to_str().unwrap()},
+    }})
+}
+
+/// The pid [`ticker_task`] wrote.
+pub fn ticker_pid(pid_file: &std::path::Path) -> i32 {
+    std::fs::read_to_string(pid_file)
+        .expect("the shell wrote its pid before ticking")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Whether a process with this pid runs: exists and is not a zombie (a
 /// killed command whose parent died with it waits for init to reap it,
 /// which some container inits do only now and then).
