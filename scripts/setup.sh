@@ -7,7 +7,8 @@
 #   (always)   the wasm32 target and the wasm-bindgen CLI matching Cargo.lock
 #   --release  wasm-opt (npm binaryen; Debian's is too old, see BUILD.md)
 #   --e2e      the Playwright packages in end2end/ and Debian's Chromium
-#   --faketime Debian's libfaketime, for the clock-skew tests
+#   --faketime Debian's libfaketime, for the clock-skew tests, and the
+#              openssl command, for the HTTPS tests
 #
 # The other scripts source this file for its helpers and shared settings,
 # among them ensure_postgres (scripts/test.sh, scripts/ha-demo.sh).
@@ -89,6 +90,16 @@ ensure_libfaketime() {
         step "Installing libfaketime (Debian package)"
         as_root apt-get update -q
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libfaketime
+    fi
+}
+
+# The HTTPS tests make a private CA and a server certificate with the
+# openssl command (tests/agents.rs); Baton itself links no OpenSSL.
+ensure_openssl_cli() {
+    if ! command -v openssl >/dev/null; then
+        step "Installing the openssl command (Debian package)"
+        as_root apt-get update -q
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssl
     fi
 }
 
@@ -180,7 +191,10 @@ baton_setup() {
         ensure_node_modules
         ensure_chromium
     fi
-    if ((faketime)); then ensure_libfaketime; fi
+    if ((faketime)); then
+        ensure_libfaketime
+        ensure_openssl_cli
+    fi
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then

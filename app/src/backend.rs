@@ -13,7 +13,7 @@ use domain::model::Identity;
 use domain::search::PlanFilter;
 use domain::views::{
     Action, DeliveriesPage, Overview, PlanPage, PlansPage, ReplicasPage, RunPage, RunsPage,
-    ScheduleAction, SchedulePage, SchedulesPage, TargetChange, TargetsPage,
+    ScheduleAction, SchedulePage, SchedulesPage, TargetChange, TargetsPage, WorkerAction,
 };
 
 /// Longest run log tail a page shows; the full log is a link away.
@@ -76,6 +76,14 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// The run with its events and the last `log_lines` lines of its log.
     async fn run(&self, id: i64, log_lines: i64) -> Result<RunPage, DashboardError>;
     async fn replicas(&self) -> Result<ReplicasPage, DashboardError>;
+    /// Drains replica or agent `worker`, or lifts its drain, on behalf of
+    /// `who`.
+    async fn worker_act(
+        &self,
+        who: &Identity,
+        worker: &str,
+        action: WorkerAction,
+    ) -> Result<(), DashboardError>;
     async fn deliveries(&self, limit: i64) -> Result<DeliveriesPage, DashboardError>;
     /// Validates and stores a plan file (YAML, or JSON when it starts with
     /// `{`) submitted by `who`; returns the new plan's id.

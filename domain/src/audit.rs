@@ -43,6 +43,8 @@ pub const ACTIONS: &[&str] = &[
     "task.cancel",
     "task.retry",
     "task.skip",
+    "worker.drain",
+    "worker.resume",
 ];
 
 /// An audit search as typed. Every field is optional; empty means "any".

@@ -551,6 +551,14 @@ impl WorkerKind {
             WorkerKind::Replica
         }
     }
+
+    /// `replica` or `agent`, as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerKind::Replica => "replica",
+            WorkerKind::Agent => "agent",
+        }
+    }
 }
 
 /// `GET /api/v1/replicas`: one running (or recently running) process, a
@@ -574,6 +582,12 @@ pub struct ReplicaView {
     pub leader: bool,
     /// Runs this replica is executing now.
     pub running: i64,
+    /// Set while an operator drains it (it takes no new run): since when.
+    #[serde(default)]
+    pub draining_since: Option<DateTime<Utc>>,
+    /// Who drains it.
+    #[serde(default)]
+    pub draining_by: Option<String>,
 }
 
 impl ReplicaView {

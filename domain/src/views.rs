@@ -349,6 +349,36 @@ impl Action {
     }
 }
 
+/// An operator's drain of a replica or agent, as the dashboard posts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerAction {
+    Drain,
+    Resume,
+}
+
+impl WorkerAction {
+    pub const ALL: [WorkerAction; 2] = [WorkerAction::Drain, WorkerAction::Resume];
+
+    /// The spelling on the wire (serde's) and in forms.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerAction::Drain => "drain",
+            WorkerAction::Resume => "resume",
+        }
+    }
+
+    /// What the result line says once the change went through.
+    pub fn done_message(self, worker: &str) -> String {
+        match self {
+            WorkerAction::Drain => {
+                format!("{worker} is draining: it takes no new run and finishes those it has.")
+            }
+            WorkerAction::Resume => format!("{worker} takes runs again."),
+        }
+    }
+}
+
 /// The target settings the dashboard's forms change, as posted: the
 /// capacity travels as the text typed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -434,6 +464,14 @@ mod tests {
     #[test]
     fn actions_are_spelled_as_serde_spells_them() {
         for action in Action::ALL {
+            let wire = serde_json::to_string(&action).unwrap();
+            assert_eq!(wire, format!("\"{}\"", action.as_str()));
+        }
+    }
+
+    #[test]
+    fn worker_actions_are_spelled_as_serde_spells_them() {
+        for action in super::WorkerAction::ALL {
             let wire = serde_json::to_string(&action).unwrap();
             assert_eq!(wire, format!("\"{}\"", action.as_str()));
         }

@@ -81,7 +81,7 @@ pub enum Command {
     Paused(ListArgs),
     /// List the replicas and agents: labels, state, last heartbeat, runs,
     /// version.
-    Workers(ListArgs),
+    Workers(crate::client::WorkersArgs),
     /// List targets, pause or resume one across every plan, set its
     /// capacity.
     Target(TargetArgs),

@@ -136,7 +136,8 @@ pub struct Settings {
     #[arg(long, env = "BATON_REQUESTS_PER_USER", default_value_t = crate::fair_queue::DEFAULT_PER_USER)]
     pub requests_per_user: usize,
     /// The dashboard's address as operators reach it, for links in
-    /// notifications. Default: http://<BATON_LISTEN>.
+    /// notifications. Default: http://<BATON_LISTEN>, https:// with
+    /// BATON_TLS_CERT.
     #[arg(long, env = "BATON_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// Node labels this replica carries (comma-separated), for pinned tasks.
@@ -166,6 +167,14 @@ pub struct Settings {
     /// wrong passwords; from anyone else the header is only recorded.
     #[arg(long, env = "BATON_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<String>,
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs
+    /// BATON_TLS_KEY. Read at start: a renewed certificate takes a
+    /// restart (rolling, one replica at a time, loses nothing).
+    #[arg(long, env = "BATON_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of BATON_TLS_CERT.
+    #[arg(long, env = "BATON_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// How long a connection may take to send a request's headers, from
     /// its opening or its previous response; a silent, slow or idle
     /// connection is closed after it.
@@ -288,7 +297,7 @@ impl Settings {
             .public_url
             .clone()
             .filter(|u| !u.trim().is_empty())
-            .unwrap_or_else(|| format!("http://{}", self.listen));
+            .unwrap_or_else(|| format!("{}://{}", self.scheme(), self.listen));
         // Links in notifications and the cookie's `Secure` flag come from
         // it: `baton.example.com` (no scheme) broke both without a word.
         let parsed = reqwest::Url::parse(public_url.trim())
@@ -301,6 +310,26 @@ impl Settings {
             webhook_url,
             public_url: public_url.trim_end_matches('/').to_owned(),
         })
+    }
+
+    /// `https` when this replica serves TLS itself.
+    pub fn scheme(&self) -> &'static str {
+        match self.tls_cert {
+            Some(_) => "https",
+            None => "http",
+        }
+    }
+
+    /// The TLS acceptor, when a certificate is configured; checked at
+    /// start, so a bad file stops it with nothing changed.
+    pub fn tls(&self) -> anyhow::Result<Option<tokio_rustls::TlsAcceptor>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => crate::tls::acceptor(cert, key).map(Some),
+            (None, None) => Ok(None),
+            _ => {
+                anyhow::bail!("BATON_TLS_CERT and BATON_TLS_KEY go together: set both, or neither")
+            }
+        }
     }
 
     /// The users file, read and checked; `None` when none is configured.

@@ -12,6 +12,8 @@
 //!   soon as it is accepted, and the log says so (once a minute at most).
 //! - On shutdown, idle connections close at once and busy ones after
 //!   their response, as `axum::serve`'s graceful shutdown did.
+//! - With TLS (tls.rs), the handshake must end within the header timeout
+//!   too: a client that opens and never says hello holds nothing for long.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -22,9 +24,11 @@ use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
@@ -42,10 +46,12 @@ pub struct ConnectionLimits {
 }
 
 /// Serves `router` on `listener` until `shutdown`, then waits for the
-/// connections to finish. Each request carries its peer's address
-/// (`ConnectInfo<SocketAddr>`), for the audit log.
+/// connections to finish; HTTPS when given a `tls` acceptor. Each
+/// request carries its peer's address (`ConnectInfo<SocketAddr>`), for
+/// the audit log.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     router: Router,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
@@ -89,17 +95,32 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let router = router.clone();
         let shutdown = shutdown.clone();
+        let tls = tls.clone();
         connections.spawn(async move {
             let _slot = slot;
-            serve_connection(stream, peer, router, limits, shutdown).await;
+            let Some(tls) = tls else {
+                serve_connection(stream, peer, router, limits, shutdown).await;
+                return;
+            };
+            let handshake = tokio::select! {
+                done = tokio::time::timeout(limits.header_timeout, tls.accept(stream)) => done,
+                _ = shutdown.cancelled() => return,
+            };
+            match handshake {
+                Ok(Ok(stream)) => serve_connection(stream, peer, router, limits, shutdown).await,
+                // A scanner, plain HTTP to the HTTPS port, an untrusted
+                // certificate on the client's side: the client was told.
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            }
         });
     }
     while connections.join_next().await.is_some() {}
     Ok(())
 }
 
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     peer: SocketAddr,
     router: Router,
     limits: ConnectionLimits,

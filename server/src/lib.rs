@@ -62,5 +62,6 @@ pub mod serve;
 pub mod stop_signal;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod version;
 pub mod webhook_signature;

@@ -92,9 +92,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Paused(args) => {
             baton::client::paused(args.server, args.json, cli.settings.listen).await
         }
-        Command::Workers(args) => {
-            baton::client::workers(args.server, args.json, cli.settings.listen).await
-        }
+        Command::Workers(args) => baton::client::workers(args, cli.settings.listen).await,
         Command::Target(args) => baton::client::target(args, cli.settings.listen).await,
         Command::Schedule(args) => baton::client::schedule(args, cli.settings.listen).await,
         Command::Prune(args) => baton::prune_command::prune_command(args).await,

@@ -35,6 +35,8 @@ pub async fn replica_views(
             last_heartbeat: r.last_heartbeat.0,
             clock_skew_ms: r.clock_skew_ms,
             running: r.running,
+            draining_since: r.draining.as_ref().map(|(since, _)| since.0),
+            draining_by: r.draining.map(|(_, by)| by),
         })
         .collect())
 }

@@ -39,6 +39,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let scheduler = settings.scheduler();
     scheduler.validate()?;
     settings.live()?;
+    let tls = settings.tls()?;
     let notify_targets = settings.notify_targets()?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
@@ -73,12 +74,14 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     tracing::info!(
         replica = %info.replica_id,
         database = %settings.database.url,
-        "baton {VERSION} serving http://{}",
+        "baton {VERSION} serving {}://{}",
+        if tls.is_some() { "https" } else { "http" },
         listener.local_addr()?
     );
     tokio::spawn(crate::stop_signal::stop_on_signal(shutdown.clone()));
     crate::http_server::serve(
         listener,
+        tls,
         app,
         settings.connection_limits(),
         shutdown.clone(),

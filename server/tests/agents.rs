@@ -7,7 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::process::{Agent, Baton, Options, process_running, ticker_pid, ticker_task};
+use common::process::{
+    Agent, Baton, Options, TestCertificate, process_running, ticker_pid, ticker_task,
+};
 use common::{Kind, TestDb, eventually};
 use domain::model::{PlanStatus, PlanView, RunStatus, TaskStatus, TaskView};
 use serde_json::{Value, json};
@@ -757,6 +759,15 @@ async fn an_agent_refuses_bad_settings_and_waits_out_an_absent_replica() {
             vec!["--server", "http://127.0.0.1:1", "--labels", "a b,\u{1}"],
             "--labels",
         ),
+        (
+            vec![
+                "--server",
+                "https://127.0.0.1:1",
+                "--ca-cert",
+                "/nonexistent/ca.pem",
+            ],
+            "--ca-cert `/nonexistent/ca.pem` cannot be read",
+        ),
     ] {
         let out = run(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -786,4 +797,205 @@ async fn an_agent_refuses_bad_settings_and_waits_out_an_absent_replica() {
         .expect("it stops on SIGTERM")
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// `baton serve` with a certificate, started apart so its refusal can be
+/// read: stderr once it exits (it must, before touching anything).
+fn serve_refusal(env: &[(&str, &str)]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("serve")
+        .env("BATON_DATABASE_URL", "sqlite:///nonexistent/dir/baton.db")
+        .env("BATON_LISTEN", "127.0.0.1:0")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{env:?} was accepted");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_reaches_a_replica_over_https_trusting_its_own_ca() {
+    let (_turn, db) = fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let tls = TestCertificate::new(dir.path());
+    let (cert, key, ca) = (
+        tls.cert.to_str().unwrap(),
+        tls.key.to_str().unwrap(),
+        tls.ca_cert.to_str().unwrap(),
+    );
+
+    // Half a pair, a file that is no certificate, a key of another
+    // certificate: each refused by name before the database is opened.
+    let says = serve_refusal(&[("BATON_TLS_CERT", cert)]);
+    assert!(
+        says.contains("--tls-key") || says.contains("tls_key"),
+        "{says}"
+    );
+    let says = serve_refusal(&[("BATON_TLS_CERT", "/etc/hostname"), ("BATON_TLS_KEY", key)]);
+    assert!(says.contains("BATON_TLS_CERT `/etc/hostname`"), "{says}");
+    let wrong_key = tls.ca_key.to_str().unwrap();
+    let says = serve_refusal(&[("BATON_TLS_CERT", cert), ("BATON_TLS_KEY", wrong_key)]);
+    assert!(says.contains("does not fit the certificate"), "{says}");
+
+    let replica = Baton::start(db.url(), &scheduler_only().tls(&tls)).await;
+    assert!(replica.base.starts_with("https://"), "{}", replica.base);
+    // Plain HTTP to the HTTPS port gets no answer.
+    let plain = replica.base.replacen("https://", "http://", 1);
+    assert!(reqwest::get(format!("{plain}/healthz")).await.is_err());
+
+    // Without the CA the agent cannot say hello (it keeps trying, and
+    // holds nothing): the certificate is checked, not waved through.
+    let mut untrusting = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["agent", "--server", &replica.base, "--labels", "untrusting"])
+        .env("BATON_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    let agent = Agent::start(&[&replica], 2, &[("BATON_CA_CERT", ca)]).await;
+    let plan = replica
+        .submit(json!({"name": "over-tls", "tasks": [
+            {"name": "hello", "target": "tls/a", "command": {"argv": ["echo", "through rustls"]}},
+        ]}))
+        .await;
+    let done = plan_done(&replica, plan.id, Duration::from_secs(20)).await;
+    let hello = &done.tasks[0];
+    assert_eq!(hello.replica_id.as_deref(), Some(agent.agent_id.as_str()));
+    let log = run_log(&replica, hello.run_id.unwrap()).await.unwrap();
+    assert!(log.contains("through rustls"), "{log}");
+
+    let listed = replica.replicas().await;
+    assert!(
+        !listed
+            .iter()
+            .any(|r| r.labels.contains(&"untrusting".to_owned())),
+        "an agent that cannot check the certificate said hello: {listed:?}"
+    );
+    untrusting.start_kill().unwrap();
+    let out = untrusting.wait_with_output().await.unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.contains("invalid peer certificate"),
+        "the agent's log does not say why: {log}"
+    );
+}
+
+/// Drains, from the API and from the CLI: a drained replica and a drained
+/// agent take no new run, finish the one they run, and their runs go
+/// elsewhere; a resume lets them take again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn drained_workers_finish_what_they_run_and_take_nothing_new() {
+    let (_turn, db) = fresh_db().await;
+    let replica = Baton::start(db.url(), &Options::fast_liveness()).await;
+    let agent = Agent::start(&[&replica], 1, &[]).await;
+
+    let path = |id: &str, verb: &str| format!("/api/v1/replicas/{id}/{verb}");
+    let (status, body) = replica
+        .post_json(&path(&replica.replica_id, "drain"), None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["draining_by"], "anonymous");
+    assert!(body["draining_since"].is_string(), "{body}");
+    let (status, body) = replica
+        .post_json(&path(&replica.replica_id, "drain"), None)
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("already draining"));
+    let (status, body) = replica.post_json(&path("r-nobody", "drain"), None).await;
+    assert_eq!(status, 404, "{body}");
+    // One heartbeat for the replica to read it back.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    // The drained replica leaves the work to the agent.
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("ticker.pid");
+    let long = replica
+        .submit(json!({"name": "long", "tasks": [ticker_task(&pid_file)]}))
+        .await;
+    let ticker = wait_for_task(
+        &replica,
+        long.id,
+        "ticker",
+        Duration::from_secs(10),
+        "the ticker RUNNING",
+        |t| t.status == TaskStatus::Running,
+    )
+    .await;
+    assert_eq!(ticker.replica_id.as_deref(), Some(agent.agent_id.as_str()));
+
+    // Drain the agent from the CLI while it runs.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "workers",
+            "drain",
+            &agent.agent_id,
+            "--server",
+            &replica.base,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("draining (by anonymous)"), "{stdout}");
+    let listed = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["workers", "--server", &replica.base])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(
+        listed.matches("draining (by anonymous)").count(),
+        2,
+        "{listed}"
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    // Nobody takes new work now.
+    let quick = replica
+        .submit(json!({"name": "quick", "tasks": [
+            {"name": "q", "target": "q", "sleep": "0s"},
+        ]}))
+        .await;
+    tokio::time::sleep(SLACK).await;
+    let q = task(&replica, quick.id, "q").await.unwrap();
+    assert_eq!(q.status, TaskStatus::Available, "{q:?}");
+    assert_eq!(q.replica_id, None, "{q:?}");
+
+    // The agent's run was not disturbed: still RUNNING there, attempt 1,
+    // its command alive; it ends DONE when the ticker is stopped.
+    let ticker = task(&replica, long.id, "ticker").await.unwrap();
+    assert_eq!(ticker.status, TaskStatus::Running);
+    assert_eq!(ticker.replica_id.as_deref(), Some(agent.agent_id.as_str()));
+    assert_eq!(ticker.attempt, Some(1));
+    assert!(process_running(ticker_pid(&pid_file)));
+    // SAFETY: a pid the ticker wrote, checked alive just now.
+    unsafe { libc::kill(ticker_pid(&pid_file), libc::SIGTERM) };
+    let ended = wait_for_task(
+        &replica,
+        long.id,
+        "ticker",
+        Duration::from_secs(10),
+        "the ticker to end",
+        |t| t.status != TaskStatus::Running,
+    )
+    .await;
+    assert_eq!(ended.replica_id.as_deref(), Some(agent.agent_id.as_str()));
+    assert_eq!(ended.attempt, Some(1), "{ended:?}");
+
+    // Resuming the replica lets it take the waiting run.
+    let (status, body) = replica
+        .post_json(&path(&replica.replica_id, "resume"), None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["draining_since"].is_null(), "{body}");
+    let done = plan_done(&replica, quick.id, Duration::from_secs(10)).await;
+    assert_eq!(
+        done.tasks[0].replica_id.as_deref(),
+        Some(replica.replica_id.as_str())
+    );
 }

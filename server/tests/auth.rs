@@ -408,9 +408,14 @@ mod cases {
         let task = plan.tasks[0].id;
         let approve = w.url(&format!("/api/v1/tasks/{task}/approve"));
         let before = w.server.store.plan_get(plan.id).await.unwrap();
-        // A viewer may not approve, pause or set a capacity.
+        let me = w.server.store.replica_list().await.unwrap()[0]
+            .info
+            .replica_id
+            .clone();
+        // A viewer may not approve, pause, set a capacity or drain.
         for (url, body) in [
             (approve.clone(), None),
+            (w.url(&format!("/api/v1/replicas/{me}/drain")), None),
             (w.url(&format!("/api/v1/plans/{}/approve", plan.id)), None),
             (w.url(&format!("/api/v1/plans/{}/pause", plan.id)), None),
             (
@@ -491,6 +496,7 @@ mod cases {
                 .paused_by
                 .is_none()
         );
+        assert!(!w.server.store.replica_draining(&me).await.unwrap());
         // The operator may pause and resume.
         let pause = w.url(&format!("/api/v1/plans/{}/pause", plan.id));
         let (status, body) = answer(http.post(&pause).bearer_auth(&w.alice_token)).await;
@@ -549,6 +555,11 @@ mod cases {
             }
         }
 
+        let me = store.replica_list().await.unwrap()[0]
+            .info
+            .replica_id
+            .clone();
+        let drain = [("kind", "drain"), ("worker", me.as_str())];
         let pause_plan = [("kind", "plan_pause"), ("id", plan_id.as_str())];
         let approve = [("kind", "task_approve"), ("id", task.as_str())];
         let pause_target = [("kind", "pause"), ("target", "db/orders")];
@@ -564,6 +575,7 @@ mod cases {
             ("/_fn/act", &approve[..]),
             ("/_fn/target_act", &pause_target[..]),
             ("/_fn/target_act", &capacity("2")[..]),
+            ("/_fn/worker_act", &drain[..]),
         ] {
             let r = w.form(path, Some(&viewer), &own, fields).await;
             assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path} {fields:?}");
@@ -579,6 +591,23 @@ mod cases {
             (target().await.paused_by, target().await.capacity),
             (None, None)
         );
+        assert!(!store.replica_draining(&me).await.unwrap());
+        // The Replicas page offers Drain to operators only (disabled for
+        // the viewer, with the reason).
+        for (cookie, enabled) in [(&viewer, false), (&operator, true)] {
+            let page = w
+                .page("/replicas", Some(cookie))
+                .await
+                .text()
+                .await
+                .unwrap();
+            assert!(page.contains(r#"data-action="drain""#), "a Drain button");
+            assert_eq!(
+                page.contains("Only operators can do this"),
+                !enabled,
+                "the viewer's Drain is disabled"
+            );
+        }
 
         // The submitter may not be the second person: 403 in the engine's words.
         let r = w.form("/_fn/act", Some(&operator), &own, &approve).await;
@@ -628,6 +657,31 @@ mod cases {
             .await;
         assert!(r.status().is_success(), "{}", r.status());
         assert_eq!(target().await.capacity, None, "empty removes the capacity");
+
+        // The operator drains the replica; twice is refused saying so; a
+        // worker that is not there is named.
+        let r = w
+            .form("/_fn/worker_act", Some(&operator), &own, &drain)
+            .await;
+        assert!(r.status().is_success(), "{}", r.status());
+        assert!(store.replica_draining(&me).await.unwrap());
+        let r = w
+            .form("/_fn/worker_act", Some(&operator), &own, &drain)
+            .await;
+        assert_eq!(r.status(), StatusCode::CONFLICT);
+        assert!(r.text().await.unwrap().contains("already draining"));
+        let nobody = [("kind", "resume"), ("worker", "r-nobody")];
+        let r = w
+            .form("/_fn/worker_act", Some(&operator), &own, &nobody)
+            .await;
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        assert!(r.text().await.unwrap().contains("r-nobody"));
+        let resume = [("kind", "resume"), ("worker", me.as_str())];
+        let r = w
+            .form("/_fn/worker_act", Some(&operator), &own, &resume)
+            .await;
+        assert!(r.status().is_success(), "{}", r.status());
+        assert!(!store.replica_draining(&me).await.unwrap());
     }
 
     pub async fn the_api_wants_credentials_and_only_operators_change_things(kind: Kind) {

@@ -4,6 +4,7 @@ pub mod actions;
 pub mod bulk;
 pub mod chart;
 pub mod definition;
+pub mod drain;
 pub mod escape;
 pub mod feed;
 pub mod graph;

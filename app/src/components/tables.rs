@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 
+use crate::components::drain::{DrainButton, WorkerAct};
 use crate::components::time::{Ago, MaybeAgo};
 use domain::model::{DeliveryView, ReplicaView, WorkerKind};
 
@@ -58,8 +59,14 @@ pub fn DataTable(
     }
 }
 
+/// The replicas and agents; with `drain`, a column of Drain and Resume
+/// buttons (the Replicas page; the overview only shows them).
 #[component]
-pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl IntoView {
+pub fn ReplicaTable(
+    replicas: Vec<ReplicaView>,
+    now: DateTime<Utc>,
+    #[prop(optional)] drain: Option<ServerAction<WorkerAct>>,
+) -> impl IntoView {
     let rows = replicas
         .into_iter()
         .map(|r| {
@@ -101,6 +108,27 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
                     </span>
                 }
             });
+            let draining = r.draining_since.map(|since| {
+                let by = r.draining_by.clone().unwrap_or_default();
+                view! {
+                    <span
+                        class="ml-2 rounded-sm bg-amber-100 px-1.5 py-0.5 text-xs font-medium text-amber-900 ring-1 ring-amber-300"
+                        data-draining-by=by.clone()
+                        title=format!("takes no new run; drained by {by}")
+                    >
+                        "draining"
+                    </span>
+                    " "
+                    <Ago at=since now />
+                }
+            });
+            let button = drain.map(|action| {
+                view! {
+                    <td class=TD>
+                        <DrainButton action worker=r.replica_id.clone() draining=r.draining_since.is_some() />
+                    </td>
+                }
+            });
             let labels = if r.labels.is_empty() {
                 "—".to_owned()
             } else {
@@ -112,7 +140,13 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
                 WorkerKind::Agent => "agent",
             };
             view! {
-                <tr data-replica-id=id data-kind=kind data-alive=r.alive.to_string() data-leader=r.leader.to_string()>
+                <tr
+                    data-replica-id=id
+                    data-kind=kind
+                    data-alive=r.alive.to_string()
+                    data-leader=r.leader.to_string()
+                    data-draining=r.draining_since.is_some().to_string()
+                >
                     <td class=format!("{TD} font-mono whitespace-nowrap")>
                         <a class=LINK href=crate::components::links::runs_with("replica", &r.replica_id)>{r.replica_id.clone()}</a>
                         {leader}
@@ -120,16 +154,17 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
                     <td class=TD>{kind}</td>
                     <td class=TD>{r.hostname}</td>
                     <td class=TD>{labels}</td>
-                    <td class=TD>{state}{clock}</td>
+                    <td class=TD>{state}{draining}{clock}</td>
                     <td class=TD><Ago at=r.last_heartbeat now /></td>
                     <td class=format!("{TD} tabular-nums")>{r.running}</td>
                     <td class=TD>{r.version}</td>
                     <td class=TD><Ago at=r.started_at now /></td>
+                    {button}
                 </tr>
             }
         })
         .collect_view();
-    let columns = vec![
+    let mut columns = vec![
         "Id",
         "Kind",
         "Host",
@@ -140,6 +175,9 @@ pub fn ReplicaTable(replicas: Vec<ReplicaView>, now: DateTime<Utc>) -> impl Into
         "Version",
         "Started",
     ];
+    if drain.is_some() {
+        columns.push("Actions");
+    }
     view! {
         <DataTable id="replicas" caption="Replicas and agents, and their heartbeats" columns>
             {rows}

@@ -25,6 +25,10 @@ pub struct AgentArgs {
     /// without users, on this machine.
     #[arg(long, env = "BATON_AGENT_TOKEN", hide_env_values = true)]
     pub token: Option<Secret>,
+    /// A PEM file of certificate authorities to trust beside the system's,
+    /// for replicas whose certificate a private CA signed.
+    #[arg(long, env = "BATON_CA_CERT")]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// Node labels this agent carries (comma-separated): it takes the
     /// tasks pinned to them. The token must allow each one.
     #[arg(long, env = "BATON_LABELS", value_delimiter = ',')]
@@ -86,6 +90,15 @@ impl AgentArgs {
         Ok(servers)
     }
 
+    /// The certificate authorities `--ca-cert` adds (none without it).
+    pub fn extra_roots(&self) -> anyhow::Result<Vec<reqwest::Certificate>> {
+        self.ca_cert
+            .as_deref()
+            .map(crate::tls::extra_roots)
+            .transpose()
+            .map(Option::unwrap_or_default)
+    }
+
     pub fn labels(&self) -> anyhow::Result<Vec<String>> {
         let labels: Vec<String> = self
             .labels
@@ -109,6 +122,7 @@ impl AgentArgs {
             "--shutdown-grace must be at most a day"
         );
         crate::executor::TaskEnv::new(&self.task_env)?;
+        self.extra_roots()?;
         self.servers()?;
         self.labels()?;
         Ok(())

@@ -34,6 +34,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let ledger = Arc::new(RemoteLedger::new(
         args.servers()?,
         args.token.clone(),
+        &args.extra_roots()?,
         shutdown.clone(),
     )?);
     let hello = Hello {
@@ -159,6 +160,7 @@ async fn run_loops(
     let heartbeat = tokio::spawn(
         ReplicaHeartbeat::new(remote.clone(), info.clone(), config.heartbeat_interval)
             .proving(worker.ownership())
+            .steering(worker.clone())
             .ending_with(worker.last_words())
             .run(drained.clone()),
     );

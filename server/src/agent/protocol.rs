@@ -13,6 +13,12 @@ pub const PROTOCOL: u32 = 1;
 /// another version refuses before reading the body.
 pub const PROTOCOL_HEADER: &str = "baton-worker-protocol";
 
+/// Present on a beat's answer while an operator drains the agent: it
+/// takes no new run until a beat comes back without it. A header, not a
+/// field, so an agent that does not know it still reads the answer (the
+/// replica refuses its takes all the same).
+pub const DRAINING_HEADER: &str = "baton-worker-draining";
+
 /// Ids of agents start with this, then the name their token was given
 /// (the token's side of it is `auth::agent_tokens`).
 pub use crate::auth::AGENT_ID_PREFIX;

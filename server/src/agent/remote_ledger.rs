@@ -58,15 +58,19 @@ pub struct RemoteLedger {
     /// When the last take's runs were confirmed by a beat
     /// ([`RunLedger::claim_proven_from`]).
     take_proven: Mutex<Option<std::time::Instant>>,
+    /// What the last beat's answer said of an operator's drain
+    /// ([`super::protocol::DRAINING_HEADER`]).
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl RemoteLedger {
     pub fn new(
         servers: Vec<String>,
         token: Option<Secret>,
+        extra_roots: &[reqwest::Certificate],
         stopping: CancellationToken,
     ) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+        let http = crate::tls::trusting(reqwest::Client::builder(), extra_roots)
             .connect_timeout(Duration::from_secs(2))
             .user_agent(concat!("baton-agent/", env!("CARGO_PKG_VERSION")))
             .build()?;
@@ -82,6 +86,7 @@ impl RemoteLedger {
             refusal: Mutex::new(None),
             stopping,
             take_proven: Mutex::new(None),
+            draining: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -162,6 +167,13 @@ impl RemoteLedger {
             .await
             .map_err(|e| Failure::Outage(without_url(e)))?;
         let status = response.status();
+        if path == "beat" && status.is_success() {
+            let draining = response
+                .headers()
+                .contains_key(super::protocol::DRAINING_HEADER);
+            self.draining
+                .store(draining, std::sync::atomic::Ordering::SeqCst);
+        }
         let text = response
             .text()
             .await
@@ -244,10 +256,19 @@ fn without_url(e: reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    match std::error::Error::source(&e) {
-        Some(cause) => format!("{kind}: {cause}"),
-        None => kind.to_owned(),
+    // The whole chain: the reason a TLS handshake failed ("invalid peer
+    // certificate: UnknownIssuer") is three causes down.
+    let mut text = kind.to_owned();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.ends_with(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
     }
+    text
 }
 
 /// How long a take may take before its start no longer proves its runs:
@@ -407,7 +428,7 @@ impl RunLedger for RemoteLedger {
         Ok(back.run_ids)
     }
 
-    async fn replica_upsert(&self, info: &ReplicaInfo, _now: Ts) -> Result<()> {
+    async fn replica_upsert(&self, info: &ReplicaInfo, _now: Ts) -> Result<bool> {
         let body = AgentBeat {
             agent_id: info.replica_id.clone(),
             hostname: info.hostname.clone(),
@@ -415,7 +436,8 @@ impl RunLedger for RemoteLedger {
             version: info.version.clone(),
             started_at_micros: self.started_at_micros(),
         };
-        self.call::<_, ()>("beat", &body, None).await
+        self.call::<_, ()>("beat", &body, None).await?;
+        Ok(self.draining.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     async fn replica_delete(&self, worker_id: &str) -> Result<()> {

@@ -48,7 +48,7 @@ pub async fn readyz(State(state): State<ApiState>) -> Response {
         state.store.replica_upsert(&state.replica, Ts::now()).await
     };
     match tokio::time::timeout(READY_WAIT, write).await {
-        Ok(Ok(())) => {}
+        Ok(Ok(_draining)) => {}
         Ok(Err(e)) => {
             return ApiError::Unavailable(format!("the database refused a write: {e}"))
                 .into_response();

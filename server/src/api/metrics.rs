@@ -142,6 +142,25 @@ pub async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
         out.sample("baton_plans_halted", &[], halted.total);
     }
     if let Ok(workers) = replicas {
+        out.family(
+            "baton_workers_draining",
+            "gauge",
+            "Replicas and agents an operator drains (they take no new run), by kind.",
+        );
+        for kind in [
+            domain::model::WorkerKind::Replica,
+            domain::model::WorkerKind::Agent,
+        ] {
+            let draining = workers
+                .iter()
+                .filter(|w| w.kind == kind && w.draining_since.is_some())
+                .count();
+            out.sample(
+                "baton_workers_draining",
+                &[("kind", kind.as_str())],
+                draining,
+            );
+        }
         let (agents, replicas): (Vec<_>, Vec<_>) = workers
             .into_iter()
             .partition(|r| r.kind == domain::model::WorkerKind::Agent);

@@ -143,6 +143,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/log", get(runs::log))
         .route("/replicas", get(replicas::list))
+        .route("/replicas/{id}/drain", post(replicas::drain))
+        .route("/replicas/{id}/resume", post(replicas::resume))
         .route("/worker/hello", post(worker::hello))
         .route("/worker/beat", post(worker::beat))
         .route("/worker/take", post(worker::take))

@@ -178,6 +178,20 @@ async fn serve(
             kept.push(waiter);
             continue;
         }
+        // Drained while it waited: answered empty, and its next take
+        // waits out its poll at the handler.
+        match store.replica_draining(&waiter.agent_id).await {
+            Ok(true) => {
+                let _ = waiter.answer.send(Vec::new());
+                continue;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read whether a waiting agent drains; will retry");
+                kept.push(waiter);
+                continue;
+            }
+        }
         let claim = Claim {
             replica_id: &waiter.agent_id,
             labels: &waiter.labels,

@@ -17,9 +17,9 @@ use domain::time::Ts;
 use super::json_body::JsonBody;
 use super::{ApiError, ApiResult, ApiState};
 use crate::agent::protocol::{
-    AGENT_ID_PREFIX, AgentBeat, Bye, Finished, Finishes, HandBack, HandedBack, Hello, LogKept,
-    LogLines, MAX_TAKE_WAIT_MS, PROTOCOL, PROTOCOL_HEADER, RunBeats, RunsBeaten, Take, Taken,
-    TakenRun, Welcome,
+    AGENT_ID_PREFIX, AgentBeat, Bye, DRAINING_HEADER, Finished, Finishes, HandBack, HandedBack,
+    Hello, LogKept, LogLines, MAX_TAKE_WAIT_MS, PROTOCOL, PROTOCOL_HEADER, RunBeats, RunsBeaten,
+    Take, Taken, TakenRun, Welcome,
 };
 use crate::auth::AgentGrant;
 use crate::executor::output::clean_line;
@@ -134,13 +134,14 @@ pub async fn hello(
     }))
 }
 
-/// `POST /api/v1/worker/beat`: the agent's own heartbeat.
+/// `POST /api/v1/worker/beat`: the agent's own heartbeat; the answer
+/// carries [`DRAINING_HEADER`] while an operator drains the agent.
 pub async fn beat(
     State(state): State<ApiState>,
     Extension(grant): Extension<AgentGrant>,
     headers: http::HeaderMap,
     JsonBody(beat): JsonBody<AgentBeat>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<axum::response::Response> {
     check_protocol(&headers)?;
     check_owner(&grant, &beat.agent_id)?;
     check_labels(&grant, &beat.labels)?;
@@ -151,8 +152,14 @@ pub async fn beat(
         version: check_text("version", &beat.version)?,
         started_at: Ts::from_micros(beat.started_at_micros),
     };
-    state.store.replica_upsert(&info, Ts::now()).await?;
-    Ok(StatusCode::NO_CONTENT)
+    let draining = state.store.replica_upsert(&info, Ts::now()).await?;
+    let mut answer = axum::response::IntoResponse::into_response(StatusCode::NO_CONTENT);
+    if draining {
+        answer
+            .headers_mut()
+            .insert(DRAINING_HEADER, http::HeaderValue::from_static("true"));
+    }
+    Ok(answer)
 }
 
 /// `POST /api/v1/worker/take`: claims what fits, waiting up to `wait_ms`
@@ -182,6 +189,15 @@ pub async fn take(
         ));
     }
     let until = tokio::time::Instant::now() + Duration::from_millis(take.wait_ms);
+    // A drained agent gets nothing, from the database's word rather than
+    // its own: it waits out its poll, so it does not ask again at once.
+    if state.store.replica_draining(&take.agent_id).await? {
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => {}
+            _ = state.stopping.cancelled() => {}
+        }
+        return Ok(Json(Taken { runs: Vec::new() }));
+    }
     let mut available = state.store.signals().availabilities();
     // Marked seen before the claim: runs made AVAILABLE during it are
     // looked for again once the take waits.

@@ -103,7 +103,7 @@ pub enum PasswordRefused {
 
 impl Auth {
     /// `public_url` is where operators reach the dashboard
-    /// (`BATON_PUBLIC_URL`, default `http://<BATON_LISTEN>`).
+    /// (`BATON_PUBLIC_URL`, default `http(s)://<BATON_LISTEN>`).
     pub fn new(
         users: Option<Users>,
         store: Arc<dyn Store>,

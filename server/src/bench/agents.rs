@@ -198,7 +198,7 @@ async fn start_agents(
     for i in 0..n {
         let (base, stop) = (base.to_owned(), stop.clone());
         hellos.spawn(async move {
-            let ledger = Arc::new(RemoteLedger::new(vec![base], None, stop.clone())?);
+            let ledger = Arc::new(RemoteLedger::new(vec![base], None, &[], stop.clone())?);
             let hello = Hello {
                 protocol: PROTOCOL,
                 hostname: format!("bench-agent-{i}"),

@@ -130,6 +130,15 @@ impl DashboardSource for CountedSource {
         self.inner.target_act(who, target, change).await
     }
 
+    async fn worker_act(
+        &self,
+        who: &Identity,
+        worker: &str,
+        action: domain::views::WorkerAction,
+    ) -> Result<(), DashboardError> {
+        self.inner.worker_act(who, worker, action).await
+    }
+
     async fn schedules(&self) -> Result<SchedulesPage, DashboardError> {
         self.read().schedules().await
     }

@@ -321,7 +321,7 @@ pub async fn run(settings: Settings, args: BenchArgs) -> anyhow::Result<()> {
         return processes::run(&settings, &args, processes).await;
     }
     if let Some(server) = &args.server {
-        let target = ApiClient::new(server.trim_end_matches('/'), args.token.as_deref())?;
+        let target = ApiClient::new(server.trim_end_matches('/'), args.token.as_deref(), &[])?;
         println!("baton bench against {server} (its own replicas and settings)");
         return measure(&target, &args, false).await;
     }

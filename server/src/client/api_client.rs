@@ -40,7 +40,13 @@ const NOT_OURS_EXCERPT: usize = 300;
 impl ApiClient {
     /// `token` is sent as `Authorization: Bearer` on every request; a
     /// server without users needs none.
-    pub fn new(base: impl Into<String>, token: Option<&str>) -> anyhow::Result<Self> {
+    /// `extra_roots` are certificate authorities trusted beside the
+    /// system's (`--ca-cert`).
+    pub fn new(
+        base: impl Into<String>,
+        token: Option<&str>,
+        extra_roots: &[reqwest::Certificate],
+    ) -> anyhow::Result<Self> {
         let mut headers = header::HeaderMap::new();
         if let Some(token) = token.map(str::trim).filter(|t| !t.is_empty()) {
             let mut value = header::HeaderValue::from_str(&format!("Bearer {token}"))
@@ -49,7 +55,7 @@ impl ApiClient {
             headers.insert(header::AUTHORIZATION, value);
         }
         Ok(ApiClient {
-            http: reqwest::Client::builder()
+            http: crate::tls::trusting(reqwest::Client::builder(), extra_roots)
                 .default_headers(headers)
                 // A server (or a proxy) that accepts and never answers hung
                 // `submit --wait` in a deploy pipeline for good.

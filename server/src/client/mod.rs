@@ -32,7 +32,9 @@ pub use self::schedules::{ScheduleArgs, schedule};
 pub use self::status::{StatusArgs, status};
 pub use self::submit::{SubmitArgs, submit};
 pub use self::task_actions::{TaskAction, TaskActionArgs, task_action};
-pub use self::workflow::{ListArgs, PlanArg, TargetArgs, pause, paused, target, workers};
+pub use self::workflow::{
+    ListArgs, PlanArg, TargetArgs, WorkersArgs, WorkersCommand, pause, paused, target, workers,
+};
 
 /// Prints text made of the server's answers on standard output, with
 /// anything that would steer the terminal shown as text.
@@ -50,12 +52,22 @@ pub struct ServerArg {
     /// API token (`baton new-token`) when the server has users.
     #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// A PEM file of certificate authorities to trust beside the system's,
+    /// for a server whose certificate a private CA signed.
+    #[arg(long, env = "BATON_CA_CERT")]
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 impl ServerArg {
     /// A client of the server this names.
     pub fn client(&self, listen: std::net::SocketAddr) -> anyhow::Result<ApiClient> {
-        ApiClient::new(self.base(listen), self.token.as_deref())
+        let roots = self
+            .ca_cert
+            .as_deref()
+            .map(crate::tls::extra_roots)
+            .transpose()?
+            .unwrap_or_default();
+        ApiClient::new(self.base(listen), self.token.as_deref(), &roots)
     }
 
     /// The base URL, without a trailing slash.
@@ -82,6 +94,7 @@ mod tests {
         let none = ServerArg {
             url: None,
             token: None,
+            ca_cert: None,
         };
         assert_eq!(
             none.base("127.0.0.1:3000".parse().unwrap()),
@@ -94,6 +107,7 @@ mod tests {
         let given = ServerArg {
             url: Some("https://baton.example/ ".into()),
             token: None,
+            ca_cert: None,
         };
         assert_eq!(
             given.base("127.0.0.1:3000".parse().unwrap()),

@@ -211,17 +211,21 @@ pub fn workers(workers: &[domain::model::ReplicaView]) -> String {
             domain::model::WorkerKind::Replica => "replica",
             domain::model::WorkerKind::Agent => "agent",
         };
-        let state = match (w.alive, w.leader) {
+        let mut state = match (w.alive, w.leader) {
             (true, true) => "alive, leader",
             (true, false) => "alive",
             (false, _) => "stale",
-        };
+        }
+        .to_owned();
+        if let Some(by) = &w.draining_by {
+            state.push_str(&format!(", draining (by {by})"));
+        }
         vec![
             w.replica_id.clone(),
             kind.to_owned(),
             w.hostname.clone(),
             w.labels.join(","),
-            state.to_owned(),
+            state,
             w.last_heartbeat.format("%Y-%m-%d %H:%M:%SZ").to_string(),
             w.running.to_string(),
             w.version.clone(),

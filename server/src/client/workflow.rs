@@ -1,5 +1,6 @@
-//! `baton pause`, `baton resume`, `baton paused` and `baton target …`:
-//! the workflow gates from the command line, through the API.
+//! `baton pause`, `baton resume`, `baton paused`, `baton target …` and
+//! `baton workers …`: the workflow gates and the workers from the command
+//! line, through the API.
 
 use clap::{Args, Subcommand};
 use domain::model::{PlanView, TargetView};
@@ -77,21 +78,73 @@ pub async fn paused(
 }
 
 /// `baton workers`: every replica and agent with a heartbeat row.
-pub async fn workers(
-    server: ServerArg,
-    json: bool,
-    listen: std::net::SocketAddr,
-) -> anyhow::Result<()> {
+/// `baton workers [drain|resume ID]`: the list, or a drain started or
+/// lifted.
+#[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct WorkersArgs {
+    #[command(subcommand)]
+    pub command: Option<WorkersCommand>,
+    /// Print what the API returns (JSON) instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub server: ServerArg,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum WorkersCommand {
+    /// The replica or agent WORKER (its id, as listed) takes no new run and
+    /// finishes those it runs; runs pinned to its labels are reassigned as
+    /// from a dead worker.
+    Drain {
+        worker: String,
+        #[command(flatten)]
+        server: ServerArg,
+    },
+    /// WORKER takes runs again.
+    Resume {
+        worker: String,
+        #[command(flatten)]
+        server: ServerArg,
+    },
+}
+
+pub async fn workers(args: WorkersArgs, listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    let (verb, worker, server) = match args.command {
+        None => {
+            let client = args.server.client(listen)?;
+            let workers: Vec<domain::model::ReplicaView> = client.get("replicas").await?;
+            match args.json {
+                true => println!("{}", serde_json::to_string_pretty(&workers)?),
+                false => super::show(&render::workers(&workers)),
+            }
+            return Ok(());
+        }
+        Some(WorkersCommand::Drain { worker, server }) => ("drain", worker, server),
+        Some(WorkersCommand::Resume { worker, server }) => ("resume", worker, server),
+    };
     let client = server.client(listen)?;
-    let workers: Vec<domain::model::ReplicaView> = client.get("replicas").await?;
-    match json {
-        true => println!("{}", serde_json::to_string_pretty(&workers)?),
-        false => super::show(&render::workers(&workers)),
-    }
+    let path = format!("replicas/{}/{verb}", path_segment(&worker));
+    let changed: domain::model::ReplicaView = client.post(&path, None).await?;
+    super::show(&render::workers(&[changed]));
     Ok(())
 }
 
-/// A listing (`paused`, `workers`): tables, or the API's JSON.
+/// `id` as one path segment: an id holding `/` or `?` (none of Baton's
+/// do) reaches the API as the text it is, to be refused as unknown.
+fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A listing (`paused`): tables, or the API's JSON.
 #[derive(Args, Debug, Clone)]
 pub struct ListArgs {
     /// Print what the API returns (JSON) instead of tables.

@@ -279,6 +279,28 @@ impl DashboardSource for StoreSource {
         })
     }
 
+    async fn worker_act(
+        &self,
+        who: &Identity,
+        worker: &str,
+        action: domain::views::WorkerAction,
+    ) -> Result<(), DashboardError> {
+        may_act(who)?;
+        let drain = action == domain::views::WorkerAction::Drain;
+        let found = self
+            .store
+            .replica_drain(worker, drain, Person::from(who), Ts::now())
+            .await
+            .map_err(failed)?;
+        match found {
+            true => Ok(()),
+            false => Err(DashboardError::NotFound(format!(
+                "no replica or agent {} has a heartbeat row",
+                domain::audit::client_text(worker)
+            ))),
+        }
+    }
+
     async fn deliveries(&self, limit: i64) -> Result<DeliveriesPage, DashboardError> {
         let now = Ts::now();
         let deliveries = self

@@ -55,7 +55,8 @@ pub trait RunLedger: Send + Sync + 'static {
         now: Ts,
     ) -> Result<Vec<i64>>;
     /// The worker's own heartbeat: its row says it is alive, with labels.
-    async fn replica_upsert(&self, info: &ReplicaInfo, now: Ts) -> Result<()>;
+    /// Answers whether an operator drains the worker.
+    async fn replica_upsert(&self, info: &ReplicaInfo, now: Ts) -> Result<bool>;
     /// Removes the worker's row as it leaves.
     async fn replica_delete(&self, worker_id: &str) -> Result<()>;
 }
@@ -118,7 +119,7 @@ impl RunLedger for DatabaseLedger {
             .await
     }
 
-    async fn replica_upsert(&self, info: &ReplicaInfo, now: Ts) -> Result<()> {
+    async fn replica_upsert(&self, info: &ReplicaInfo, now: Ts) -> Result<bool> {
         self.0.replica_upsert(info, now).await
     }
 

@@ -277,6 +277,7 @@ impl Replica {
             ReplicaHeartbeat::new(ledger.clone(), info.clone(), config.heartbeat_interval)
                 .reporting_to(beat)
                 .proving(worker.ownership())
+                .steering(worker.clone())
                 .ending_with(worker.last_words())
                 .run(drained.clone()),
         );

@@ -1,12 +1,13 @@
 //! Upserts this replica's row every heartbeat interval, so others (and the
-//! node gate) know it is alive; deletes it on shutdown.
+//! node gate) know it is alive; deletes it on shutdown. Each beat reads
+//! back whether an operator drains the worker, and tells the worker.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::loops::{Ownership, Probe, RunLedger};
+use crate::loops::{Ownership, Probe, RunLedger, Worker};
 use crate::store::{ReplicaInfo, StoreError};
 use domain::time::Ts;
 
@@ -16,6 +17,7 @@ pub struct ReplicaHeartbeat {
     interval: Duration,
     probe: Probe,
     ownership: Option<Arc<Ownership>>,
+    worker: Option<Arc<Worker>>,
     last_words: super::LastWords,
 }
 
@@ -27,6 +29,7 @@ impl ReplicaHeartbeat {
             interval,
             probe: Probe::detached(),
             ownership: None,
+            worker: None,
             last_words: super::LastWords::within(super::LAST_WRITE * 2),
         }
     }
@@ -41,6 +44,12 @@ impl ReplicaHeartbeat {
     /// Each recorded beat proves this replica still owns its runs.
     pub fn proving(mut self, ownership: Arc<Ownership>) -> Self {
         self.ownership = Some(ownership);
+        self
+    }
+
+    /// Tells `worker` at each beat whether it drains.
+    pub fn steering(mut self, worker: Arc<Worker>) -> Self {
+        self.worker = Some(worker);
         self
     }
 
@@ -63,7 +72,10 @@ impl ReplicaHeartbeat {
         if let (true, Some(ownership)) = (written.is_ok() || held, &self.ownership) {
             ownership.proven(sent);
         }
-        written
+        if let (Ok(draining), Some(worker)) = (&written, &self.worker) {
+            worker.set_draining(*draining);
+        }
+        written.map(|_| ())
     }
 
     pub async fn run(self, shutdown: CancellationToken) {

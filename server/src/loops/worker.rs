@@ -68,6 +68,9 @@ pub struct Worker {
     counters: Arc<RunCounters>,
     /// Proven by each recorded replica heartbeat; see [`Ownership`].
     ownership: Arc<Ownership>,
+    /// An operator drains this worker (its heartbeat reads it back): no
+    /// slot counts as free, so neither the claimer nor a round claims.
+    draining: AtomicBool,
 }
 
 impl Worker {
@@ -96,7 +99,29 @@ impl Worker {
             released: Notify::new(),
             counters: Arc::default(),
             ownership: Arc::new(Ownership::new(config.stale_after)),
+            draining: AtomicBool::new(false),
         }
+    }
+
+    /// What the last heartbeat read back of an operator's drain.
+    pub fn set_draining(&self, draining: bool) {
+        if self.draining.swap(draining, Ordering::SeqCst) == draining {
+            return;
+        }
+        match draining {
+            true => tracing::info!(
+                running = self.running.lock().expect("poisoned").len(),
+                "an operator drains this worker: it takes no new run and finishes those it has"
+            ),
+            false => {
+                tracing::info!("the drain was lifted: this worker takes runs again");
+                self.slot_freed.notify_one();
+            }
+        }
+    }
+
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
     }
 
     /// What the replica heartbeat proves and the claimer consults.
@@ -182,8 +207,11 @@ impl Worker {
     }
 
     /// Worker slots not taken by a run that is executing or whose finish is
-    /// not stored yet.
+    /// not stored yet; none while an operator drains the worker.
     pub fn free_slots(&self) -> usize {
+        if self.draining() {
+            return 0;
+        }
         self.workers
             .saturating_sub(self.running.lock().expect("poisoned").len())
     }

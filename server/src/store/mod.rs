@@ -274,6 +274,8 @@ pub struct ReplicaRecord {
     /// Its host's clock minus the database's at that heartbeat
     /// ([`domain::time::clock::skew`]).
     pub clock_skew_ms: i64,
+    /// Set while an operator drains it: since when, by whom.
+    pub draining: Option<(Ts, String)>,
     pub running: i64,
 }
 
@@ -616,8 +618,22 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- replicas ----
 
-    async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()>;
+    /// Writes the worker's heartbeat row; whether an operator drains it.
+    async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<bool>;
     async fn replica_list(&self) -> Result<Vec<ReplicaRecord>>;
+    /// Starts (`drain`) or ends an operator's drain of a replica or agent:
+    /// while draining it takes no new run and its labels count as gone
+    /// for pinned tasks. False when it has no heartbeat row; draining one
+    /// already draining (or resuming one that is not) is a conflict.
+    async fn replica_drain(
+        &self,
+        worker_id: &str,
+        drain: bool,
+        by: Person<'_>,
+        now: Ts,
+    ) -> Result<bool>;
+    /// Whether a worker is draining (false when it has no row).
+    async fn replica_draining(&self, worker_id: &str) -> Result<bool>;
     async fn replica_delete(&self, replica_id: &str) -> Result<()>;
     /// Deletes heartbeat rows last written before `before`; returns how many.
     async fn replica_prune(&self, before: Ts) -> Result<u64>;

@@ -30,6 +30,8 @@ pub struct Options {
     labels: Vec<String>,
     /// The port to listen on; a free one when `None`.
     port: Option<u16>,
+    /// Serves HTTPS with this certificate; the harness trusts its CA.
+    tls: Option<TestCertificate>,
 }
 
 impl Default for Options {
@@ -41,6 +43,7 @@ impl Default for Options {
             ]),
             labels: Vec::new(),
             port: None,
+            tls: None,
         }
     }
 }
@@ -83,10 +86,95 @@ impl Options {
         self
     }
 
+    /// Serves HTTPS with `certificate` (`BATON_TLS_CERT`, `BATON_TLS_KEY`);
+    /// the harness reaches it trusting the certificate's CA.
+    pub fn tls(mut self, certificate: &TestCertificate) -> Self {
+        self.tls = Some(certificate.clone());
+        self.env("BATON_TLS_CERT", certificate.cert.to_str().unwrap())
+            .env("BATON_TLS_KEY", certificate.key.to_str().unwrap())
+    }
+
     /// Adds a node label the replica carries, for pinned tasks.
     pub fn label(mut self, label: &str) -> Self {
         self.labels.push(label.to_owned());
         self
+    }
+}
+
+/// A private CA and a server certificate it signed for 127.0.0.1 and
+/// localhost, made by the `openssl` command in a directory of their own.
+#[derive(Debug, Clone)]
+pub struct TestCertificate {
+    pub ca_cert: std::path::PathBuf,
+    pub ca_key: std::path::PathBuf,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}
+
+impl TestCertificate {
+    pub fn new(dir: &std::path::Path) -> TestCertificate {
+        let path = |name: &str| dir.join(name);
+        let openssl = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("the openssl command (Debian's openssl package)");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=baton test CA"];
+        ca.extend(ec);
+        ca.extend(["-keyout", "ca.key", "-out", "ca.pem"]);
+        openssl(&ca);
+        let mut csr = vec!["req", "-subj", "/CN=localhost"];
+        csr.extend(ec);
+        csr.extend(["-keyout", "key.pem", "-out", "server.csr"]);
+        openssl(&csr);
+        std::fs::write(
+            path("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "cert.pem",
+        ]);
+        TestCertificate {
+            ca_cert: path("ca.pem"),
+            ca_key: path("ca.key"),
+            cert: path("cert.pem"),
+            key: path("key.pem"),
+        }
+    }
+
+    /// The CA, for a client that must trust the server.
+    pub fn ca(&self) -> reqwest::Certificate {
+        reqwest::Certificate::from_pem(&std::fs::read(&self.ca_cert).unwrap()).unwrap()
     }
 }
 
@@ -172,7 +260,12 @@ impl Baton {
             .kill_on_drop(true)
             .spawn()
             .expect("start baton");
-        let base = format!("http://127.0.0.1:{port}");
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let base = format!("{scheme}://127.0.0.1:{port}");
         // A server with users: the harness reads the API with the token
         // the test handed over (the server itself ignores BATON_TOKEN).
         let mut headers = reqwest::header::HeaderMap::new();
@@ -182,10 +275,11 @@ impl Baton {
                 format!("Bearer {token}").parse().unwrap(),
             );
         }
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .build()
-            .unwrap();
+        let mut http = reqwest::Client::builder().default_headers(headers);
+        if let Some(tls) = &options.tls {
+            http = http.add_root_certificate(tls.ca());
+        }
+        let http = http.build().unwrap();
         eventually(START_WITHIN, "baton to answer /healthz", || {
             let url = format!("{base}/healthz");
             let http = http.clone();

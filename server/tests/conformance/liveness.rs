@@ -27,6 +27,7 @@ per_backend!(cases:
     hand_back_returns_runs_to_available_with_their_attempt,
     replicas_are_listed_with_their_running_count,
     old_heartbeat_rows_are_pruned,
+    a_drained_worker_is_told_and_its_labels_count_as_gone,
 );
 
 mod cases {
@@ -538,5 +539,107 @@ mod cases {
             .map(|r| r.info.replica_id)
             .collect();
         assert_eq!(left, vec!["r-new"]);
+    }
+
+    /// An operator's drain (docs/agents.md, "Draining"): the worker's
+    /// next heartbeat reads it back, its labels stop counting as live
+    /// (an AVAILABLE run pinned to them loses its pin after
+    /// `reassign_after`, as from a dead worker), a second drain and a
+    /// resume of a worker not draining are refused and audited, an
+    /// unknown worker is answered as such, and a resume undoes it all.
+    pub async fn a_drained_worker_is_told_and_its_labels_count_as_gone(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let ops = domain::audit::Person::from("ops");
+        let t0 = Ts::now();
+        assert!(
+            !s.replica_upsert(&replica("r-gpu", &["gpu"]), t0)
+                .await
+                .unwrap()
+        );
+        assert!(!s.replica_draining("r-gpu").await.unwrap());
+        assert!(!s.replica_drain("r-nobody", true, ops, t0).await.unwrap());
+        assert!(!s.replica_draining("r-nobody").await.unwrap());
+
+        // A pinned run promoted and handed back while r-gpu is alive.
+        submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [
+                {"name": "gpu", "target": "a", "sleep": "0s", "node": "gpu", "reassign_after": "1m"},
+            ]}),
+        )
+        .await;
+        let mut nodes = NodeLabels::default();
+        nodes.live.insert("gpu".into());
+        s.run_promote_round(&nodes, None, t0).await.unwrap();
+        let labels = vec!["gpu".to_owned()];
+        let run = s
+            .run_claim_many(&claim("r-gpu", &labels, 1), t0)
+            .await
+            .unwrap()[0]
+            .id;
+        s.run_hand_back_many("r-gpu", &[run], "handed back", t0)
+            .await
+            .unwrap();
+
+        assert!(s.replica_drain("r-gpu", true, ops, t0).await.unwrap());
+        let late = t0.plus(120 * SECOND);
+        assert!(
+            s.replica_upsert(&replica("r-gpu", &["gpu"]), late)
+                .await
+                .unwrap()
+        );
+        assert!(s.replica_draining("r-gpu").await.unwrap());
+        let listed = s.replica_list().await.unwrap();
+        let (since, by) = listed[0].draining.clone().expect("listed as draining");
+        assert_eq!((since, by.as_str()), (t0, "ops"));
+        let again = s.replica_drain("r-gpu", true, ops, late).await.unwrap_err();
+        assert!(again.to_string().contains("already draining"), "{again}");
+        assert!(again.to_string().contains("by ops"), "{again}");
+
+        // Alive but drained: the pin lapses after `reassign_after`.
+        let unpinned = s.run_unpin_stranded(10 * SECOND, late).await.unwrap();
+        assert_eq!(unpinned, vec![run]);
+
+        assert!(s.replica_drain("r-gpu", false, ops, late).await.unwrap());
+        assert!(
+            !s.replica_upsert(&replica("r-gpu", &["gpu"]), late)
+                .await
+                .unwrap()
+        );
+        assert!(s.replica_list().await.unwrap()[0].draining.is_none());
+        let not = s
+            .replica_drain("r-gpu", false, ops, late)
+            .await
+            .unwrap_err();
+        assert!(not.to_string().contains("is not draining"), "{not}");
+
+        let audit = s
+            .audit_list(&Default::default(), None, 50)
+            .await
+            .unwrap()
+            .entries;
+        let seen: Vec<(String, String, String)> = audit
+            .iter()
+            .rev()
+            .filter(|e| e.action.starts_with("worker."))
+            .map(|e| {
+                (
+                    e.action.clone(),
+                    format!("{:?}", e.outcome),
+                    e.subject.clone(),
+                )
+            })
+            .collect();
+        let worker = "worker r-gpu".to_owned();
+        assert_eq!(
+            seen,
+            vec![
+                ("worker.drain".into(), "Done".into(), worker.clone()),
+                ("worker.drain".into(), "Refused".into(), worker.clone()),
+                ("worker.resume".into(), "Done".into(), worker.clone()),
+                ("worker.resume".into(), "Refused".into(), worker),
+            ]
+        );
     }
 }

@@ -36,6 +36,8 @@ pub enum Subject<'a> {
     Task(i64),
     Schedule(i64),
     Target(&'a str),
+    /// A replica or agent, by its id (draining).
+    Worker(&'a str),
     /// Something being created, by kind and name: what a refused submit
     /// names (a created one is recorded under its id, [`Asked::about`]).
     New(&'static str, &'a str),
@@ -178,6 +180,10 @@ async fn named<D: Dialect>(tx: &mut D::Tx, subject: &Subject<'_>) -> Result<Name
                 ..Named::default()
             }
         }
+        Subject::Worker(id) => Named {
+            text: format!("worker {}", client_text(id)),
+            ..Named::default()
+        },
         Subject::New(kind, name) => Named {
             text: format!("{kind} {}", client_text(name)),
             ..Named::default()

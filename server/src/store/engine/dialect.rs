@@ -249,11 +249,11 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// [`Dialect::write`] for a statement that returns rows.
     async fn write_returning<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>>;
 
-    /// [`Dialect::write`] for a replica heartbeat: on PostgreSQL a lock
-    /// held elsewhere is waited for briefly, then reported
+    /// [`Dialect::write_returning`] for a replica heartbeat: a lock held
+    /// elsewhere is waited for briefly, then reported
     /// ([`StoreError::is_lock_wait`]) rather than waited out.
-    async fn heartbeat_write(&self, sql: Sql, args: &[Arg<'_>]) -> Result<u64> {
-        self.write(sql, args).await
+    async fn heartbeat_write<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>> {
+        self.write_returning(sql, args).await
     }
 
     /// The overview's per-minute count of finished runs (`$1`: the window's

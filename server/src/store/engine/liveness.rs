@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use super::{Dialect, one, read_optional};
+use super::{Dialect, one, optional, read_optional};
+use crate::store::engine::audit::Asked;
 use crate::store::engine::reads::rows;
-use crate::store::{ReplicaInfo, Result};
+use crate::store::{ReplicaInfo, Result, StoreError};
 use domain::time::Ts;
 
 /// The lease the singleton loops (promoter, sweeper, pruning) run under.
@@ -186,23 +187,76 @@ pub async fn lease_get<D: Dialect>(d: &D, name: &str) -> Result<Option<Lease>> {
     read_optional(d, LEASE_GET, &[name.into()]).await
 }
 
-pub async fn replica_upsert<D: Dialect>(d: &D, replica: &ReplicaInfo, now: Ts) -> Result<()> {
+/// Writes the worker's heartbeat row; whether an operator drains it.
+pub async fn replica_upsert<D: Dialect>(d: &D, replica: &ReplicaInfo, now: Ts) -> Result<bool> {
     let labels = serde_json::to_string(&replica.labels).unwrap_or_else(|_| "[]".into());
-    d.heartbeat_write(
-        rows::REPLICA_UPSERT.into(),
-        &[
-            replica.replica_id.as_str().into(),
-            replica.hostname.as_str().into(),
-            labels.as_str().into(),
-            replica.version.as_str().into(),
-            replica.started_at.into(),
-            now.into(),
-            // The skew this process measured last (0 before any sample).
-            domain::time::clock::skew().num_milliseconds().into(),
-        ],
-    )
-    .await?;
-    Ok(())
+    let draining: Vec<(Option<Ts>,)> = d
+        .heartbeat_write(
+            rows::REPLICA_UPSERT.into(),
+            &[
+                replica.replica_id.as_str().into(),
+                replica.hostname.as_str().into(),
+                labels.as_str().into(),
+                replica.version.as_str().into(),
+                replica.started_at.into(),
+                now.into(),
+                // The skew this process measured last (0 before any sample).
+                domain::time::clock::skew().num_milliseconds().into(),
+            ],
+        )
+        .await?;
+    Ok(draining.first().is_some_and(|(since,)| since.is_some()))
+}
+
+/// Starts (`drain`) or ends an operator's drain of worker `worker_id`;
+/// false when no such worker has a row. Draining one already draining,
+/// or resuming one that is not, is refused naming its state.
+pub async fn replica_drain<D: Dialect>(
+    d: &D,
+    worker_id: &str,
+    drain: bool,
+    asked: &Asked<'_>,
+    now: Ts,
+) -> Result<bool> {
+    let mut tx = d.begin().await?;
+    let state: Option<(Option<Ts>, Option<String>)> =
+        optional::<D, _>(&mut tx, rows::REPLICA_DRAINING, &[worker_id.into()]).await?;
+    let Some((since, by)) = state else {
+        return Ok(false);
+    };
+    let outcome = match (drain, since) {
+        (true, Some(since)) => Err(StoreError::Conflict(format!(
+            "{worker_id} is already draining, since {} by {}",
+            since.0.format("%Y-%m-%d %H:%M:%SZ"),
+            by.unwrap_or_default()
+        ))),
+        (false, None) => Err(StoreError::Conflict(format!("{worker_id} is not draining"))),
+        _ => Ok(()),
+    };
+    if outcome.is_ok() {
+        let (since, by): (Option<Ts>, Option<&str>) = match drain {
+            true => (Some(now), Some(asked.by.name)),
+            false => (None, None),
+        };
+        D::execute(
+            &mut tx,
+            rows::REPLICA_DRAIN.into(),
+            &[worker_id.into(), since.into(), by.into()],
+        )
+        .await?;
+        asked.done::<D>(&mut tx, "", now).await?;
+    }
+    D::commit(tx).await?;
+    outcome?;
+    d.signals().touch();
+    Ok(true)
+}
+
+/// Whether worker `worker_id` is draining (false when it has no row).
+pub async fn replica_draining<D: Dialect>(d: &D, worker_id: &str) -> Result<bool> {
+    let state: Option<(Option<Ts>, Option<String>)> =
+        read_optional(d, rows::REPLICA_DRAINING, &[worker_id.into()]).await?;
+    Ok(state.is_some_and(|(since, _)| since.is_some()))
 }
 
 pub async fn replica_delete<D: Dialect>(d: &D, replica_id: &str) -> Result<()> {

@@ -489,8 +489,29 @@ impl<D: Dialect> Store for D {
         reads::delivery_list(self, plan_id, limit).await
     }
 
-    async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<()> {
+    async fn replica_upsert(&self, replica: &ReplicaInfo, now: Ts) -> Result<bool> {
         liveness::replica_upsert(self, replica, now).await
+    }
+
+    async fn replica_drain(
+        &self,
+        worker_id: &str,
+        drain: bool,
+        by: Person<'_>,
+        now: Ts,
+    ) -> Result<bool> {
+        let action = if drain {
+            "worker.drain"
+        } else {
+            "worker.resume"
+        };
+        let asked = Asked::new(by, action, Subject::Worker(worker_id));
+        let done = liveness::replica_drain(self, worker_id, drain, &asked, now).await;
+        asked.settle(self, done, now).await
+    }
+
+    async fn replica_draining(&self, worker_id: &str) -> Result<bool> {
+        liveness::replica_draining(self, worker_id).await
     }
 
     async fn replica_list(&self) -> Result<Vec<ReplicaRecord>> {

@@ -740,11 +740,11 @@ impl Dialect for PgStore {
         self.read(sql, args).await
     }
 
-    async fn heartbeat_write(&self, sql: Sql, args: &[Arg<'_>]) -> Result<u64> {
+    async fn heartbeat_write<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>> {
         let mut tx = self.begin(BEGIN_HEARTBEAT).await?;
-        let n = Self::execute(&mut tx, sql, args).await?;
+        let rows = Self::fetch_all(&mut tx, sql, args).await?;
         tx.commit().await?;
-        Ok(n)
+        Ok(rows)
     }
 
     fn row_lock(lock: RowLock) -> &'static str {

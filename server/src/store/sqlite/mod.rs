@@ -366,11 +366,11 @@ impl Dialect for SqliteStore {
         Ok(rows)
     }
 
-    async fn heartbeat_write(&self, sql: Sql, args: &[Arg<'_>]) -> Result<u64> {
+    async fn heartbeat_write<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>> {
         let mut tx = self.begin_heartbeat_write().await?;
-        let changed = Self::execute(&mut tx, sql, args).await?;
+        let rows = Self::fetch_all(&mut tx, sql, args).await?;
         tx.commit().await?;
-        Ok(changed)
+        Ok(rows)
     }
 
     fn row_lock(_: RowLock) -> &'static str {

@@ -16,7 +16,10 @@ use domain::time::Ts;
 
 use crate::store::{Result, Store};
 
-/// Which node labels live replicas carry, from the replicas' heartbeats.
+/// Which node labels live replicas and agents carry, from their
+/// heartbeats. A drained worker's count as gone: it takes no new run, so
+/// a run pinned to its label waits for another and is reassigned as if
+/// it had died.
 pub async fn node_labels(
     store: &dyn Store,
     stale_after: std::time::Duration,
@@ -26,6 +29,7 @@ pub async fn node_labels(
     Ok(NodeLabels::from_heartbeats(
         replicas
             .iter()
+            .filter(|r| r.draining.is_none())
             .map(|r| (r.info.labels.as_slice(), r.last_heartbeat)),
         stale_after,
         now,

@@ -138,7 +138,7 @@ pub const RUN_EXISTS: &str = "SELECT COUNT(*) FROM task_run WHERE id = $1";
 
 /// Replicas page: each replica and how many runs it executes now.
 pub const REPLICA_LIST: &str = "SELECT p.replica_id, p.hostname, p.labels, p.version, p.started_at,
-        p.last_heartbeat, p.clock_skew_ms,
+        p.last_heartbeat, p.clock_skew_ms, p.draining_since, p.draining_by,
         (SELECT COUNT(*) FROM task_run r WHERE r.status = 'RUNNING' AND r.replica_id = p.replica_id)
             AS running
     FROM replica p ORDER BY p.started_at, p.replica_id";
@@ -246,6 +246,8 @@ pub struct ReplicaRow {
     pub started_at: Ts,
     pub last_heartbeat: Ts,
     pub clock_skew_ms: i64,
+    pub draining_since: Option<Ts>,
+    pub draining_by: Option<String>,
     pub running: i64,
 }
 
@@ -430,6 +432,9 @@ pub fn replica_record(r: ReplicaRow) -> Result<ReplicaRecord> {
         },
         last_heartbeat: r.last_heartbeat,
         clock_skew_ms: r.clock_skew_ms,
+        draining: r
+            .draining_since
+            .map(|since| (since, r.draining_by.unwrap_or_default())),
         running: r.running,
     })
 }
@@ -440,7 +445,16 @@ pub const REPLICA_UPSERT: &str = "INSERT INTO replica
     VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT (replica_id) DO UPDATE SET hostname = excluded.hostname,
         labels = excluded.labels, version = excluded.version,
-        last_heartbeat = excluded.last_heartbeat, clock_skew_ms = excluded.clock_skew_ms";
+        last_heartbeat = excluded.last_heartbeat, clock_skew_ms = excluded.clock_skew_ms
+    RETURNING draining_since";
+
+/// An operator's drain: kept from its first asking.
+pub const REPLICA_DRAIN: &str = "UPDATE replica SET draining_since = $2, draining_by = $3
+    WHERE replica_id = $1";
+
+/// Whether a worker is draining, and since when by whom.
+pub const REPLICA_DRAINING: &str =
+    "SELECT draining_since, draining_by FROM replica WHERE replica_id = $1";
 
 /// Graceful shutdown: a replica removes its own row.
 pub const REPLICA_DELETE: &str = "DELETE FROM replica WHERE replica_id = $1";
