@@ -255,8 +255,11 @@ impl Summaries {
 #[derive(Debug, Clone, Default)]
 pub struct NodeLabels {
     pub live: HashSet<String>,
-    /// Last heartbeat of any replica (live or not) carrying each label.
+    /// Last heartbeat of any replica (live or not) carrying each label;
+    /// for a drained one, when its drain began.
     pub last_seen: HashMap<String, Ts>,
+    /// Labels of workers an operator drains (not live because of it).
+    pub draining: HashSet<String>,
 }
 
 impl NodeLabels {
@@ -282,6 +285,32 @@ impl NodeLabels {
             }
         }
         nodes
+    }
+
+    /// Adds a worker an operator drains since `since`: its labels are not
+    /// live, and count as last seen when the drain began, as if the
+    /// worker had died then (docs/agents.md, "Draining").
+    pub fn with_drained<'a>(
+        mut self,
+        drained: impl IntoIterator<Item = (&'a [String], Ts)>,
+    ) -> Self {
+        for (labels, since) in drained {
+            for label in labels {
+                self.draining.insert(label.clone());
+                let seen = self.last_seen.entry(label.clone()).or_insert(since);
+                *seen = (*seen).max(since);
+            }
+        }
+        self
+    }
+
+    /// "last seen 3 min ago", "drained 12 s ago" or "never seen".
+    fn seen(&self, label: &str, now: Ts) -> String {
+        match (self.last_seen.get(label), self.draining.contains(label)) {
+            (Some(at), true) => format!("drained {}", ago(*at, now)),
+            (Some(at), false) => format!("last seen {}", ago(*at, now)),
+            (None, _) => "never seen".to_owned(),
+        }
     }
 }
 
@@ -545,10 +574,7 @@ fn node_missing(run: &PendingRun, nodes: &NodeLabels, now: Ts) -> Option<Blocked
     if nodes.live.contains(label) {
         return None;
     }
-    let seen = match nodes.last_seen.get(label) {
-        Some(at) => format!("last seen {}", ago(*at, now)),
-        None => "never seen".to_owned(),
-    };
+    let seen = nodes.seen(label, now);
     let then = match run.pin().and_then(|pin| pin_released_at(&pin, nodes)) {
         Some(at) => format!("runs anywhere {}", from_now(at, now)),
         None => "pinned for good (reassign_after: never)".to_owned(),
@@ -630,10 +656,7 @@ fn pin_expired(pin: &Pin, nodes: &NodeLabels, now: Ts) -> Option<String> {
     let wait = humantime::format_duration(std::time::Duration::from_millis(
         pin.reassign_after_ms.unwrap_or(0).max(0) as u64,
     ));
-    let seen = match nodes.last_seen.get(label) {
-        Some(seen) => format!("last seen {}", ago(*seen, now)),
-        None => "never seen".to_owned(),
-    };
+    let seen = nodes.seen(label, now);
     Some(format!(
         "pin to node {label} dropped: no live replica carried it for {wait} ({seen}); any replica may run it"
     ))
@@ -1029,11 +1052,27 @@ mod tests {
         // Never seen at all: counted from the run's creation.
         let fresh = PendingRun {
             created_at: now.minus(minutes(1)),
-            ..gpu
+            ..gpu.clone()
         };
         let d = evaluate(&[fresh], &Holders::default(), &NodeLabels::default(), now);
         assert!(d.unpin.is_empty());
         assert!(cause_of(&d, 1).contains("never seen"));
+
+        // Its only worker drained 1 min ago, heart-beating still: not
+        // live, and the pin counts from the drain, as from a death.
+        let labels = vec!["gpu".to_owned()];
+        let drained = NodeLabels::from_heartbeats(
+            std::iter::empty(),
+            std::time::Duration::from_secs(10),
+            now,
+        )
+        .with_drained([(labels.as_slice(), now.minus(minutes(1)))]);
+        let d = evaluate(&[gpu.clone()], &Holders::default(), &drained, now);
+        assert!(d.promote.is_empty() && d.unpin.is_empty());
+        assert_eq!(
+            cause_of(&d, 1),
+            "no live replica or agent labelled gpu (drained 1 min ago); runs anywhere in 4 min"
+        );
     }
 
     #[test]

@@ -58,6 +58,9 @@ test('an agent shows on the Replicas page; Drain holds its pinned work back and 
     await expect(row).toHaveAttribute('data-draining', 'true');
     await expect(row.locator('[data-draining-by]')).toHaveAttribute('data-draining-by', 'anonymous');
     await page.screenshot({ path: path.join(shots, 'replicas-agent-draining.png'), fullPage: true });
+    // The leader reads live labels at most a heartbeat (1 s) apart: a run
+    // promoted in that moment would wait AVAILABLE instead, untaken too.
+    await page.waitForTimeout(2000);
 
     // Work only the agent may run waits while it drains, and the cause
     // says no live worker carries its label (its heartbeat still comes).

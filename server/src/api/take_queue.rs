@@ -178,11 +178,11 @@ async fn serve(
             kept.push(waiter);
             continue;
         }
-        // Drained while it waited: answered empty, and its next take
-        // waits out its poll at the handler.
+        // Drained: it waits on, and is asked again at the next raise or
+        // poll, in case the drain was lifted meanwhile.
         match store.replica_draining(&waiter.agent_id).await {
             Ok(true) => {
-                let _ = waiter.answer.send(Vec::new());
+                kept.push(waiter);
                 continue;
             }
             Ok(false) => {}

@@ -189,15 +189,10 @@ pub async fn take(
         ));
     }
     let until = tokio::time::Instant::now() + Duration::from_millis(take.wait_ms);
-    // A drained agent gets nothing, from the database's word rather than
-    // its own: it waits out its poll, so it does not ask again at once.
-    if state.store.replica_draining(&take.agent_id).await? {
-        tokio::select! {
-            _ = tokio::time::sleep_until(until) => {}
-            _ = state.stopping.cancelled() => {}
-        }
-        return Ok(Json(Taken { runs: Vec::new() }));
-    }
+    // A drained agent claims nothing, on the database's word rather than
+    // its own: its take waits in the queue, which claims for it only once
+    // the drain is lifted (or answers empty at the end of the wait).
+    let draining = state.store.replica_draining(&take.agent_id).await?;
     let mut available = state.store.signals().availabilities();
     // Marked seen before the claim: runs made AVAILABLE during it are
     // looked for again once the take waits.
@@ -209,7 +204,10 @@ pub async fn take(
         limit: slots,
         heartbeat_timeout: state.scheduler.run_heartbeat_timeout(),
     };
-    let mut claimed = state.store.run_claim_many(&claim, Ts::now()).await?;
+    let mut claimed = match draining {
+        true => Vec::new(),
+        false => state.store.run_claim_many(&claim, Ts::now()).await?,
+    };
     // A stopping replica answers at once: the agent asks another.
     if claimed.is_empty() && take.wait_ms > 0 && !state.stopping.is_cancelled() {
         claimed = state

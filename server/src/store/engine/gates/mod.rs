@@ -26,14 +26,18 @@ pub async fn node_labels(
     now: Ts,
 ) -> Result<NodeLabels> {
     let replicas = store.replica_list().await?;
+    let (drained, working): (Vec<_>, Vec<_>) = replicas.iter().partition(|r| r.draining.is_some());
     Ok(NodeLabels::from_heartbeats(
-        replicas
+        working
             .iter()
-            .filter(|r| r.draining.is_none())
             .map(|r| (r.info.labels.as_slice(), r.last_heartbeat)),
         stale_after,
         now,
-    ))
+    )
+    .with_drained(drained.iter().filter_map(|r| {
+        let (since, _) = r.draining.as_ref()?;
+        Some((r.info.labels.as_slice(), *since))
+    })))
 }
 
 /// The AVAILABLE runs pinned to a node (partial index
