@@ -23,7 +23,10 @@ pub const AGENT_KINDS: &[&str] = &[
     "agent SIGSTOP",
     "agent partition",
     "agent SIGTERM",
+    AGENT_DRAIN,
 ];
+/// An operator drains an agent for a while, then resumes it.
+pub const AGENT_DRAIN: &str = "agent drain";
 
 /// One agent: its process (absent while killed) and its proxies, one per
 /// replica, in the replicas' order.
@@ -116,6 +119,10 @@ pub async fn inject(
             slot.cut(Link::Blackhole);
             tokio::time::sleep(outage).await;
             slot.cut(Link::Open);
+        }
+        AGENT_DRAIN => {
+            let api = replicas.iter().find_map(|s| s.baton.as_ref())?;
+            crate::faults::drained_for(api, &agent_id, outage).await;
         }
         _ => {
             let status = agent.sigterm_and_wait(Duration::from_secs(20)).await;

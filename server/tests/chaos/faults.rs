@@ -155,17 +155,21 @@ impl Faults {
 }
 
 /// Faults under which a replica keeps and records every execution.
-const KEEPS_FINISHES: [&str; 4] = [
+const KEEPS_FINISHES: [&str; 6] = [
     ROLLING_SIGTERM,
     AGENT_SIGTERM,
     OUTSIDE_LOCK,
     CONNECTION_KILLS,
+    DRAIN,
+    crate::agents::AGENT_DRAIN,
 ];
 const ROLLING_SIGTERM: &str = "rolling SIGTERM";
 /// An agent's SIGTERM: like a replica's, it records what its commands did.
 const AGENT_SIGTERM: &str = "agent SIGTERM";
 const OUTSIDE_LOCK: &str = "outside lock";
 const CONNECTION_KILLS: &str = "connection kills";
+/// An operator drains a replica for a while, then resumes it.
+const DRAIN: &str = "drain";
 
 pub struct Kill {
     pub replica: String,
@@ -187,6 +191,7 @@ const POSTGRES_KINDS: &[&str] = &[
     ROLLING_SIGTERM,
     OUTSIDE_LOCK,
     CONNECTION_KILLS,
+    DRAIN,
 ];
 /// SQLite has one replica: frozen, nobody is left to take the cancel.
 const CANCEL_WHILE_FROZEN: &str = "cancel while frozen";
@@ -277,6 +282,7 @@ pub async fn inject(
             tokio::time::sleep(outage).await;
             baton.sigcont();
         }
+        DRAIN => drained_for(baton, &replica_id, outage).await,
         "clock skew" => {
             let offset = CLOCK_OFFSETS[rng.usize(0..CLOCK_OFFSETS.len())];
             if let Some(entry) = faults.log.last_mut() {
@@ -355,4 +361,17 @@ fn healed(
         from,
         to: chrono::Utc::now(),
     });
+}
+
+/// An operator's drain of `worker_id` through `api`, lifted after
+/// `outage`: what it runs must end as usual, and nothing be lost.
+pub async fn drained_for(api: &Baton, worker_id: &str, outage: Duration) {
+    for verb in ["drain", "resume"] {
+        let path = format!("/api/v1/replicas/{worker_id}/{verb}");
+        let (status, body) = api.post_json(&path, None).await;
+        assert_eq!(status, 200, "{verb} {worker_id}: {body}");
+        if verb == "drain" {
+            tokio::time::sleep(outage).await;
+        }
+    }
 }
