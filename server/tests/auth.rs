@@ -496,7 +496,14 @@ mod cases {
                 .paused_by
                 .is_none()
         );
-        assert!(!w.server.store.replica_draining(&me).await.unwrap());
+        assert!(
+            !w.server
+                .store
+                .replicas_draining()
+                .await
+                .unwrap()
+                .contains(&me)
+        );
         // The operator may pause and resume.
         let pause = w.url(&format!("/api/v1/plans/{}/pause", plan.id));
         let (status, body) = answer(http.post(&pause).bearer_auth(&w.alice_token)).await;
@@ -591,7 +598,7 @@ mod cases {
             (target().await.paused_by, target().await.capacity),
             (None, None)
         );
-        assert!(!store.replica_draining(&me).await.unwrap());
+        assert!(!store.replicas_draining().await.unwrap().contains(&me));
         // The Replicas page offers Drain to operators only (disabled for
         // the viewer, with the reason).
         for (cookie, enabled) in [(&viewer, false), (&operator, true)] {
@@ -664,7 +671,7 @@ mod cases {
             .form("/_fn/worker_act", Some(&operator), &own, &drain)
             .await;
         assert!(r.status().is_success(), "{}", r.status());
-        assert!(store.replica_draining(&me).await.unwrap());
+        assert!(store.replicas_draining().await.unwrap().contains(&me));
         let r = w
             .form("/_fn/worker_act", Some(&operator), &own, &drain)
             .await;
@@ -681,7 +688,7 @@ mod cases {
             .form("/_fn/worker_act", Some(&operator), &own, &resume)
             .await;
         assert!(r.status().is_success(), "{}", r.status());
-        assert!(!store.replica_draining(&me).await.unwrap());
+        assert!(!store.replicas_draining().await.unwrap().contains(&me));
     }
 
     pub async fn the_api_wants_credentials_and_only_operators_change_things(kind: Kind) {

@@ -9,6 +9,10 @@
 //! only if their labels name a node some AVAILABLE run is pinned to (one
 //! cheap read, on the partial index of pinned AVAILABLE runs). A wake-up
 //! with nothing for anyone costs one or two statements, not one per agent.
+//!
+//! Drained agents (docs/agents.md, "Draining") get nothing: which they are
+//! is read in one statement for every take and waiter, at most every
+//! [`DRAINED_FRESH`], not once per take.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -20,6 +24,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::{Claim, ClaimedRun, Store};
 use domain::time::Ts;
+
+/// How old the list of drained agents may be when a take is judged by it:
+/// a drain reaches takes within this (a worker hears of its own within a
+/// heartbeat anyway).
+pub const DRAINED_FRESH: Duration = Duration::from_millis(250);
+
+/// The drained workers as last read, and when.
+#[derive(Default)]
+struct Drained {
+    read_at: Option<Instant>,
+    ids: HashSet<String>,
+}
 
 /// One take waiting for runs.
 pub struct Waiter {
@@ -42,6 +58,23 @@ struct Inner {
     waiting: Mutex<Vec<Waiter>>,
     arrived: Notify,
     stopped: CancellationToken,
+    drained: tokio::sync::Mutex<Drained>,
+}
+
+impl Inner {
+    /// Whether an operator drains `agent_id`, from the database's list at
+    /// most [`DRAINED_FRESH`] old.
+    async fn drained(&self, store: &dyn Store, agent_id: &str) -> crate::store::Result<bool> {
+        let mut drained = self.drained.lock().await;
+        if drained
+            .read_at
+            .is_none_or(|at| at.elapsed() >= DRAINED_FRESH)
+        {
+            drained.ids = store.replicas_draining().await?.into_iter().collect();
+            drained.read_at = Some(Instant::now());
+        }
+        Ok(drained.ids.contains(agent_id))
+    }
 }
 
 impl TakeQueue {
@@ -56,6 +89,7 @@ impl TakeQueue {
     ) -> Self {
         let inner = Arc::new(Inner {
             waiting: Mutex::new(Vec::new()),
+            drained: tokio::sync::Mutex::default(),
             arrived: Notify::new(),
             stopped: stop,
         });
@@ -66,6 +100,11 @@ impl TakeQueue {
             poll_interval,
         ));
         TakeQueue { inner }
+    }
+
+    /// Whether an operator drains `agent_id` (its takes claim nothing).
+    pub async fn drained(&self, store: &dyn Store, agent_id: &str) -> crate::store::Result<bool> {
+        self.inner.drained(store, agent_id).await
     }
 
     /// Waits until runs are claimed for this take or `until`; never
@@ -180,7 +219,7 @@ async fn serve(
         }
         // Drained: it waits on, and is asked again at the next raise or
         // poll, in case the drain was lifted meanwhile.
-        match store.replica_draining(&waiter.agent_id).await {
+        match inner.drained(store, &waiter.agent_id).await {
             Ok(true) => {
                 kept.push(waiter);
                 continue;

@@ -192,7 +192,10 @@ pub async fn take(
     // A drained agent claims nothing, on the database's word rather than
     // its own: its take waits in the queue, which claims for it only once
     // the drain is lifted (or answers empty at the end of the wait).
-    let draining = state.store.replica_draining(&take.agent_id).await?;
+    let draining = state
+        .takes
+        .drained(state.store.as_ref(), &take.agent_id)
+        .await?;
     let mut available = state.store.signals().availabilities();
     // Marked seen before the claim: runs made AVAILABLE during it are
     // looked for again once the take waits.

@@ -632,8 +632,8 @@ pub trait Store: Send + Sync + 'static {
         by: Person<'_>,
         now: Ts,
     ) -> Result<bool>;
-    /// Whether a worker is draining (false when it has no row).
-    async fn replica_draining(&self, worker_id: &str) -> Result<bool>;
+    /// The ids of every worker an operator drains.
+    async fn replicas_draining(&self) -> Result<Vec<String>>;
     async fn replica_delete(&self, replica_id: &str) -> Result<()>;
     /// Deletes heartbeat rows last written before `before`; returns how many.
     async fn replica_prune(&self, before: Ts) -> Result<u64>;

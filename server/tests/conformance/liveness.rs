@@ -557,9 +557,9 @@ mod cases {
                 .await
                 .unwrap()
         );
-        assert!(!s.replica_draining("r-gpu").await.unwrap());
+        assert!(s.replicas_draining().await.unwrap().is_empty());
         assert!(!s.replica_drain("r-nobody", true, ops, t0).await.unwrap());
-        assert!(!s.replica_draining("r-nobody").await.unwrap());
+        assert!(s.replicas_draining().await.unwrap().is_empty());
 
         // A pinned run promoted and handed back while r-gpu is alive.
         submit(
@@ -589,7 +589,7 @@ mod cases {
                 .await
                 .unwrap()
         );
-        assert!(s.replica_draining("r-gpu").await.unwrap());
+        assert_eq!(s.replicas_draining().await.unwrap(), vec!["r-gpu"]);
         let listed = s.replica_list().await.unwrap();
         let (since, by) = listed[0].draining.clone().expect("listed as draining");
         assert_eq!((since, by.as_str()), (t0, "ops"));
@@ -608,6 +608,7 @@ mod cases {
                 .unwrap()
         );
         assert!(s.replica_list().await.unwrap()[0].draining.is_none());
+        assert!(s.replicas_draining().await.unwrap().is_empty());
         let not = s
             .replica_drain("r-gpu", false, ops, late)
             .await

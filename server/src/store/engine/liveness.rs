@@ -252,11 +252,16 @@ pub async fn replica_drain<D: Dialect>(
     Ok(true)
 }
 
-/// Whether worker `worker_id` is draining (false when it has no row).
-pub async fn replica_draining<D: Dialect>(d: &D, worker_id: &str) -> Result<bool> {
-    let state: Option<(Option<Ts>, Option<String>)> =
-        read_optional(d, rows::REPLICA_DRAINING, &[worker_id.into()]).await?;
-    Ok(state.is_some_and(|(since, _)| since.is_some()))
+/// The ids of every worker an operator drains (a sequential scan of a
+/// table of one row per worker).
+pub async fn replicas_draining<D: Dialect>(d: &D) -> Result<Vec<String>> {
+    let ids: Vec<(String,)> = d
+        .read(
+            "SELECT replica_id FROM replica WHERE draining_since IS NOT NULL".into(),
+            &[],
+        )
+        .await?;
+    Ok(ids.into_iter().map(|(id,)| id).collect())
 }
 
 pub async fn replica_delete<D: Dialect>(d: &D, replica_id: &str) -> Result<()> {

@@ -510,8 +510,8 @@ impl<D: Dialect> Store for D {
         asked.settle(self, done, now).await
     }
 
-    async fn replica_draining(&self, worker_id: &str) -> Result<bool> {
-        liveness::replica_draining(self, worker_id).await
+    async fn replicas_draining(&self) -> Result<Vec<String>> {
+        liveness::replicas_draining(self).await
     }
 
     async fn replica_list(&self) -> Result<Vec<ReplicaRecord>> {
