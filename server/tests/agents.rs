@@ -837,11 +837,32 @@ async fn an_agent_reaches_a_replica_over_https_trusting_its_own_ca() {
     let says = serve_refusal(&[("BATON_TLS_CERT", cert), ("BATON_TLS_KEY", wrong_key)]);
     assert!(says.contains("does not fit the certificate"), "{says}");
 
-    let replica = Baton::start(db.url(), &scheduler_only().tls(&tls)).await;
+    let options = scheduler_only()
+        .tls(&tls)
+        .env("BATON_HTTP_HEADER_TIMEOUT", "1s");
+    let replica = Baton::start(db.url(), &options).await;
     assert!(replica.base.starts_with("https://"), "{}", replica.base);
     // Plain HTTP to the HTTPS port gets no answer.
     let plain = replica.base.replacen("https://", "http://", 1);
     assert!(reqwest::get(format!("{plain}/healthz")).await.is_err());
+    // A connection that never starts its handshake is closed after the
+    // header timeout, as a silent plain one is.
+    let address = plain.trim_start_matches("http://");
+    let mut silent = tokio::net::TcpStream::connect(address).await.unwrap();
+    let opened = Instant::now();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::io::AsyncReadExt::read(&mut silent, &mut byte),
+    )
+    .await
+    .expect("the silent connection is closed within 10 s");
+    assert_eq!(read.unwrap_or(0), 0, "closed without a byte");
+    assert!(
+        opened.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        opened.elapsed()
+    );
 
     // Without the CA the agent cannot say hello (it keeps trying, and
     // holds nothing): the certificate is checked, not waved through.
