@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::common::store::{claim, done, noop_tasks, promote, replica, task_named};
 use crate::common::{Kind, TestDb, plan};
-use crate::{SECOND, per_backend, submit};
+use crate::{SECOND, per_backend, pinned_run_handed_back, submit};
 
 per_backend!(cases:
     exclusive_runs_share_no_target,
@@ -255,33 +255,7 @@ mod cases {
         s.replica_upsert(&replica("r-gpu", &["gpu"]), t0)
             .await
             .unwrap();
-        let id = submit(
-            s.as_ref(),
-            json!({"name": "p", "tasks": [
-                {"name": "gpu", "target": "a", "sleep": "0s", "node": "gpu", "reassign_after": "1m"},
-            ]}),
-        )
-        .await;
-        let mut nodes = NodeLabels::default();
-        nodes.live.insert("gpu".into());
-        assert_eq!(
-            s.run_promote_round(&nodes, None, t0)
-                .await
-                .unwrap()
-                .promoted,
-            1
-        );
-        let gpu_labels = vec!["gpu".to_owned()];
-        let run = s
-            .run_claim_many(&claim("r-gpu", &gpu_labels, 5), t0)
-            .await
-            .unwrap()[0]
-            .id;
-        let back = s
-            .run_hand_back_many("r-gpu", &[run], "handed back at shutdown", t0)
-            .await
-            .unwrap();
-        assert_eq!(back, vec![run]);
+        let (id, run) = pinned_run_handed_back(s.as_ref(), t0).await;
 
         // While r-gpu is alive the pin holds, however late it is.
         let late = t0.plus(120 * SECOND);

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::common::store::{claim, done, failed, promote, promote_and_claim, replica, task_named};
 use crate::common::{Kind, TestDb, plan};
-use crate::{SECOND, per_backend, submit};
+use crate::{SECOND, per_backend, pinned_run_handed_back, submit};
 
 per_backend!(cases:
     the_lease_has_one_holder_until_it_expires,
@@ -562,25 +562,7 @@ mod cases {
         assert!(s.replicas_draining().await.unwrap().is_empty());
 
         // A pinned run promoted and handed back while r-gpu is alive.
-        submit(
-            s.as_ref(),
-            json!({"name": "p", "tasks": [
-                {"name": "gpu", "target": "a", "sleep": "0s", "node": "gpu", "reassign_after": "1m"},
-            ]}),
-        )
-        .await;
-        let mut nodes = NodeLabels::default();
-        nodes.live.insert("gpu".into());
-        s.run_promote_round(&nodes, None, t0).await.unwrap();
-        let labels = vec!["gpu".to_owned()];
-        let run = s
-            .run_claim_many(&claim("r-gpu", &labels, 1), t0)
-            .await
-            .unwrap()[0]
-            .id;
-        s.run_hand_back_many("r-gpu", &[run], "handed back", t0)
-            .await
-            .unwrap();
+        let (_, run) = pinned_run_handed_back(s.as_ref(), t0).await;
 
         assert!(s.replica_drain("r-gpu", true, ops, t0).await.unwrap());
         let late = t0.plus(120 * SECOND);

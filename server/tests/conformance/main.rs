@@ -85,3 +85,32 @@ async fn submit(s: &dyn Store, json: serde_json::Value) -> i64 {
         .await
         .unwrap()
 }
+
+/// A task pinned to node `gpu` (`reassign_after: 1m`) whose run replica
+/// `r-gpu` (which must have its row) claimed at `at` and handed back: the
+/// run is AVAILABLE and still pinned. Returns the plan's id and the run's.
+async fn pinned_run_handed_back(s: &dyn Store, at: Ts) -> (i64, i64) {
+    let id = submit(
+        s,
+        serde_json::json!({"name": "p", "tasks": [
+            {"name": "gpu", "target": "a", "sleep": "0s", "node": "gpu", "reassign_after": "1m"},
+        ]}),
+    )
+    .await;
+    let mut nodes = domain::gates::NodeLabels::default();
+    nodes.live.insert("gpu".into());
+    let promoted = s.run_promote_round(&nodes, None, at).await.unwrap();
+    assert_eq!(promoted.promoted, 1);
+    let labels = vec!["gpu".to_owned()];
+    let claimed = s
+        .run_claim_many(&common::store::claim("r-gpu", &labels, 5), at)
+        .await
+        .unwrap();
+    let run = claimed[0].id;
+    let back = s
+        .run_hand_back_many("r-gpu", &[run], "handed back at shutdown", at)
+        .await
+        .unwrap();
+    assert_eq!(back, vec![run]);
+    (id, run)
+}
