@@ -61,6 +61,11 @@ impl RoundClaims for RoundTurn<'_> {
     }
 }
 
+/// How soon a round that found the promotion lock taken tries again:
+/// its holder's transaction (a round, a submit's admission, a brake)
+/// lasts milliseconds.
+const LOCK_BUSY_RETRY: Duration = Duration::from_millis(10);
+
 pub struct Promoter {
     store: Arc<dyn Store>,
     leadership: Leadership,
@@ -155,9 +160,16 @@ impl Promoter {
             }
             let outcome = self.run_once().await;
             self.probe.ended("promotion round", &outcome);
+            // A round that found the lock taken owes the wake-up it
+            // answered a round: its holder, a submit admitting runs or a
+            // brake, runs none after it.
+            let wait = match &outcome {
+                Ok(report) if report.lock_busy => LOCK_BUSY_RETRY,
+                _ => self.poll_interval,
+            };
             tokio::select! {
                 _ = signals.changed.notified() => {}
-                _ = tokio::time::sleep(self.poll_interval) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = shutdown.cancelled() => return,
             }
         }

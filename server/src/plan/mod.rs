@@ -52,6 +52,19 @@ pub struct NewPlan {
     pub tasks: Vec<NewTask>,
 }
 
+/// The fewest tasks a plan must have for a submit to admit any of its
+/// runs (`store::engine::gates::admission`). Admission costs a submit a
+/// fixed price (on PostgreSQL the promotion lock and a commit of its own,
+/// two round trips more) and saves each run a write; for a handful of
+/// runs the leader's round, which claims them for its own replica in the
+/// same write, starts them sooner (docs/benchmarks.md).
+pub const MIN_ADMITTED_RUNS: usize = 64;
+
+/// The most distinct exclusive targets a plan may have for a submit to
+/// admit any of its runs (`store::engine::gates::admission`): each of
+/// its tasks is compared with all of them.
+pub const MAX_ADMITTED_EXCLUSIVE_TARGETS: usize = 64;
+
 impl NewPlan {
     /// Whether submitting it creates a PENDING run that carries a version
     /// (the only gate a new PENDING run can close on another run).
@@ -65,6 +78,34 @@ impl NewPlan {
         self.tasks
             .iter()
             .any(|t| !t.depends_on.is_empty() || t.approval.is_some())
+    }
+
+    /// Whether a submit may admit its runs straight to AVAILABLE
+    /// (docs/design.md, "Admission"): they start now, there are enough of
+    /// them to pay for it, and no parallel limit or workflow gate needs
+    /// the round. Which runs are admitted is the store's call, task by
+    /// task.
+    pub fn admits_runs(&self) -> bool {
+        self.start
+            && self.parallel_limit.is_none()
+            && !self.writes_after_tasks()
+            && self.tasks.len() >= MIN_ADMITTED_RUNS
+            && self.exclusive_targets().len() <= MAX_ADMITTED_EXCLUSIVE_TARGETS
+    }
+
+    /// The targets of the plan's exclusive tasks, each once: a shared
+    /// task on one of them waits for the round, which judges it after
+    /// the exclusive one.
+    pub fn exclusive_targets(&self) -> Vec<&str> {
+        let mut targets: Vec<&str> = self
+            .tasks
+            .iter()
+            .filter(|t| t.exclusive)
+            .map(|t| t.target.as_str())
+            .collect();
+        targets.sort_unstable();
+        targets.dedup();
+        targets
     }
 
     /// Whether the store writes more than the plan's own rows, after its

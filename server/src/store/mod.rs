@@ -227,6 +227,10 @@ pub struct PromoteReport {
     /// When the claimed runs' start was stamped (just before the round
     /// wrote them), for [`crate::loops::Worker::spawn_all`].
     pub claimed_at: Option<std::time::Instant>,
+    /// The promotion lock was taken (by another replica's round, a
+    /// submit's admission or a brake): this round judged nothing, and
+    /// the wake-up it answered is still owed a round.
+    pub lock_busy: bool,
 }
 
 /// One captured line of a command's output.

@@ -38,6 +38,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admission;
 mod audit;
 mod bulk;
 mod cancel;

@@ -28,6 +28,7 @@ use crate::secret::Secret;
 use crate::store::engine::gates::ROUND_CONTEXT;
 use crate::store::engine::notifications::NotifyTargets;
 use crate::store::engine::reads::rows::{ClaimRow, FinishedRow};
+use crate::store::engine::{Admit, Made};
 use crate::store::signals::{Signal, Signals};
 use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, StoreError};
 use domain::gates::{ContextRow, Decisions, PendingRun};
@@ -297,18 +298,23 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     ) -> Result<u64>;
 
     /// Writes a validated plan, its tasks and (when it starts) their first
-    /// runs with their creation events, announcing [`Signal::Changed`];
-    /// the plan's id.
+    /// runs with their creation events, PENDING or, as `admit` allows,
+    /// admitted AVAILABLE ([`gates::admission`]), announcing each kind to
+    /// other replicas; the plan's id and what was made.
+    ///
+    /// [`gates::admission`]: crate::store::engine::gates::admission
     async fn plan_write(
         tx: &mut Self::Tx,
         plan: &NewPlan,
         actor: Actor<'_>,
+        admit: Admit,
         now: Ts,
-    ) -> Result<i64>;
+    ) -> Result<(i64, Made)>;
 
     /// A person's submit of `plan`, written and committed as one
     /// statement with its audit entry (`asked`, `detail`), where the
-    /// backend can and that saves round trips (PostgreSQL); the plan's id.
+    /// backend can and that saves round trips (PostgreSQL); the plan's id
+    /// and what was made (admitted as [`Admit::IfClear`] allows).
     /// `None`: it does not, and the caller writes the plan with
     /// [`Dialect::plan_write`] in a transaction. Only for a plan that
     /// needs nothing written after its tasks
@@ -319,7 +325,7 @@ pub trait Dialect: Send + Sync + Sized + 'static {
         _asked: &Asked<'_>,
         _detail: &str,
         _now: Ts,
-    ) -> Result<Option<i64>> {
+    ) -> Result<Option<(i64, Made)>> {
         Ok(None)
     }
 
@@ -347,13 +353,15 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// saves a round trip (PostgreSQL).
     ///
     /// [`gates::ROUND_CONTEXT`]: crate::store::engine::gates::ROUND_CONTEXT
-    async fn round_reads(tx: &mut Self::Tx) -> Result<(Vec<PendingRun>, Vec<ContextRow>)> {
+    /// `None` when the round did not get the lock (only where
+    /// [`Dialect::round_begin`] merely tries it).
+    async fn round_reads(tx: &mut Self::Tx) -> Result<Option<(Vec<PendingRun>, Vec<ContextRow>)>> {
         let pending = Self::pending_runs(tx).await?;
         if pending.is_empty() {
-            return Ok((pending, Vec::new()));
+            return Ok(Some((pending, Vec::new())));
         }
         let context = Self::fetch_all(tx, ROUND_CONTEXT.into(), &[]).await?;
-        Ok((pending, context))
+        Ok(Some((pending, context)))
     }
 
     /// Takes the promotion round's lock for `tx`, waiting up to `limit`

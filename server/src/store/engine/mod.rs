@@ -26,6 +26,8 @@ mod shared;
 mod store_impl;
 
 pub use dialect::{Arg, Dialect, RowLock, Sql, StoreRow};
+pub use gates::admission::Admit;
+pub use plans::Made;
 pub use shared::Shared;
 
 use super::Result;

@@ -18,7 +18,7 @@ use domain::model::{PlanStatus, ScheduleView, ScheduledPlan, Stuck, TaskStatus, 
 
 use super::audit::{Asked, Subject};
 use super::gates::dependencies;
-use super::{Arg, Dialect, RowLock, Sql, actions, optional, read_optional};
+use super::{Admit, Arg, Dialect, RowLock, Sql, actions, optional, read_optional};
 use crate::plan::CommandPolicy;
 use crate::plan::NewPlan;
 use crate::schedule::{self, CatchUp, NewSchedule, Overlap, Timing};
@@ -347,7 +347,9 @@ async fn make_plan<D: Dialect>(
     if queued {
         plan.start = false;
     }
-    let plan_id = D::plan_write(tx, &plan, actor, now).await?;
+    // Left to the round: a tick's plan is written inside the schedule's
+    // own transaction, which does not take the promotion lock.
+    let (plan_id, _) = D::plan_write(tx, &plan, actor, Admit::Never, now).await?;
     dependencies::plan_written::<D>(tx, plan_id, &plan, now).await?;
     // Booleans are written as literals: both backends read TRUE/FALSE.
     let sql = if queued {

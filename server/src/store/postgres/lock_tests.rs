@@ -4,8 +4,9 @@
 //! A round holds [`PROMOTER_LOCK`] exclusively until it commits. A new
 //! versioned run could hold back a run the round is promoting (the version
 //! gate), so its creation must wait for the round; an unversioned run holds
-//! nothing back, so a submit without versions must not wait. Waiting is
-//! read from `pg_locks`, not from a clock.
+//! nothing back, so a submit without versions need not wait, and waits
+//! (briefly) only to admit its runs (docs/design.md, "Admission").
+//! Waiting is read from `pg_locks`, not from a clock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,6 +169,102 @@ async fn a_round_that_finds_the_lock_taken_does_nothing() {
         .await
         .expect("the third round");
     assert_eq!(third.promoted, 1);
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}
+
+/// A plan admission would make AVAILABLE: enough shared tasks, each on a
+/// target of its own.
+fn admissible(name: &str) -> NewPlan {
+    let tasks: Vec<_> = (0..crate::plan::MIN_ADMITTED_RUNS)
+        .map(|i| {
+            serde_json::json!({"name": format!("t{i}"), "target": format!("{name}/{i}"),
+                "exclusive": false, "sleep": "0s"})
+        })
+        .collect();
+    let body = serde_json::json!({"name": name, "tasks": tasks});
+    parse_json(body.to_string().as_bytes()).expect("a valid plan")
+}
+
+/// How many of plan `id`'s runs are AVAILABLE and how many PENDING.
+async fn available_and_pending(store: &PgStore, id: i64) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT COUNT(*) FILTER (WHERE status = 'AVAILABLE'),
+            COUNT(*) FILTER (WHERE status = 'PENDING')
+         FROM task_run WHERE plan_id = $1",
+    )
+    .bind(id)
+    .fetch_one(&store.pool)
+    .await
+    .expect("count")
+}
+
+/// A submit admits runs only holding the round's lock (docs/design.md,
+/// "Admission"): it waits for a short round, then admits; one held past
+/// its wait leaves every run PENDING, and so does a keyed submit, which
+/// only tries the lock. A round that meets a submit holding it says so.
+#[tokio::test]
+async fn a_submit_admits_only_holding_the_rounds_lock() {
+    let (scratch, store) = store().await;
+    let store = Arc::new(store);
+    let n = crate::plan::MIN_ADMITTED_RUNS as i64;
+    // A round in progress: the submit waits for it, then admits.
+    let round = crate::store::engine::Dialect::round_begin(store.as_ref())
+        .await
+        .expect("a round");
+    let submit = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .plan_insert(&admissible("waited"), "test".into(), Ts::now())
+                .await
+        }
+    });
+    while waiting_for_round(&store).await == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let busy = store
+        .run_promote_round(&NodeLabels::default(), None, Ts::now())
+        .await
+        .expect("a round meeting the lock taken");
+    assert!(busy.lock_busy, "the round did not say the lock was taken");
+    round.rollback().await.expect("the round ends");
+    let waited = submit.await.expect("joined").expect("submitted");
+    assert_eq!(available_and_pending(&store, waited).await, (n, 0));
+    // A round held past the submit's wait: nothing admitted.
+    let round = crate::store::engine::Dialect::round_begin(store.as_ref())
+        .await
+        .expect("a round");
+    let late = store
+        .plan_insert(&admissible("late"), "test".into(), Ts::now())
+        .await
+        .expect("submitted");
+    assert_eq!(available_and_pending(&store, late).await, (0, n));
+    let key = crate::store::submission::IdempotencyKey {
+        key: "k-1",
+        body_sha256: "0".repeat(64),
+    };
+    let keyed = match store
+        .plan_insert_keyed(&admissible("keyed"), "test".into(), Ts::now(), &key)
+        .await
+        .expect("submitted")
+    {
+        crate::store::submission::Submitted::Created(id) => id,
+        other => panic!("not created: {other:?}"),
+    };
+    assert_eq!(available_and_pending(&store, keyed).await, (0, n));
+    round.rollback().await.expect("the round ends");
+    let key = crate::store::submission::IdempotencyKey {
+        key: "k-2",
+        body_sha256: "1".repeat(64),
+    };
+    let Ok(crate::store::submission::Submitted::Created(free)) = store
+        .plan_insert_keyed(&admissible("free"), "test".into(), Ts::now(), &key)
+        .await
+    else {
+        panic!("not created");
+    };
+    assert_eq!(available_and_pending(&store, free).await, (n, 0));
     drop(store);
     scratch.drop_database().await.expect("drop");
 }

@@ -22,7 +22,7 @@ use crate::store::engine::gates;
 use crate::store::engine::liveness::{self, SweepCandidate};
 use crate::store::engine::reads::overview;
 use crate::store::engine::reads::rows::{self, ClaimRow, FinishedRow, millis};
-use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
+use crate::store::engine::{Admit, Arg, Dialect, Made, RowLock, Shared, Sql, StoreRow};
 use crate::store::signals::{CHANNEL, Signal};
 use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError};
 use domain::gates::{ContextRow, Decisions, PendingRun};
@@ -245,6 +245,41 @@ const ROUND_BEGIN: &str = concat!(
     try_lock_sql!("baton.round_locked", promoter_lock_key)
 );
 
+/// How long a submit that may admit runs waits for the promotion lock
+/// ([`ADMIT_LOCK_WAIT`]): a round in flight lasts milliseconds; one that
+/// reads a queue of many thousands, longer than a submit should wait.
+macro_rules! admit_lock_timeout {
+    () => {
+        "50ms"
+    };
+}
+
+/// Who: a submit that may admit runs (`engine::gates::admission`), alone
+/// ([`Dialect::plan_submit_alone`]), before its submit statement
+/// ([`submit`]): takes the promotion lock, waiting at most
+/// `admit_lock_timeout!` for a round, another submit or a brake, and
+/// marks it held in `baton.admit_locked`, which that statement checks. A
+/// statement of its own, so the submit's snapshot is taken after the
+/// lock and sees everything the last round, pause or capacity change
+/// committed. Past the wait the submit is made again without admission:
+/// its runs are PENDING, for the round.
+const ADMIT_LOCK_WAIT: &str = concat!(
+    "SET LOCAL lock_timeout = '",
+    admit_lock_timeout!(),
+    "'; SELECT pg_advisory_xact_lock(",
+    promoter_lock_key!(),
+    "), set_config('baton.admit_locked', 'true', true); SET LOCAL lock_timeout = 0"
+);
+
+/// [`ADMIT_LOCK_WAIT`] for a submit inside a larger transaction
+/// ([`Dialect::plan_write`]), which only tries the lock: one that already
+/// holds the creation lock (shared) must not wait for it exclusively, or
+/// two such submits would wait for each other.
+const ADMIT_LOCK_TRY: &str = concat!(
+    "SELECT ",
+    try_lock_sql!("baton.admit_locked", promoter_lock_key)
+);
+
 /// Who: every replica's claimer, whenever it has free worker slots. The task
 /// row is read once per run: for its heartbeat timeout and for the executor
 /// the worker needs.
@@ -411,7 +446,7 @@ const ROUND_CLAIM: Planned = Planned {
 /// trip fewer between a submit and its run's start, and one snapshot for
 /// both. Each row is a run or a context row (`kind`, [`RoundRow`]); the
 /// context's columns follow the run's, NULL on a run's row and the other
-/// way round.
+/// way round. A round without the lock gets one `busy` row instead.
 const ROUND_READS: &str = concat!(
     "WITH pending AS MATERIALIZED (",
     gates::pending_runs_sql!(holds_lock_sql!("baton.round_locked")),
@@ -425,13 +460,20 @@ const ROUND_READS: &str = concat!(
         NULL, NULL, NULL, NULL, NULL, NULL, c.capacity, c.paused_by, c.paused_at, c.holder, c.last, c.n
     FROM (",
     gates::round_context_sql!(),
-    ") c WHERE EXISTS (SELECT FROM pending)"
+    ") c WHERE EXISTS (SELECT FROM pending)
+    UNION ALL
+    SELECT 'busy', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    WHERE NOT ",
+    holds_lock_sql!("baton.round_locked")
 );
 
 /// A row of [`ROUND_READS`].
 enum RoundRow {
     Run(PendingRun),
     Context(ContextRow),
+    /// The round did not get its lock.
+    Busy,
 }
 
 impl<'r> sqlx::FromRow<'r, PgRow> for RoundRow {
@@ -439,6 +481,7 @@ impl<'r> sqlx::FromRow<'r, PgRow> for RoundRow {
         use sqlx::Row;
         Ok(match row.try_get::<&str, _>("kind")? {
             "run" => RoundRow::Run(PendingRun::from_row(row)?),
+            "busy" => RoundRow::Busy,
             _ => RoundRow::Context(ContextRow::from_row(row)?),
         })
     }
@@ -886,7 +929,7 @@ impl Dialect for PgStore {
     const PENDING_RUNS: &'static str =
         gates::pending_runs_sql!(holds_lock_sql!("baton.round_locked"));
 
-    async fn round_reads(tx: &mut Self::Tx) -> Result<(Vec<PendingRun>, Vec<ContextRow>)> {
+    async fn round_reads(tx: &mut Self::Tx) -> Result<Option<(Vec<PendingRun>, Vec<ContextRow>)>> {
         let rows: Vec<RoundRow> = sqlx::query_as(ROUND_READS).fetch_all(&mut **tx).await?;
         let mut pending = Vec::with_capacity(rows.len());
         let mut context = Vec::new();
@@ -894,9 +937,10 @@ impl Dialect for PgStore {
             match row {
                 RoundRow::Run(run) => pending.push(run),
                 RoundRow::Context(row) => context.push(row),
+                RoundRow::Busy => return Ok(None),
             }
         }
-        Ok((pending, context))
+        Ok(Some((pending, context)))
     }
 
     async fn promoter_lock_wait(tx: &mut Self::Tx, limit: Duration) -> Result<()> {
@@ -1202,12 +1246,16 @@ impl Dialect for PgStore {
         tx: &mut Self::Tx,
         plan: &NewPlan,
         actor: Actor<'_>,
+        admit: Admit,
         now: Ts,
-    ) -> Result<i64> {
+    ) -> Result<(i64, Made)> {
         if plan.starts_versioned_runs() {
             Self::creation_lock(tx).await?;
         }
-        submit::plan_write(&mut **tx, plan, actor, None, now).await
+        if admit == Admit::IfClear && plan.admits_runs() {
+            sqlx::raw_sql(ADMIT_LOCK_TRY).execute(&mut **tx).await?;
+        }
+        submit::plan_write(tx, plan, actor, None, admit, now).await
     }
 
     async fn plan_submit_alone(
@@ -1216,15 +1264,33 @@ impl Dialect for PgStore {
         asked: &Asked<'_>,
         detail: &str,
         now: Ts,
-    ) -> Result<Option<i64>> {
+    ) -> Result<Option<(i64, Made)>> {
         if plan.starts_versioned_runs() {
             // The creation lock is a transaction's (`creation_lock`).
             return Ok(None);
         }
         let audit = submit::Audit { asked, detail };
-        let plan_id =
-            submit::plan_write(&self.pool, plan, asked.by.name, Some(&audit), now).await?;
-        Ok(Some(plan_id))
+        let by = asked.by.name;
+        if plan.admits_runs() {
+            // Four round trips where the statement alone takes one, for a
+            // second write of every admitted run's row saved.
+            let mut tx = self.begin(BEGIN_INDEX_ONLY).await?;
+            match sqlx::raw_sql(ADMIT_LOCK_WAIT).execute(&mut *tx).await {
+                Ok(_) => {
+                    let written =
+                        submit::plan_write(&mut tx, plan, by, Some(&audit), Admit::IfClear, now)
+                            .await?;
+                    tx.commit().await?;
+                    return Ok(Some(written));
+                }
+                Err(e) if is_lock_timeout(&e) => drop(tx),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut conn = self.pool.acquire().await?;
+        let written =
+            submit::plan_write(&mut conn, plan, by, Some(&audit), Admit::Never, now).await?;
+        Ok(Some(written))
     }
 }
 

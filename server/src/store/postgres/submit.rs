@@ -2,28 +2,37 @@
 //! creation stamped on them and, for a person's submit, its audit entry, all in
 //! one statement.
 
-use sqlx::PgExecutor;
+use sqlx::PgConnection;
 
 use crate::plan::NewPlan;
 use crate::store::engine::audit::Asked;
 use crate::store::engine::reads::rows::{self, millis};
+use crate::store::engine::{Admit, Made};
 use crate::store::signals::{CHANNEL, Signal};
 use crate::store::{Actor, Result};
 use domain::audit::Outcome;
 use domain::time::Ts;
 
-/// The submit statement, with `$audit` (a CTE or nothing) spliced in
-/// before its final SELECT.
+/// The submit statement, with `$admitted` (whether a run is admitted:
+/// `admitted_sql` or `not_admitted_sql`) and `$audit` (a CTE or nothing)
+/// spliced in.
 ///
 /// The plan, its tasks and (when it starts now) each task's first run,
 /// its creation stamped on its row (`created_seq`: by the plan's
 /// submitter, "submitted", at its `created_at`). The runs are copied from
 /// the task rows as they are inserted, not looked up again. A task is written once,
-/// pointing (`latest_run_id`) at the id reserved for its run. When it
-/// starts (`$19`) it also queues the NOTIFY (`$21`, `$22`) that wakes the
-/// promoter, a round trip less than a separate `pg_notify`.
+/// pointing (`latest_run_id`) at the id reserved for its run.
+///
+/// An admitted run (`gates::admission`) is written AVAILABLE with its promotion stamped too, numbered after its
+/// creation (a row's values are computed in column order), as a round
+/// would have stamped it, by the scheduler at the submit's time.
+///
+/// When it starts (`$19`) it also queues the NOTIFYs that wake the
+/// promoter for PENDING runs (`$21`, `$22`) and the claimers for admitted
+/// ones, a round trip less than a separate `pg_notify`, and returns
+/// which kinds it made.
 macro_rules! plan_submit_sql {
-    ($audit:literal) => {
+    ($admitted:expr, $audit:expr) => {
         concat!(
             "WITH p AS (
         INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks,
@@ -47,39 +56,92 @@ macro_rules! plan_submit_sql {
             "),
     made AS (
         INSERT INTO task_run (id, task_id, plan_id, attempt, status, run_at, created_at,
-            waiting_cause, created_seq, ",
+            waiting_cause, created_seq, available_at, available_seq, ",
             $crate::store::engine::plans::run_columns::run_copies_of_task!(""),
             ")
-        SELECT latest_run_id, id, plan_id, 1, 'PENDING', run_at, $4, $20, ",
+        SELECT latest_run_id, id, plan_id, 1,
+            CASE WHEN admitted THEN 'AVAILABLE' ELSE 'PENDING' END, run_at, $4,
+            CASE WHEN admitted THEN NULL ELSE $20 END, ",
             stamp_sql!(),
-            ", ",
+            ", CASE WHEN admitted THEN $4 END, CASE WHEN admitted THEN ",
+            stamp_sql!(),
+            " END, ",
             $crate::store::engine::plans::run_columns::run_copies_of_task!(""),
             "
-        FROM t WHERE $19)",
+        FROM (SELECT t.*, ",
+            $admitted,
+            " AS admitted FROM t) t
+        WHERE $19
+        RETURNING status),
+    kinds AS (
+        SELECT COALESCE(bool_or(status = 'AVAILABLE'), FALSE) AS available,
+            COALESCE(bool_or(status = 'PENDING'), FALSE) AS pending
+        FROM made)",
             $audit,
             "
-    SELECT p.id FROM p, LATERAL (SELECT CASE WHEN $19 THEN pg_notify($21, $22) END) announced"
+    SELECT p.id, kinds.available, kinds.pending FROM p, kinds,
+        LATERAL (SELECT CASE WHEN kinds.pending THEN pg_notify($21, $22) END,
+            CASE WHEN kinds.available THEN pg_notify($21, $24) END) announced"
         )
+    };
+}
+
+/// Whether a run is admitted, in the statements that may admit: when the
+/// caller allows it (`$23`), the transaction holds the promotion lock and
+/// the run passes `admitted_sql`.
+macro_rules! admitted_sql {
+    () => {
+        concat!(
+            "$23::boolean AND ",
+            holds_lock_sql!("baton.admit_locked"),
+            " AND ",
+            $crate::store::engine::gates::admission::admitted_sql!(
+                "t.",
+                "t.target <> ALL($25::text[])"
+            )
+        )
+    };
+}
+
+/// What the statements that do not admit write instead: a constant the
+/// planner folds, so a submit that admits nothing (a small plan, on a
+/// pickup's path) is planned as cheaply as before admission. It names
+/// `$23` and `$25`, bound all the same, so they keep their types.
+macro_rules! not_admitted_sql {
+    () => {
+        "($23::boolean AND cardinality($25::text[]) < 0)"
+    };
+}
+
+/// A person's submit's audit entry, a CTE; its subject is the engine's
+/// `plan {id} {name}` (`engine::audit`), made here because the id is.
+macro_rules! audited_sql {
+    () => {
+        ",
+    audited AS (
+        INSERT INTO audit (at, actor, address, forwarded_for, action, outcome, subject, plan_id,
+            detail)
+        SELECT $4, $5, $26, $27, $28, $29, 'plan ' || p.id || ' ' || $1, p.id, $30 FROM p)"
     };
 }
 
 /// Who: a plan made inside a larger transaction (a schedule's tick, a
 /// submit with dependencies, a keyed submit).
-const PLAN_SUBMIT: &str = plan_submit_sql!("");
+const PLAN_SUBMIT: &str = plan_submit_sql!(not_admitted_sql!(), "");
+
+/// [`PLAN_SUBMIT`] where runs may be admitted (a keyed submit that took
+/// the promotion lock).
+const PLAN_SUBMIT_ADMITTING: &str = plan_submit_sql!(admitted_sql!(), "");
 
 /// Who: a person's submit that needs nothing else written, as one
 /// statement outside any transaction: one round trip where a transaction
 /// takes four (BEGIN, the plan, the audit entry, COMMIT), all of them
-/// between a submit and its first run's start. The entry's subject is
-/// the engine's `plan {id} {name}` (`engine::audit`), made here because
-/// the id is.
-const PLAN_SUBMIT_AUDITED: &str = plan_submit_sql!(
-    ",
-    audited AS (
-        INSERT INTO audit (at, actor, address, forwarded_for, action, outcome, subject, plan_id,
-            detail)
-        SELECT $4, $5, $23, $24, $25, $26, 'plan ' || p.id || ' ' || $1, p.id, $27 FROM p)"
-);
+/// between a submit and its first run's start.
+const PLAN_SUBMIT_AUDITED: &str = plan_submit_sql!(not_admitted_sql!(), audited_sql!());
+
+/// [`PLAN_SUBMIT_AUDITED`] where runs may be admitted, in the transaction
+/// that took the promotion lock for it.
+const PLAN_SUBMIT_AUDITED_ADMITTING: &str = plan_submit_sql!(admitted_sql!(), audited_sql!());
 
 /// A person's submit, for its audit entry.
 pub struct Audit<'a> {
@@ -87,23 +149,28 @@ pub struct Audit<'a> {
     pub detail: &'a str,
 }
 
-/// Writes `plan` (and its runs when it starts now) through `executor`:
-/// a transaction, or the pool for a statement of its own. With `audit`,
-/// the submit's audit entry too.
-pub async fn plan_write<'c>(
-    executor: impl PgExecutor<'c>,
+/// Writes `plan` (and its runs when it starts now) in `tx`, admitting
+/// runs as `admit` allows if `tx` holds the promotion lock
+/// ([`super::ADMIT_LOCK_WAIT`], [`super::ADMIT_LOCK_TRY`]). With `audit`, the submit's
+/// audit entry too. The plan's id and what was made.
+pub async fn plan_write(
+    tx: &mut PgConnection,
     plan: &NewPlan,
     actor: Actor<'_>,
     audit: Option<&Audit<'_>>,
+    admit: Admit,
     now: Ts,
-) -> Result<i64> {
+) -> Result<(i64, Made)> {
     let executors = rows::executors_json(plan)?;
     let t = &plan.tasks;
-    let sql = match audit {
-        Some(_) => PLAN_SUBMIT_AUDITED,
-        None => PLAN_SUBMIT,
+    let admitting = admit == Admit::IfClear && plan.admits_runs();
+    let sql = match (audit, admitting) {
+        (Some(_), true) => PLAN_SUBMIT_AUDITED_ADMITTING,
+        (Some(_), false) => PLAN_SUBMIT_AUDITED,
+        (None, true) => PLAN_SUBMIT_ADMITTING,
+        (None, false) => PLAN_SUBMIT,
     };
-    let mut query = sqlx::query_scalar(sql)
+    let mut query = sqlx::query_as::<_, (i64, bool, bool)>(sql)
         .bind(&plan.name)
         .bind(&plan.description)
         .bind(plan.parallel_limit)
@@ -137,7 +204,10 @@ pub async fn plan_write<'c>(
         .bind(plan.start)
         .bind(domain::gates::CAUSE_NEW)
         .bind(CHANNEL)
-        .bind(Signal::Changed.payload());
+        .bind(Signal::Changed.payload())
+        .bind(admitting)
+        .bind(Signal::Available.payload())
+        .bind(plan.exclusive_targets());
     if let Some(audit) = audit {
         let by = &audit.asked.by;
         query = query
@@ -147,5 +217,6 @@ pub async fn plan_write<'c>(
             .bind(Outcome::Done.as_str())
             .bind(audit.detail);
     }
-    Ok(query.fetch_one(executor).await?)
+    let (plan_id, available, pending) = query.fetch_one(tx).await?;
+    Ok((plan_id, Made { available, pending }))
 }

@@ -25,10 +25,11 @@ use self::checkpoint::{BACKSTOP_PAGES, Checkpointer};
 use crate::plan::NewPlan;
 use crate::store::engine::dialect::arguments;
 use crate::store::engine::gates;
+use crate::store::engine::gates::admission::admitted_sql;
 use crate::store::engine::liveness::{self, SweepCandidate};
 use crate::store::engine::reads::overview;
 use crate::store::engine::reads::rows::{self, ClaimRow, FinishedRow, millis};
-use crate::store::engine::{Arg, Dialect, RowLock, Shared, Sql, StoreRow};
+use crate::store::engine::{Admit, Arg, Dialect, Made, RowLock, Shared, Sql, StoreRow};
 use crate::store::signals::Signal;
 use crate::store::{Actor, Backend, Beaten, Claim, Finish, LogLine, Result, SCHEDULER, StoreError};
 use domain::gates::Decisions;
@@ -843,8 +844,9 @@ impl Dialect for SqliteStore {
         tx: &mut Self::Tx,
         plan: &NewPlan,
         actor: Actor<'_>,
+        admit: Admit,
         now: Ts,
-    ) -> Result<i64> {
+    ) -> Result<(i64, Made)> {
         // The statements below run on the transaction itself.
         let tx: &mut Transaction<'static, Sqlite> = tx;
         let plan_id: i64 = sqlx::query_scalar(
@@ -872,22 +874,33 @@ impl Dialect for SqliteStore {
         .await?;
         let first_run = plan.start.then_some(last_run + 1);
         submit::tasks_insert(tx, plan_id, plan, last_task + 1, first_run).await?;
+        let mut made = Made::default();
+        let admitting = admit == Admit::IfClear && plan.admits_runs();
         if plan.start {
             // Copied from the task rows just written: their (plan, name)
-            // index hands them over in one range.
+            // index hands them over in one range. Admitted as a round
+            // would (`gates::admission`): this transaction holds the write
+            // lock, which is SQLite's promotion lock too.
             sqlx::query(concat!(
                 "INSERT INTO task_run (id, task_id, plan_id, attempt, status, run_at, created_at,
                     waiting_cause, ",
                 run_copies_of_task!(""),
                 ")
-                 SELECT latest_run_id, id, plan_id, 1, 'PENDING', run_at, $2, $3, ",
+                 SELECT latest_run_id, id, plan_id, 1,
+                    CASE WHEN admitted THEN 'AVAILABLE' ELSE 'PENDING' END, run_at, $2,
+                    CASE WHEN admitted THEN NULL ELSE $3 END, ",
                 run_copies_of_task!(""),
                 "
-                 FROM task WHERE plan_id = $1 ORDER BY latest_run_id"
+                 FROM (SELECT t.*, $4 AND ",
+                admitted_sql!("t.", "t.target NOT IN (SELECT value FROM json_each($5))"),
+                " AS admitted FROM task t WHERE t.plan_id = $1)
+                 ORDER BY latest_run_id"
             ))
             .bind(plan_id)
             .bind(now)
             .bind(domain::gates::CAUSE_NEW)
+            .bind(admitting)
+            .bind(serde_json::to_string(&plan.exclusive_targets()).unwrap_or_else(|_| "[]".into()))
             .execute(&mut **tx)
             .await?;
             // The runs above the reserved range's start are the ones just
@@ -902,7 +915,28 @@ impl Dialect for SqliteStore {
             .bind(now)
             .execute(&mut **tx)
             .await?;
+            // The admitted runs' promotions, after their creations, as a
+            // round writes them (`promote_ids`). Not looked for when none
+            // can be: a small plan's submit is on a pickup's path.
+            let available = match admitting {
+                false => 0,
+                true => sqlx::query(
+                    "INSERT INTO run_event (run_id, from_status, to_status, actor, at)
+                         SELECT id, 'PENDING', 'AVAILABLE', $2, $3 FROM task_run
+                         WHERE id > $1 AND status = 'AVAILABLE'",
+                )
+                .bind(last_run)
+                .bind(SCHEDULER)
+                .bind(now)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected() as usize,
+            };
+            made = Made {
+                available: available > 0,
+                pending: available < plan.tasks.len(),
+            };
         }
-        Ok(plan_id)
+        Ok((plan_id, made))
     }
 }

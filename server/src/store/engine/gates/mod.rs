@@ -3,8 +3,10 @@
 //! one statement, so one snapshot; their comments say which index serves
 //! them. The round itself is `promote.rs`; the writes of the gates an
 //! operator or a finish moves are `dependencies.rs`, `approvals.rs`,
-//! `brakes.rs` (pause, capacity) and `pins.rs`.
+//! `brakes.rs` (pause, capacity) and `pins.rs`; a submit's own round for
+//! its plain runs is `admission.rs`.
 
+pub mod admission;
 pub mod approvals;
 pub mod brakes;
 pub mod dependencies;

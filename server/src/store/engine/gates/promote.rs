@@ -22,10 +22,17 @@ pub async fn run_promote_round<D: Dialect>(
     now: Ts,
 ) -> Result<PromoteReport> {
     // One promoter at a time across replicas: a round that finds the
-    // lock taken reads no runs and ends here (the holder hears the same
-    // wake-ups and runs another).
+    // lock taken reads no runs and ends here, saying so: the holder may
+    // be a submit or a brake, which runs no round after it, so the
+    // promoter tries again shortly (`loops::promoter`).
     let mut tx = d.round_begin().await?;
-    let (mut pending, context) = D::round_reads(&mut tx).await?;
+    let Some((mut pending, context)) = D::round_reads(&mut tx).await? else {
+        D::commit(tx).await?;
+        return Ok(PromoteReport {
+            lock_busy: true,
+            ..PromoteReport::default()
+        });
+    };
     if pending.is_empty() {
         // Ended here, not dropped: a dropped transaction's ROLLBACK waits
         // for its connection's return to the pool, and until then the
@@ -99,6 +106,7 @@ pub async fn run_promote_round<D: Dialect>(
         waiting: pending.iter().filter(|r| !r.held).count() - promoted,
         claimed,
         claimed_at,
+        lock_busy: false,
     })
 }
 

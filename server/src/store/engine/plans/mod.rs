@@ -11,13 +11,36 @@ use crate::store::Result;
 use crate::store::engine::audit::{Asked, Subject};
 use crate::store::engine::gates::dependencies;
 use crate::store::engine::reads::{self, stored_plan::StoredPlan};
-use crate::store::engine::{Dialect, optional};
-use crate::store::signals::Signal;
+use crate::store::engine::{Admit, Dialect, optional};
+use crate::store::signals::{Signal, Signals};
 use crate::store::submission::{self, IdempotencyKey, Submitted};
 use domain::audit::Person;
 use domain::time::Ts;
 
-/// Stores a validated plan; creates PENDING runs when `plan.start`.
+/// What a submit made of its plan's first runs, for the wake-ups it owes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Made {
+    /// Some were admitted AVAILABLE (`gates::admission`): claimers claim.
+    pub available: bool,
+    /// Some are PENDING: the promoter judges them.
+    pub pending: bool,
+}
+
+impl Made {
+    /// Wakes this replica's loops that the new runs concern (on
+    /// PostgreSQL the submit's NOTIFY wakes the other replicas').
+    fn announce(self, signals: &Signals) {
+        if self.pending {
+            signals.raise(Signal::Changed);
+        }
+        if self.available {
+            signals.raise(Signal::Available);
+        }
+    }
+}
+
+/// Stores a validated plan; when `plan.start`, creates its first runs,
+/// PENDING or, where admission allows, AVAILABLE.
 ///
 /// The submit is the first step between an operator's request and its
 /// runs' start, so where the backend can do it as a single statement
@@ -32,20 +55,19 @@ pub async fn plan_insert<D: Dialect>(
         true => None,
         false => d.plan_submit_alone(plan, asked, &detail(plan), now).await?,
     };
-    let plan_id = match alone {
-        Some(plan_id) => plan_id,
+    let (plan_id, made) = match alone {
+        Some(written) => written,
         None => {
             let mut tx = d.begin().await?;
-            let plan_id = D::plan_write(&mut tx, plan, asked.by.name, now).await?;
+            let (plan_id, made) =
+                D::plan_write(&mut tx, plan, asked.by.name, Admit::IfClear, now).await?;
             dependencies::plan_written::<D>(&mut tx, plan_id, plan, now).await?;
             submitted::<D>(&mut tx, asked, plan_id, plan, now).await?;
             D::commit(tx).await?;
-            plan_id
+            (plan_id, made)
         }
     };
-    if plan.start {
-        d.signals().raise(Signal::Changed);
-    }
+    made.announce(d.signals());
     Ok(plan_id)
 }
 
@@ -90,7 +112,7 @@ pub async fn plan_insert_keyed<D: Dialect>(
             return Ok(answer);
         }
     }
-    let plan_id = D::plan_write(&mut tx, plan, asked.by.name, now).await?;
+    let (plan_id, made) = D::plan_write(&mut tx, plan, asked.by.name, Admit::IfClear, now).await?;
     dependencies::plan_written::<D>(&mut tx, plan_id, plan, now).await?;
     submitted::<D>(&mut tx, asked, plan_id, plan, now).await?;
     D::execute(
@@ -105,9 +127,7 @@ pub async fn plan_insert_keyed<D: Dialect>(
     )
     .await?;
     D::commit(tx).await?;
-    if plan.start {
-        d.signals().raise(Signal::Changed);
-    }
+    made.announce(d.signals());
     Ok(Submitted::Created(plan_id))
 }
 
