@@ -32,6 +32,8 @@ pub struct Submitted {
 pub struct Submits {
     pub accepted: Vec<Submitted>,
     pub hostile: usize,
+    /// Plans large and plain enough to be admitted ([`wide`]).
+    pub wide: usize,
     pub refused: usize,
     /// Submits no replica answered while faults came (a lone replica
     /// down, or every try timed out); each is sent again with its key
@@ -47,6 +49,12 @@ impl Submits {
             ((201 | 200, view), Some(expect)) => {
                 if plan["name"].as_str().is_some_and(|name| name.contains('<')) {
                     self.hostile += 1;
+                }
+                if plan["name"]
+                    .as_str()
+                    .is_some_and(|name| name.ends_with(" wide"))
+                {
+                    self.wide += 1;
                 }
                 let id = view["id"].as_i64().expect("a plan id");
                 self.accepted.push(Submitted { id, expect });
@@ -71,6 +79,7 @@ pub fn next_plan(
         0 => (refused(rng, n), None),
         1 => (hostile(rng, n, record, hook), Some(Expect::Ends)),
         2 if rng.u8(0..4) == 0 => (far_future(n, hook), Some(Expect::WaitsForever)),
+        3 if rng.u8(0..2) == 0 => (wide(rng, n, record, hook), Some(Expect::Ends)),
         _ => (ordinary(rng, n, record, hook), Some(Expect::Ends)),
     }
 }
@@ -139,6 +148,31 @@ fn ordinary(rng: &mut fastrand::Rng, n: usize, record: &Path, hook: &str) -> Val
         plan["parallel_limit"] = json!(rng.i64(1..4));
     }
     plan
+}
+
+/// A plan large and plain enough for its submit to admit its runs
+/// (docs/design.md, "Admission"): shared tasks, half on targets of their
+/// own (admitted unless the submit misses the promotion lock), half on
+/// the shared targets, where a live exclusive run or the capacity keeps
+/// them PENDING for the round.
+fn wide(rng: &mut fastrand::Rng, n: usize, record: &Path, hook: &str) -> Value {
+    let tasks: Vec<Value> = (0..baton::plan::MIN_ADMITTED_RUNS)
+        .map(|i| {
+            let key = format!("p{n}-t{i}");
+            let target = match i % 2 {
+                0 => format!("wide/{n}/{i}"),
+                _ => format!("db/{}", rng.usize(0..8)),
+            };
+            json!({
+                "name": format!("t{i}"),
+                "target": target,
+                "exclusive": false,
+                "max_attempts": 6,
+                "command": recorded_command(rng, &key, record, ""),
+            })
+        })
+        .collect();
+    json!({"name": format!("chaos-{n} wide"), "tasks": tasks, "webhooks": webhooks(hook)})
 }
 
 /// A plan at the edges validation accepts: markup and odd characters in

@@ -49,6 +49,21 @@ impl RunFacts {
     }
 }
 
+/// How many runs a submit admitted (docs/design.md, "Admission"): those
+/// promoted at their creation's very instant, which no round matches.
+pub fn admitted_runs(events: &[EventView]) -> usize {
+    let created: HashMap<i64, _> = events
+        .iter()
+        .filter(|e| e.from.is_none())
+        .map(|e| (e.run_id, e.at))
+        .collect();
+    events
+        .iter()
+        .filter(|e| e.from == Some(RunStatus::Pending) && e.to == RunStatus::Available)
+        .filter(|e| created.get(&e.run_id) == Some(&e.at))
+        .count()
+}
+
 /// Reads every event, page by page.
 pub async fn all_events(store: &dyn Store) -> Vec<EventView> {
     let mut events = Vec::new();
