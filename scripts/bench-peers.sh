@@ -570,7 +570,7 @@ async function child() {
 // - full queue: JOBS jobs added, then the processes started, timed from
 //   the first task's start in any of them until the queue is seen empty
 //   (`baton bench --processes` times Baton's from its first promotion
-//   round's start).
+//   round's start or its first claim, whichever came first).
 async function processesPhase(phase) {
   const db = await scratch(`${opt.db}_${phase}`);
   const children = [];
@@ -734,10 +734,10 @@ bench_baton() {
     got[p50]=$(grab "$log" '^submit -> RUNNING.* p50 \([0-9.]*\) ms.*' "latency p50")
     got[p95]=$(grab "$log" '^submit -> RUNNING.* p95 \([0-9.]*\) ms.*' "latency p95")
     got[end_to_end]=$(grab "$log" '^throughput:.* -> \([0-9.]*\) runs\/s end to end.*' "end-to-end rate")
-    got[full_queue]=$(grab "$log" '^full queue:.*PENDING.* -> \([0-9.]*\) runs\/s.*' "full-queue rate")
+    got[full_queue]=$(grab "$log" '^full queue:.*queued before.* -> \([0-9.]*\) runs\/s.*' "full-queue rate")
     # Absent where /proc/stat cannot be read, as on graphile's side.
     got[cpu_end_to_end]=$(sed -n 's/^throughput:.* = \([0-9]*\) µs CPU\/run.*/\1/p' "$log" | head -n1)
-    got[cpu_full_queue]=$(sed -n 's/^full queue:.*PENDING.* = \([0-9]*\) µs CPU\/run.*/\1/p' "$log" | head -n1)
+    got[cpu_full_queue]=$(sed -n 's/^full queue:.*queued before.* = \([0-9]*\) µs CPU\/run.*/\1/p' "$log" | head -n1)
 }
 
 bench_graphile() {

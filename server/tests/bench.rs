@@ -66,7 +66,7 @@ async fn processes_work_both_phases_and_leave_no_database() {
     );
     for phase in [
         "end to end, 2 processes: 300 runs submitted in ",
-        "full queue, 2 processes: 300 runs PENDING",
+        "full queue, 2 processes: 300 runs submitted before",
     ] {
         let line = stdout
             .lines()

@@ -435,7 +435,7 @@ async fn measure_queued(
         let (_, last) = span(&target, &ids).await?;
         let took = (last.0 - started.0).to_std().unwrap_or_default();
         println!(
-            "full queue: {total} runs PENDING before the replicas started, all DONE {} after their start -> {:.0} runs/s{}",
+            "full queue: {total} runs queued before the replicas started, all DONE {} after their start -> {:.0} runs/s{}",
             ms(took),
             total as f64 / took.as_secs_f64(),
             window_cpu(&samples, started, last, total, url.starts_with("postgres"))

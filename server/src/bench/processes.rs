@@ -99,7 +99,7 @@ async fn measure(
     };
 
     // Its first sample before the spawn, so that one comes before the
-    // first round however fast that is.
+    // first round or claim however fast that is.
     let meters = Meters::new();
     let spawned_at = Ts::now();
     let mut processes = Vec::with_capacity(count);
@@ -136,7 +136,7 @@ async fn measure(
         let (created, last) = super::span(&target, &ids).await?;
         let first = match submitted {
             Some(_) => created,
-            None => first_round(&scratch.url).await?,
+            None => first_work(&scratch.url, spawned_at).await?,
         };
         let took = (last.0 - first.0).to_std().unwrap_or_default();
         // Unknown (no /proc, or samples not around the window): no CPU
@@ -151,7 +151,7 @@ async fn measure(
                 ms(took)
             ),
             None => format!(
-                "full queue, {count} process{plural}: {total} runs PENDING before the processes started, first round to last finish {} ({} after the spawn)",
+                "full queue, {count} process{plural}: {total} runs submitted before the processes started, first round or claim to last finish {} ({} after the spawn)",
                 ms(took),
                 ms((first.0 - spawned_at.0).to_std().unwrap_or_default())
             ),
@@ -219,19 +219,24 @@ async fn first_exit(processes: &mut [ServeProcess]) -> anyhow::Error {
     }
 }
 
-/// When the first promotion round started: its runs' promotions (stamps,
-/// or event rows) carry the time the round took at its start.
-async fn first_round(url: &str) -> anyhow::Result<Ts> {
+/// When the processes set to work on the queue: the first promotion
+/// round after `spawned_at` (its runs' promotions, stamps or event rows,
+/// carry the time the round took at its start) or the first claim,
+/// whichever came first. A plan admitted at its submit was AVAILABLE
+/// before the spawn, so its first claim is where its work starts.
+async fn first_work(url: &str, spawned_at: Ts) -> anyhow::Result<Ts> {
     use sqlx::Connection;
     let mut db = sqlx::PgConnection::connect(url).await?;
     let first: Option<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
         "SELECT MIN(at) FROM (
-            SELECT MIN(available_at) AS at FROM task_run
-            UNION ALL SELECT MIN(at) FROM run_event WHERE to_status = 'AVAILABLE') promoted",
+            SELECT MIN(available_at) AS at FROM task_run WHERE available_at >= $1
+            UNION ALL SELECT MIN(at) FROM run_event WHERE to_status = 'AVAILABLE' AND at >= $1
+            UNION ALL SELECT MIN(started_at) FROM task_run) worked",
     )
+    .bind(spawned_at)
     .fetch_one(&mut db)
     .await?;
-    first.map(Ts).context("no run was promoted")
+    first.map(Ts).context("no run was promoted or claimed")
 }
 
 /// How the runs were shared out: how many each process ran, the
