@@ -94,8 +94,8 @@ impl NewPlan {
     }
 
     /// The targets of the plan's exclusive tasks, each once: a shared
-    /// task on one of them waits for the round, which judges it after
-    /// the exclusive one.
+    /// task on one of them is left to the round, which judges the plan's
+    /// tasks on that target in their order.
     pub fn exclusive_targets(&self) -> Vec<&str> {
         let mut targets: Vec<&str> = self
             .tasks

@@ -59,8 +59,8 @@ pub(crate) use admitted_sql;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admit {
     /// Those [`admitted_sql`] passes, when the plan allows it at all
-    /// ([`crate::plan::NewPlan::admits_runs`]) and the promotion lock is
-    /// free; taken by the submit otherwise leaves every run PENDING.
+    /// ([`crate::plan::NewPlan::admits_runs`]) and the submit gets the
+    /// promotion lock; without the lock, none.
     IfClear,
     /// None: every run PENDING, for the round.
     Never,
