@@ -31,6 +31,8 @@ pub struct Summary {
     pub slowest_sweep: Duration,
     /// Plans left HALTED behind a task that failed for good.
     pub halted: usize,
+    /// Runs a submit admitted (docs/design.md, "Admission").
+    pub admitted: usize,
 }
 
 pub async fn check(
@@ -139,6 +141,7 @@ pub async fn check(
         repeats,
         slowest_sweep,
         halted,
+        admitted: invariants::admitted_runs(&events),
     }
 }
 

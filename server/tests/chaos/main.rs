@@ -255,8 +255,7 @@ async fn chaos(mode: Mode, seed: u64) {
     .await;
     one_plan_per_submit(store.as_ref(), &submits).await;
     let on_agents = runs_on_agents(&database).await;
-    let admitted =
-        common::invariants::admitted_runs(&common::invariants::all_events(store.as_ref()).await);
+    let admitted = summary.admitted;
     eprintln!(
         "chaos: {mode:?}, seed {seed}: {faults} in {:?}; {} plans accepted ({} hostile, {} wide, {} due in 9999), {} refused, {} unanswered; \
          {} tasks, {} runs ({on_agents} on agents, {admitted} admitted at submit), {} executions ({} exited 0), {} webhook POSTs ({} repeats of a key); a killed replica's runs resolved within {:?}; \

@@ -197,14 +197,11 @@ mod cases {
 mod racing {
     use std::time::Duration;
 
-    use baton::executor::Registry;
-    use baton::loops::{Replica, SchedulerConfig};
-    use baton::store::ReplicaInfo;
-    use domain::model::{PlanStatus, PlanView};
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::common::{eventually, invariants, plan};
+    use crate::common::{invariants, plan};
+    use crate::{all_done_then_stop, fleet};
 
     /// Submitters race four working replicas' rounds and each other on
     /// four targets: plain shared plans (admitted when the lock is free)
@@ -213,35 +210,7 @@ mod racing {
     pub async fn admitting_submits_racing_replicas_keep_every_invariant(kind: Kind) {
         let db = TestDb::new(kind).await;
         let shutdown = CancellationToken::new();
-        let config = SchedulerConfig {
-            workers: 4,
-            poll_interval: Duration::from_millis(20),
-            heartbeat_interval: Duration::from_millis(500),
-            stale_after: Duration::from_secs(10),
-            shutdown_grace: Duration::from_secs(5),
-            ..SchedulerConfig::default()
-        };
-        let mut replicas = Vec::new();
-        for i in 0..4 {
-            let info = ReplicaInfo {
-                replica_id: format!("r-admit-{i}"),
-                hostname: "test".into(),
-                labels: Vec::new(),
-                version: "test".into(),
-                started_at: Ts::now(),
-            };
-            replicas.push(
-                Replica::start(
-                    db.store().await,
-                    info,
-                    config.clone(),
-                    Registry::builtin(),
-                    shutdown.clone(),
-                )
-                .await
-                .unwrap(),
-            );
-        }
+        let replicas = fleet(&db, "admit", 4, 4, &shutdown).await;
         let mut submitters = Vec::new();
         for w in 0..6 {
             let s = db.store().await;
@@ -271,26 +240,8 @@ mod racing {
             ids.extend(submitter.await.unwrap());
         }
         let s = db.store().await;
-        let views: Vec<PlanView> = eventually(Duration::from_secs(60), "every plan DONE", || {
-            let s = s.clone();
-            let ids = ids.clone();
-            async move {
-                let mut views = Vec::new();
-                for id in ids {
-                    let view = s.plan_get(id).await.ok()?;
-                    if view.status != PlanStatus::Done {
-                        return None;
-                    }
-                    views.push(view);
-                }
-                Some(views)
-            }
-        })
-        .await;
-        shutdown.cancel();
-        for r in replicas {
-            r.join().await.expect("no loop panicked");
-        }
+        let views =
+            all_done_then_stop(&s, &ids, Duration::from_secs(60), replicas, &shutdown).await;
         let events = invariants::all_events(s.as_ref()).await;
         invariants::check(&views, &events);
         assert_eq!(views.len(), 48);

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use baton::executor::Registry;
 use baton::loops::{Replica, SchedulerConfig};
-use baton::store::{ReplicaInfo, Store, StoreError};
+use baton::store::{Store, StoreError};
 use domain::gates::NodeLabels;
 use domain::model::{PlanStatus, PlanView, TaskStatus};
 use domain::time::Ts;
@@ -26,7 +26,7 @@ use crate::common::store::{
     claim, failed, noop_tasks, plan_done, promote, promote_and_claim, replica,
 };
 use crate::common::{self, Kind, TestDb, eventually, invariants, plan};
-use crate::per_backend;
+use crate::{all_done_then_stop, fleet, per_backend};
 
 per_backend!(cases:
     concurrent_claimers_never_share_a_run,
@@ -577,36 +577,7 @@ mod cases {
     pub async fn eight_replicas_keep_every_invariant(kind: Kind) {
         let db = TestDb::new(kind).await;
         let shutdown = CancellationToken::new();
-        let config = SchedulerConfig {
-            workers: 6,
-            poll_interval: Duration::from_millis(20),
-            heartbeat_interval: Duration::from_millis(500),
-            stale_after: Duration::from_secs(10),
-            shutdown_grace: Duration::from_secs(5),
-            ..SchedulerConfig::default()
-        };
-        let mut replicas = Vec::new();
-        for i in 0..8 {
-            let info = ReplicaInfo {
-                replica_id: format!("r-conc-{i}"),
-                hostname: "test".into(),
-                labels: Vec::new(),
-                version: "test".into(),
-                started_at: Ts::now(),
-            };
-            let store = db.store().await;
-            replicas.push(
-                Replica::start(
-                    store,
-                    info,
-                    config.clone(),
-                    Registry::builtin(),
-                    shutdown.clone(),
-                )
-                .await
-                .unwrap(),
-            );
-        }
+        let replicas = fleet(&db, "conc", 8, 6, &shutdown).await;
         let submitter = db.store().await;
         // Shared runs on db/0 and db/3 share them at most two at a time.
         let capacities: std::collections::HashMap<String, i64> =
@@ -659,26 +630,14 @@ mod cases {
                     .unwrap(),
             );
         }
-        let views: Vec<PlanView> = eventually(Duration::from_secs(120), "every plan DONE", || {
-            let submitter = submitter.clone();
-            let ids = ids.clone();
-            async move {
-                let mut views = Vec::new();
-                for id in ids {
-                    let view = submitter.plan_get(id).await.ok()?;
-                    if view.status != PlanStatus::Done {
-                        return None;
-                    }
-                    views.push(view);
-                }
-                Some(views)
-            }
-        })
+        let views = all_done_then_stop(
+            &submitter,
+            &ids,
+            Duration::from_secs(120),
+            replicas,
+            &shutdown,
+        )
         .await;
-        shutdown.cancel();
-        for r in replicas {
-            r.join().await.expect("no loop panicked");
-        }
         let events = invariants::all_events(submitter.as_ref()).await;
         invariants::check_with_capacities(&views, &events, &capacities);
         db.assert_open_task_counts().await;

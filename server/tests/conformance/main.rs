@@ -115,3 +115,75 @@ async fn pinned_run_handed_back(s: &dyn Store, at: Ts) -> (i64, i64) {
     assert_eq!(back, vec![run]);
     (id, run)
 }
+
+/// `n` in-process replicas (`r-{prefix}-0`, …) on `db`, each working
+/// with `workers` slots and fast loops (polls of 20 ms), until `shutdown`.
+async fn fleet(
+    db: &common::TestDb,
+    prefix: &str,
+    n: usize,
+    workers: usize,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Vec<baton::loops::Replica> {
+    let config = baton::loops::SchedulerConfig {
+        workers,
+        poll_interval: Duration::from_millis(20),
+        heartbeat_interval: Duration::from_millis(500),
+        stale_after: Duration::from_secs(10),
+        shutdown_grace: Duration::from_secs(5),
+        ..baton::loops::SchedulerConfig::default()
+    };
+    let mut replicas = Vec::with_capacity(n);
+    for i in 0..n {
+        let info = baton::store::ReplicaInfo {
+            replica_id: format!("r-{prefix}-{i}"),
+            hostname: "test".into(),
+            labels: Vec::new(),
+            version: "test".into(),
+            started_at: Ts::now(),
+        };
+        let replica = baton::loops::Replica::start(
+            db.store().await,
+            info,
+            config.clone(),
+            baton::executor::Registry::builtin(),
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        replicas.push(replica);
+    }
+    replicas
+}
+
+/// Waits up to `within` for every plan of `ids` to be DONE, then stops
+/// `fleet` (no loop may have panicked); the plans as they ended.
+async fn all_done_then_stop(
+    s: &std::sync::Arc<dyn Store>,
+    ids: &[i64],
+    within: Duration,
+    fleet: Vec<baton::loops::Replica>,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Vec<domain::model::PlanView> {
+    let views = common::eventually(within, "every plan DONE", || {
+        let s = s.clone();
+        let ids = ids.to_vec();
+        async move {
+            let mut views = Vec::new();
+            for id in ids {
+                let view = s.plan_get(id).await.ok()?;
+                if view.status != domain::model::PlanStatus::Done {
+                    return None;
+                }
+                views.push(view);
+            }
+            Some(views)
+        }
+    })
+    .await;
+    shutdown.cancel();
+    for r in fleet {
+        r.join().await.expect("no loop panicked");
+    }
+    views
+}

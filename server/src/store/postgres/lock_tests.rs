@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::{CLAIM_LOCK, PROMOTER_LOCK, PgStore};
 use crate::bench::scratch::Scratch;
 use crate::plan::{NewPlan, parse_json};
+use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{Claim, Result, Store};
 use domain::gates::NodeLabels;
 use domain::time::Ts;
@@ -186,6 +187,23 @@ fn admissible(name: &str) -> NewPlan {
     parse_json(body.to_string().as_bytes()).expect("a valid plan")
 }
 
+/// Submits [`admissible`] plan `name` with an idempotency key of its own
+/// (a keyed submit only tries the promotion lock); the new plan's id.
+async fn keyed_submit(store: &PgStore, name: &str) -> i64 {
+    let key = IdempotencyKey {
+        key: name,
+        body_sha256: "0".repeat(64),
+    };
+    match store
+        .plan_insert_keyed(&admissible(name), "test".into(), Ts::now(), &key)
+        .await
+        .expect("submitted")
+    {
+        Submitted::Created(id) => id,
+        other => panic!("not created: {other:?}"),
+    }
+}
+
 /// How many of plan `id`'s runs are AVAILABLE and how many PENDING.
 async fn available_and_pending(store: &PgStore, id: i64) -> (i64, i64) {
     sqlx::query_as(
@@ -240,30 +258,10 @@ async fn a_submit_admits_only_holding_the_rounds_lock() {
         .await
         .expect("submitted");
     assert_eq!(available_and_pending(&store, late).await, (0, n));
-    let key = crate::store::submission::IdempotencyKey {
-        key: "k-1",
-        body_sha256: "0".repeat(64),
-    };
-    let keyed = match store
-        .plan_insert_keyed(&admissible("keyed"), "test".into(), Ts::now(), &key)
-        .await
-        .expect("submitted")
-    {
-        crate::store::submission::Submitted::Created(id) => id,
-        other => panic!("not created: {other:?}"),
-    };
+    let keyed = keyed_submit(&store, "keyed").await;
     assert_eq!(available_and_pending(&store, keyed).await, (0, n));
     round.rollback().await.expect("the round ends");
-    let key = crate::store::submission::IdempotencyKey {
-        key: "k-2",
-        body_sha256: "1".repeat(64),
-    };
-    let Ok(crate::store::submission::Submitted::Created(free)) = store
-        .plan_insert_keyed(&admissible("free"), "test".into(), Ts::now(), &key)
-        .await
-    else {
-        panic!("not created");
-    };
+    let free = keyed_submit(&store, "free").await;
     assert_eq!(available_and_pending(&store, free).await, (n, 0));
     drop(store);
     scratch.drop_database().await.expect("drop");
