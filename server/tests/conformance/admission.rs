@@ -8,7 +8,7 @@ use domain::model::{RunStatus, TaskStatus};
 use domain::time::Ts;
 use serde_json::json;
 
-use baton::plan::MIN_ADMITTED_RUNS;
+use baton::plan::{MAX_ADMITTED_EXCLUSIVE_TARGETS, MIN_ADMITTED_RUNS};
 
 use crate::common::store::{claim, promote, task_named};
 use crate::common::{Kind, TestDb};
@@ -17,6 +17,7 @@ use crate::{per_backend, submit};
 per_backend!(cases:
     a_plain_run_is_available_from_its_submit,
     runs_a_round_must_judge_are_left_pending,
+    a_plan_naming_too_many_exclusive_targets_is_left_to_the_round,
     admitting_submits_racing_replicas_keep_every_invariant,
 );
 
@@ -191,6 +192,50 @@ mod cases {
         assert_eq!(task_named(&view, "capped").status, TaskStatus::Available);
         let limited = s.plan_get(limited).await.unwrap();
         assert_eq!(task_named(&limited, "a").status, TaskStatus::Available);
+    }
+
+    /// The submit checks each shared task's target against the plan's
+    /// exclusive ones in a list it carries; past the cap it admits none.
+    pub async fn a_plan_naming_too_many_exclusive_targets_is_left_to_the_round(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let plan = |name: &str, exclusive_targets: usize| {
+            let shared = (0..MIN_ADMITTED_RUNS).map(|i| {
+                json!({"name": format!("s{i}"), "target": format!("{name}/shared/{i}"),
+                "exclusive": false, "sleep": "0s"})
+            });
+            let exclusive = (0..exclusive_targets).map(|i| {
+                json!({"name": format!("x{i}"), "target": format!("{name}/own/{i}"),
+                "sleep": "0s"})
+            });
+            json!({"name": name, "tasks": shared.chain(exclusive).collect::<Vec<_>>()})
+        };
+        let at_cap = submit(s.as_ref(), plan("at-cap", MAX_ADMITTED_EXCLUSIVE_TARGETS)).await;
+        let past_cap = submit(
+            s.as_ref(),
+            plan("past-cap", MAX_ADMITTED_EXCLUSIVE_TARGETS + 1),
+        )
+        .await;
+        let statuses = |view: &domain::model::PlanView, prefix: &str| -> Vec<TaskStatus> {
+            let mut seen: Vec<_> = view
+                .tasks
+                .iter()
+                .filter(|t| t.name.starts_with(prefix))
+                .map(|t| t.status)
+                .collect();
+            seen.dedup();
+            seen
+        };
+        let view = s.plan_get(at_cap).await.unwrap();
+        assert_eq!(statuses(&view, "s"), [TaskStatus::Available]);
+        assert_eq!(statuses(&view, "x"), [TaskStatus::Pending]);
+        let view = s.plan_get(past_cap).await.unwrap();
+        assert_eq!(statuses(&view, "s"), [TaskStatus::Pending]);
+        assert_eq!(statuses(&view, "x"), [TaskStatus::Pending]);
+        // The round promotes them all: nothing about the plan holds them.
+        promote(s.as_ref()).await;
+        let view = s.plan_get(past_cap).await.unwrap();
+        assert_eq!(statuses(&view, ""), [TaskStatus::Available]);
     }
 }
 
