@@ -216,14 +216,14 @@ mod cases {
             plan("past-cap", MAX_ADMITTED_EXCLUSIVE_TARGETS + 1),
         )
         .await;
+        // The distinct statuses of the tasks named `prefix…`.
         let statuses = |view: &domain::model::PlanView, prefix: &str| -> Vec<TaskStatus> {
-            let mut seen: Vec<_> = view
-                .tasks
-                .iter()
-                .filter(|t| t.name.starts_with(prefix))
-                .map(|t| t.status)
-                .collect();
-            seen.dedup();
+            let mut seen = Vec::new();
+            for t in view.tasks.iter().filter(|t| t.name.starts_with(prefix)) {
+                if !seen.contains(&t.status) {
+                    seen.push(t.status);
+                }
+            }
             seen
         };
         let view = s.plan_get(at_cap).await.unwrap();
