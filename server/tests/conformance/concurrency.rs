@@ -134,12 +134,22 @@ mod cases {
             .await
             .unwrap();
         assert_eq!(promote(setup.as_ref()).await.promoted, 400);
+        // Every store is opened (and migrated) before any claimer starts,
+        // and all start together: opening one takes longer than claiming
+        // all 400 runs on a busy machine, so a claimer started early could
+        // otherwise take every run before the others exist.
+        let mut stores = Vec::new();
+        for _ in 0..8 {
+            stores.push(db.store().await);
+        }
+        let start = Arc::new(tokio::sync::Barrier::new(stores.len()));
         let mut claimers = Vec::new();
-        for i in 0..8 {
-            let store: Arc<dyn Store> = db.store().await;
+        for (i, store) in stores.into_iter().enumerate() {
+            let start = start.clone();
             claimers.push(tokio::spawn(async move {
                 let me = format!("r-{i}");
                 let mut mine = Vec::new();
+                start.wait().await;
                 loop {
                     let got = store
                         .run_claim_many(&claim(&me, &[], 7), Ts::now())
@@ -149,20 +159,31 @@ mod cases {
                         return mine;
                     }
                     mine.extend(got.into_iter().map(|c| c.id));
+                    // Runs what it took before it asks again, as a replica
+                    // with its slots full does. Without a pause SQLite's
+                    // lock favours whoever just let go: its waiters sleep
+                    // and poll, so one claimer took all 400 runs in one of
+                    // five tries, and the race this test is about did not
+                    // happen.
+                    tokio::time::sleep(Duration::from_millis(2)).await;
                 }
             }));
         }
         let mut seen = HashSet::new();
-        let mut busy = 0;
+        let mut shares = Vec::new();
         for c in claimers {
             let mine = c.await.unwrap();
-            busy += usize::from(!mine.is_empty());
+            shares.push(mine.len());
             for id in mine {
                 assert!(seen.insert(id), "run {id} claimed twice");
             }
         }
         assert_eq!(seen.len(), 400, "every run claimed once");
-        assert!(busy >= 2, "claims were spread over several claimers");
+        let busy = shares.iter().filter(|&&n| n > 0).count();
+        assert!(
+            busy >= 2,
+            "claims were spread over several claimers: {shares:?}"
+        );
     }
 
     /// Rounds that claim for their replicas (four promoters, as during a
