@@ -54,6 +54,7 @@ pub use self::ownership::Ownership;
 pub use self::promoter::Promoter;
 pub use self::pruner::Pruner;
 pub use self::replica_heartbeat::ReplicaHeartbeat;
+use self::replica_heartbeat::register;
 pub use self::run_heartbeat::{RunHandle, RunHeartbeat, RunTable};
 pub use self::schedule_ticker::Ticker;
 pub use self::signal_forwarder::SignalForwarder;
@@ -64,7 +65,6 @@ use crate::store::{ReplicaInfo, Store};
 pub use domain::liveness::{
     DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_LEADER_LEASE, DEFAULT_STALE_AFTER, DEFAULT_SWEEP_INTERVAL,
 };
-use domain::time::Ts;
 
 /// At shutdown, how long a last write (finishes, the hand-back, the
 /// lease's release, the heartbeat row's removal) may take: a database that
@@ -241,7 +241,7 @@ impl Replica {
     ) -> anyhow::Result<Self> {
         config.validate()?;
         let stopping = shutdown.clone();
-        store.replica_upsert(&info, Ts::now()).await?;
+        register(store.as_ref(), &info, &shutdown).await?;
         let ledger = DatabaseLedger::over(store.clone());
         let worker = Arc::new(Worker::new(
             ledger.clone(),

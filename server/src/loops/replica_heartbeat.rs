@@ -8,8 +8,36 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::loops::{Ownership, Probe, RunLedger, Worker};
-use crate::store::{ReplicaInfo, StoreError};
+use crate::store::{ReplicaInfo, Store, StoreError};
 use domain::time::Ts;
+
+/// Writes this replica's first heartbeat row, before any loop starts.
+/// Each try gives up on a lock another client holds (SQLite's write
+/// lock, a table or row lock on PostgreSQL) after the heartbeat's short
+/// wait, so that the heartbeat loop keeps its pace; starting, there is no
+/// pace to keep, and a replica that gave up would not start at all. So it
+/// asks again until the lock goes, or until it is stopped.
+pub async fn register(
+    store: &dyn Store,
+    info: &ReplicaInfo,
+    shutdown: &CancellationToken,
+) -> Result<(), StoreError> {
+    let mut held_up = false;
+    loop {
+        match store.replica_upsert(info, Ts::now()).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_lock_wait() && !shutdown.is_cancelled() => {
+                if !std::mem::replace(&mut held_up, true) {
+                    tracing::warn!(
+                        "this replica's first heartbeat is held up by a lock another client \
+                         holds; it starts once the lock goes"
+                    );
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
 
 pub struct ReplicaHeartbeat {
     store: Arc<dyn RunLedger>,

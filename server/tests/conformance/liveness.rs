@@ -28,6 +28,7 @@ per_backend!(cases:
     replicas_are_listed_with_their_running_count,
     old_heartbeat_rows_are_pruned,
     a_drained_worker_is_told_and_its_labels_count_as_gone,
+    a_replica_starting_under_an_outside_lock_waits_for_it,
 );
 
 mod cases {
@@ -624,5 +625,77 @@ mod cases {
                 ("worker.resume".into(), "Refused".into(), worker),
             ]
         );
+    }
+
+    /// A replica whose first heartbeat meets a lock another client holds
+    /// (SQLite's write lock; a lock on PostgreSQL's replica table) waits
+    /// for it and then starts, where it gave up after the heartbeat's
+    /// short wait and never started (a fleet started in the conformance
+    /// suite on a loaded machine failed that way).
+    pub async fn a_replica_starting_under_an_outside_lock_waits_for_it(kind: Kind) {
+        use sqlx::Connection;
+        let db = TestDb::new(kind).await;
+        let store = db.store().await;
+        let release: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match kind {
+            Kind::Sqlite => {
+                let mut outside = sqlx::SqliteConnection::connect(db.url()).await.unwrap();
+                sqlx::raw_sql("BEGIN IMMEDIATE")
+                    .execute(&mut outside)
+                    .await
+                    .unwrap();
+                Box::pin(async move {
+                    sqlx::raw_sql("COMMIT").execute(&mut outside).await.unwrap();
+                })
+            }
+            Kind::Postgres => {
+                let mut outside = sqlx::PgConnection::connect(db.url()).await.unwrap();
+                sqlx::raw_sql("BEGIN; LOCK TABLE replica IN EXCLUSIVE MODE")
+                    .execute(&mut outside)
+                    .await
+                    .unwrap();
+                Box::pin(async move {
+                    sqlx::raw_sql("COMMIT").execute(&mut outside).await.unwrap();
+                })
+            }
+        };
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let starting = tokio::spawn({
+            let store = store.clone();
+            let shutdown = shutdown.clone();
+            async move {
+                let info = baton::store::ReplicaInfo {
+                    replica_id: "r-late".into(),
+                    hostname: "test".into(),
+                    labels: Vec::new(),
+                    version: "test".into(),
+                    started_at: Ts::now(),
+                };
+                let config = baton::loops::SchedulerConfig::default();
+                baton::loops::Replica::start(
+                    store,
+                    info,
+                    config,
+                    baton::executor::Registry::builtin(),
+                    shutdown,
+                )
+                .await
+            }
+        });
+        // Many times the heartbeat's own wait for a lock.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!starting.is_finished(), "it waits for the lock");
+        release.await;
+        let replica = tokio::time::timeout(Duration::from_secs(10), starting)
+            .await
+            .expect("started once the lock went")
+            .unwrap()
+            .expect("started");
+        let listed = store.replica_list().await.unwrap();
+        assert!(
+            listed.iter().any(|r| r.info.replica_id == "r-late"),
+            "{listed:?}"
+        );
+        shutdown.cancel();
+        replica.join().await.expect("no loop panicked");
     }
 }
