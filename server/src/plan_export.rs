@@ -103,6 +103,11 @@ pub fn document(stored: &StoredPlan) -> Value {
     if let Some(limit) = plan.parallel_limit {
         out.insert("parallel_limit".into(), json!(limit));
     }
+    if !plan.starts_on_submit {
+        // Submitted again, it waits for an operator's Run as the first did,
+        // even when that one has been run since.
+        out.insert("start".into(), json!(false));
+    }
     if !webhooks.is_empty() {
         let hooks: Vec<Value> = webhooks
             .iter()

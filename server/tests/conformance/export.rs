@@ -15,6 +15,8 @@ per_backend!(cases:
     an_export_submits_the_same_plan_again,
     definitions_show_what_runs_and_hide_secrets,
     a_missing_plan_has_no_export,
+    a_plan_held_for_run_is_exported_held,
+    plans_stored_before_the_start_flag_are_read_as_submitted,
 );
 
 /// Every field a plan file can set, secrets included.
@@ -99,6 +101,7 @@ mod cases {
         let first = s.plan_stored(submit(&*s, rich_plan()).await).await.unwrap();
         assert_eq!(first.tasks.len(), 5);
         let exported = document(&first);
+        assert!(exported.get("start").is_none(), "it started: {exported}");
         // The stage's edges are not written again as depends_on, and the
         // stage's approval is not copied onto its tasks.
         let tasks = exported["tasks"].as_array().unwrap();
@@ -200,4 +203,80 @@ mod cases {
         assert_eq!(missing.to_string(), "plan 1000000 does not exist");
         assert!(s.tasks_stored(&[1_000_000]).await.unwrap().is_empty());
     }
+
+    /// A plan submitted with `start: false` exports `"start": false`, before
+    /// and after an operator's Run, and its export submitted again waits
+    /// for a Run too.
+    pub async fn a_plan_held_for_run_is_exported_held(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let mut file = rich_plan();
+        file["start"] = json!(false);
+        let held = submit(&*s, file).await;
+        let first = s.plan_stored(held).await.unwrap();
+        assert!(!first.plan.starts_on_submit);
+        let exported = document(&first);
+        assert_eq!(exported["start"], json!(false), "{exported}");
+
+        let again = submit(&*s, exported.clone()).await;
+        assert_same(&first, &s.plan_stored(again).await.unwrap());
+        assert_eq!(
+            runs_of(&*s, again).await,
+            0,
+            "submitted again, it waits for Run"
+        );
+
+        s.plan_start(held, "ops".into(), Ts::now()).await.unwrap();
+        assert_eq!(runs_of(&*s, held).await, 5);
+        let after = document(&s.plan_stored(held).await.unwrap());
+        assert_eq!(after, exported, "a Run changes nothing in the file");
+    }
+
+    /// Migration 0026's backfill, run over plans today's code wrote: it
+    /// finds the same flag the submit stored for a plan that started, one
+    /// still held, and one held and since run by an operator.
+    pub async fn plans_stored_before_the_start_flag_are_read_as_submitted(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let started = submit(
+            &*s,
+            json!({"name": "a", "tasks": [{"name": "t", "target": "x", "sleep": "0s"}]}),
+        )
+        .await;
+        let held = submit(&*s, json!({"name": "b", "start": false, "tasks": [{"name": "t", "target": "x", "sleep": "0s"}]})).await;
+        let run_later = submit(&*s, json!({"name": "c", "start": false, "tasks": [{"name": "t", "target": "x", "sleep": "0s"}]})).await;
+        s.plan_start(run_later, "ops".into(), Ts::now())
+            .await
+            .unwrap();
+        let flags = |s: std::sync::Arc<dyn Store>| async move {
+            let mut out = Vec::new();
+            for id in [started, held, run_later] {
+                out.push(s.plan_stored(id).await.unwrap().plan.starts_on_submit);
+            }
+            out
+        };
+        assert_eq!(flags(s.clone()).await, [true, false, false]);
+
+        // As the column's default left every plan stored before it.
+        db.execute("UPDATE plan SET starts_on_submit = TRUE").await;
+        assert_eq!(flags(s.clone()).await, [true, true, true]);
+        let migration = match kind {
+            Kind::Sqlite => include_str!("../../../migrations/sqlite/0026_plan_start_flag.sql"),
+            Kind::Postgres => include_str!("../../../migrations/postgres/0026_plan_start_flag.sql"),
+        };
+        let backfill = &migration[migration.find("UPDATE plan").expect("the backfill")..];
+        db.execute(backfill).await;
+        assert_eq!(flags(s.clone()).await, [true, false, false]);
+    }
+}
+
+/// How many runs plan `id` has.
+async fn runs_of(s: &dyn Store, id: i64) -> usize {
+    s.plan_get(id)
+        .await
+        .unwrap()
+        .tasks
+        .iter()
+        .filter(|t| t.run_id.is_some())
+        .count()
 }

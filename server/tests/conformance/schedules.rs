@@ -223,6 +223,10 @@ mod cases {
         assert_eq!(queue.plans.len(), 2);
         assert!(queue.plans[0].queued);
         assert_eq!(queue.plans[0].status, PlanStatus::NotStarted);
+        // Held by the queue, not by its template: its export starts.
+        let exported =
+            baton::plan_export::document(&s.plan_stored(queue.plans[0].id).await.unwrap());
+        assert!(exported.get("start").is_none(), "{exported}");
         assert_eq!(view(s, ids["allow"]).await.plans.len(), 2);
 
         // The first queue plan ends: the next round starts the queued one.

@@ -344,6 +344,7 @@ async fn make_plan<D: Dialect>(
     now: Ts,
 ) -> Result<i64> {
     let mut plan = plan.clone();
+    let starts = plan.start;
     if queued {
         plan.start = false;
     }
@@ -351,8 +352,13 @@ async fn make_plan<D: Dialect>(
     // own transaction, which does not take the promotion lock.
     let (plan_id, _) = D::plan_write(tx, &plan, actor, Admit::Never, now).await?;
     dependencies::plan_written::<D>(tx, plan_id, &plan, now).await?;
-    // Booleans are written as literals: both backends read TRUE/FALSE.
-    let sql = if queued {
+    // Booleans are written as literals: both backends read TRUE/FALSE. A
+    // queued plan starts in its turn, as its template asked: it is held
+    // by the queue, not by its file.
+    let sql = if queued && starts {
+        "UPDATE plan SET schedule_id = $2, schedule_tick_at = $3, queued = TRUE,
+            starts_on_submit = TRUE WHERE id = $1"
+    } else if queued {
         "UPDATE plan SET schedule_id = $2, schedule_tick_at = $3, queued = TRUE WHERE id = $1"
     } else {
         "UPDATE plan SET schedule_id = $2, schedule_tick_at = $3 WHERE id = $1"

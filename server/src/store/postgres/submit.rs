@@ -36,8 +36,8 @@ macro_rules! plan_submit_sql {
         concat!(
             "WITH p AS (
         INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks,
-            open_tasks)
-        VALUES ($1, $2, $3, $4, $5, $6, cardinality($7::text[])) RETURNING id),
+            open_tasks, starts_on_submit)
+        VALUES ($1, $2, $3, $4, $5, $6, cardinality($7::text[]), $19) RETURNING id),
     t AS (
         INSERT INTO task (plan_id, name, target, exclusive, version, run_at, node, timeout_ms,
             max_attempts, heartbeat_interval_ms, heartbeat_timeout_ms, executor,

@@ -851,8 +851,8 @@ impl Dialect for SqliteStore {
         let tx: &mut Transaction<'static, Sqlite> = tx;
         let plan_id: i64 = sqlx::query_scalar(
             "INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks,
-                open_tasks)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                open_tasks, starts_on_submit)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
         )
         .bind(&plan.name)
         .bind(&plan.description)
@@ -861,6 +861,7 @@ impl Dialect for SqliteStore {
         .bind(actor)
         .bind(rows::webhooks_json(plan)?)
         .bind(plan.tasks.len() as i64)
+        .bind(plan.start)
         .fetch_one(&mut **tx)
         .await?;
         // Ids reserved for the tasks and their first runs, so each task row

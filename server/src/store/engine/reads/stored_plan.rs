@@ -15,6 +15,9 @@ pub struct StoredPlanRow {
     pub webhooks: String,
     /// JSON array of `plan::Stage`.
     pub stages: String,
+    /// The file's `start`: false when the plan waited for an operator's
+    /// Run (`plan.starts_on_submit`).
+    pub starts_on_submit: bool,
 }
 
 /// One task as submitted.
@@ -50,8 +53,8 @@ pub struct StoredPlan {
     pub edges: Vec<(i64, i64)>,
 }
 
-pub const PLAN: &str =
-    "SELECT name, description, parallel_limit, webhooks, stages FROM plan WHERE id = $1";
+pub const PLAN: &str = "SELECT name, description, parallel_limit, webhooks, stages,
+    starts_on_submit FROM plan WHERE id = $1";
 
 macro_rules! task_columns {
     () => {
