@@ -22,8 +22,10 @@ use std::time::Duration;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use tokio::sync::oneshot;
+
+use crate::refusal::Audience;
 
 /// Default of `BATON_REQUEST_SLOTS`: a little under the smaller database
 /// pool (8 connections on SQLite), so requests that hold a slot do not
@@ -259,16 +261,20 @@ pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: 
         return next.run(request).await;
     }
     let person = person(who);
+    let audience = Audience::of(&request);
     match queue.enter(&person).await {
         Ok(_slot) => next.run(request).await,
         Err(TooMany { in_flight }) => {
             queue.inner.refused.fetch_add(1, Ordering::Relaxed);
-            too_many(format!(
-                "too many requests at once from {person}: {in_flight} are in flight on this \
+            too_many(
+                audience,
+                format!(
+                    "too many requests at once from {person}: {in_flight} are in flight on this \
                  replica, and at most {} may be (BATON_REQUESTS_PER_USER); try again when one \
                  has been answered",
-                queue.inner.per_user
-            ))
+                    queue.inner.per_user
+                ),
+            )
             .await
         }
     }
@@ -291,14 +297,11 @@ pub fn person(who: &domain::model::Identity) -> String {
 /// a timer.
 pub const REFUSAL_PAUSE: Duration = Duration::from_secs(1);
 
-/// `429` with `Retry-After: 1` and `error`, after [`REFUSAL_PAUSE`].
-pub async fn too_many(error: String) -> Response {
+/// `429` with `Retry-After: 1` and `error`, written for `audience`,
+/// after [`REFUSAL_PAUSE`].
+pub async fn too_many(audience: Audience, error: String) -> Response {
     tokio::time::sleep(REFUSAL_PAUSE).await;
-    let mut refused = (
-        StatusCode::TOO_MANY_REQUESTS,
-        axum::Json(serde_json::json!({ "error": error })),
-    )
-        .into_response();
+    let mut refused = audience.refuse(StatusCode::TOO_MANY_REQUESTS, error);
     refused
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -16,6 +16,8 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 
+use crate::refusal::Audience;
+
 /// Default of `BATON_SEARCH_SHARES_PER_USER`.
 pub const DEFAULT_PER_USER: usize = 4;
 
@@ -121,11 +123,14 @@ pub async fn fair_share(State(shares): State<Shares>, request: Request, next: Ne
         .map(crate::fair_queue::person)
         .unwrap_or_default();
     let Some(_taken) = shares.take(&who, weight) else {
-        return crate::fair_queue::too_many(format!(
-            "too many searches at once from {who}: at most {} of this cost may run together \
+        return crate::fair_queue::too_many(
+            Audience::of(&request),
+            format!(
+                "too many searches at once from {who}: at most {} of this cost may run together \
              (BATON_SEARCH_SHARES_PER_USER); try again when one has finished",
-            shares.per_user
-        ))
+                shares.per_user
+            ),
+        )
         .await;
     };
     next.run(request).await

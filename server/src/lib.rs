@@ -54,6 +54,7 @@ pub mod loops;
 pub mod plan;
 pub mod plan_export;
 pub mod prune_command;
+pub mod refusal;
 pub mod replica_views;
 pub mod retention;
 pub mod schedule;

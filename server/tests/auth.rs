@@ -1393,6 +1393,37 @@ async fn one_users_flood_waits_its_turn_while_another_is_served() {
     ] {
         assert!(has(&now, line), "{line} in {now}");
     }
+    // Her page loads and her dashboard's calls are refused in the form
+    // their readers take: a browser's page as text, a server function as
+    // the dashboard's own error, which the page shows.
+    let page = alice("/plans")
+        .header(header::ACCEPT, "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(page.headers()[header::RETRY_AFTER], "1");
+    let kind = page.headers()[header::CONTENT_TYPE].to_str().unwrap();
+    assert!(kind.starts_with("text/plain"), "{kind}");
+    let text = page.text().await.unwrap();
+    assert!(text.contains("BATON_REQUESTS_PER_USER"), "{text}");
+    let call = w
+        .server
+        .http
+        .post(w.url("/_fn/act"))
+        .bearer_auth(&w.alice_token)
+        .header(header::ACCEPT, "application/json")
+        .form(&[("kind", "plan_pause"), ("id", "1")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(call.status(), StatusCode::TOO_MANY_REQUESTS);
+    match call.json::<app::error::DashboardError>().await.unwrap() {
+        app::error::DashboardError::Unavailable(why) => {
+            assert!(why.contains("BATON_REQUESTS_PER_USER"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
 
     // The slow client leaves: its slot serves alice's waiting requests.
     drop(slow);

@@ -13,6 +13,7 @@ use domain::model::ErrorBody;
 
 use super::origin::{cross_site, foreign_host};
 use super::{Auth, AuthError, Client};
+use crate::refusal::Audience;
 
 /// Checks, in order: a server without users is addressed by a loopback
 /// name; a change comes from the dashboard's own origin; the sender is
@@ -20,7 +21,7 @@ use super::{Auth, AuthError, Client};
 /// (with where it came from, for the audit log) in its extensions. Public paths skip the last check.
 pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
-    let audience = Audience::of(&path);
+    let audience = Audience::of(&request);
     // Decided on the path as sent: a `/pkg/../plans/29` would pass as a
     // public asset here and reach a page once something resolved the dot
     // segments later. No page, route or asset name needs such a path.
@@ -77,8 +78,8 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
             next.run(request).await
         }
         _ if soft => next.run(request).await,
-        Ok(None) => audience.sign_in_first(&request, "sign in first".into()),
-        Err(AuthError::Refused(why)) => audience.sign_in_first(&request, why),
+        Ok(None) => sign_in_first(audience, &request, "sign in first".into()),
+        Err(AuthError::Refused(why)) => sign_in_first(audience, &request, why),
         Err(AuthError::TooMany(why, wait)) if audience == Audience::Api => {
             let mut response = audience.refuse(StatusCode::TOO_MANY_REQUESTS, why);
             response.headers_mut().insert(
@@ -87,7 +88,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
             );
             response
         }
-        Err(AuthError::TooMany(why, _)) => audience.sign_in_first(&request, why),
+        Err(AuthError::TooMany(why, _)) => sign_in_first(audience, &request, why),
         Err(AuthError::Unavailable) => audience.refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "cannot check the session: the database does not answer".into(),
@@ -169,94 +170,42 @@ fn is_public(path: &str) -> bool {
     ) || path.starts_with("/pkg/")
 }
 
-/// Who reads the refusal, and so in which form it is written.
-#[derive(Clone, Copy, PartialEq)]
-enum Audience {
-    /// `/api/v1` and `/metrics`: JSON `{"error"}` for scripts.
-    Api,
-    /// The dashboard's server functions and live feeds: a
-    /// `DashboardError` in JSON (a feed refused is never data).
-    ServerFn,
-    /// Pages: a browser.
-    Page,
-}
-
-impl Audience {
-    fn of(path: &str) -> Audience {
-        if path.starts_with("/api/") || path == "/metrics" {
-            Audience::Api
-        } else if path.starts_with("/_fn/") || path.starts_with(app::components::feed::LIVE_PREFIX)
-        {
-            Audience::ServerFn
-        } else {
-            Audience::Page
+/// No credentials, or wrong ones: scripts are told how to send them,
+/// browsers are sent to the sign-in page and back afterwards.
+fn sign_in_first(audience: Audience, request: &Request, why: String) -> Response {
+    match audience {
+        Audience::Api => {
+            let body = ErrorBody {
+                error: format!(
+                    "{why}: send `Authorization: Bearer <token>`, or Basic credentials of a \
+                     user in the users file"
+                ),
+                field: None,
+            };
+            let mut response = (StatusCode::UNAUTHORIZED, Json(body)).into_response();
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(r#"Bearer realm="baton", Basic realm="baton""#),
+            );
+            response
         }
-    }
-
-    fn refuse(self, status: StatusCode, message: String) -> Response {
-        match self {
-            Audience::Api => (
-                status,
-                Json(ErrorBody {
-                    error: message,
-                    field: None,
-                }),
-            )
-                .into_response(),
-            Audience::ServerFn => {
-                let error = if status == StatusCode::SERVICE_UNAVAILABLE {
-                    DashboardError::Unavailable(message)
-                } else {
-                    DashboardError::Forbidden(message)
-                };
-                (status, Json(error)).into_response()
-            }
-            Audience::Page => (status, message).into_response(),
+        // A form posted without JavaScript is a page load: go sign in.
+        Audience::Form => Redirect::to(SIGN_IN_PAGE).into_response(),
+        Audience::ServerFn => (
+            StatusCode::UNAUTHORIZED,
+            Json(DashboardError::Unauthenticated(format!(
+                "{why}: your session has ended; reload the page to sign in again"
+            ))),
+        )
+            .into_response(),
+        Audience::Page if request.method().is_safe() => {
+            let back = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+            Redirect::to(&format!(
+                "{SIGN_IN_PAGE}?next={}",
+                domain::query::encode_value(back)
+            ))
+            .into_response()
         }
-    }
-
-    /// No credentials, or wrong ones: scripts are told how to send them,
-    /// browsers are sent to the sign-in page and back afterwards.
-    fn sign_in_first(self, request: &Request, why: String) -> Response {
-        let wants_page = request
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|accept| accept.contains("text/html"));
-        match self {
-            Audience::Api => {
-                let body = ErrorBody {
-                    error: format!(
-                        "{why}: send `Authorization: Bearer <token>`, or Basic credentials of a \
-                         user in the users file"
-                    ),
-                    field: None,
-                };
-                let mut response = (StatusCode::UNAUTHORIZED, Json(body)).into_response();
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static(r#"Bearer realm="baton", Basic realm="baton""#),
-                );
-                response
-            }
-            // A form posted without JavaScript is a page load: go sign in.
-            Audience::ServerFn if wants_page => Redirect::to(SIGN_IN_PAGE).into_response(),
-            Audience::ServerFn => (
-                StatusCode::UNAUTHORIZED,
-                Json(DashboardError::Unauthenticated(format!(
-                    "{why}: your session has ended; reload the page to sign in again"
-                ))),
-            )
-                .into_response(),
-            Audience::Page if request.method().is_safe() => {
-                let back = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
-                Redirect::to(&format!(
-                    "{SIGN_IN_PAGE}?next={}",
-                    domain::query::encode_value(back)
-                ))
-                .into_response()
-            }
-            Audience::Page => (StatusCode::UNAUTHORIZED, why).into_response(),
-        }
+        Audience::Page => (StatusCode::UNAUTHORIZED, why).into_response(),
     }
 }
