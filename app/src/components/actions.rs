@@ -26,6 +26,26 @@ pub const BUTTON: &str = "btn";
 pub const PLAIN: &str = "btn-plain";
 const DANGER: &str = "btn-danger";
 
+/// Why a viewer's action buttons are disabled (their title).
+pub const OPERATORS_ONLY: &str = "Only operators can do this";
+
+/// An action shown but not offered: to a viewer, or where it does not
+/// apply. `why` becomes the button's title; `action` its `data-action`,
+/// as on the enabled button, so tests find either.
+#[component]
+pub fn DisabledButton(
+    label: &'static str,
+    aria: String,
+    action: &'static str,
+    why: Option<&'static str>,
+) -> impl IntoView {
+    view! {
+        <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title=why aria-label=aria data-action=action>
+            {label}
+        </button>
+    }
+}
+
 /// One action button for plan or task `id`.
 ///
 /// `label` is what the button says; `subject` names what it acts on for
@@ -45,13 +65,8 @@ pub fn ActionButton(
     let name = kind.as_str();
     let allowed = may_act();
     if !enabled || !allowed {
-        let why = (!allowed).then_some("Only operators can do this");
-        return view! {
-            <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title=why aria-label=aria data-action=name>
-                {label}
-            </button>
-        }
-        .into_any();
+        let why = (!allowed).then_some(OPERATORS_ONLY);
+        return view! { <DisabledButton label aria action=name why /> }.into_any();
     }
     let form = move |class: &'static str, text: String, aria: String| {
         view! {

@@ -18,7 +18,7 @@
 use leptos::prelude::*;
 use leptos_router::params::ParamsMap;
 
-use crate::components::actions::{BUTTON, PLAIN};
+use crate::components::actions::{BUTTON, OPERATORS_ONLY, PLAIN};
 use crate::components::tables::LINK;
 use crate::error::DashboardError;
 use domain::search::{BulkAction, BulkResult};
@@ -44,7 +44,7 @@ pub fn bulk_bar(
             let label = format!("{} all…", action.label());
             if !allowed {
                 return view! {
-                    <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title="Only operators can do this" data-bulk=name>
+                    <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title=OPERATORS_ONLY data-bulk=name>
                         {label}
                     </button>
                 }

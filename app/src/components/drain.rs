@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::components::actions::{BUTTON, PLAIN};
+use crate::components::actions::{BUTTON, DisabledButton, OPERATORS_ONLY, PLAIN};
 use crate::components::session::may_act;
 use crate::error::DashboardError;
 use domain::views::WorkerAction;
@@ -32,12 +32,8 @@ pub fn DrainButton(
     };
     let aria = format!("{label} {worker}");
     if !may_act() {
-        return view! {
-            <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title="Only operators can do this" aria-label=aria data-action=kind.as_str()>
-                {label}
-            </button>
-        }
-        .into_any();
+        return view! { <DisabledButton label aria action=kind.as_str() why=Some(OPERATORS_ONLY) /> }
+            .into_any();
     }
     let title = match draining {
         true => "take runs again",

@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
-use crate::components::actions::{BUTTON, PLAIN, outcome};
+use crate::components::actions::{BUTTON, DisabledButton, OPERATORS_ONLY, PLAIN, outcome};
 use crate::components::feed::Feed;
 use crate::components::live::use_live;
 use crate::components::loaded::loaded;
@@ -312,12 +312,8 @@ fn ScheduleButton(
 ) -> impl IntoView {
     let aria = format!("{label} schedule {name}");
     if !may_act() {
-        return view! {
-            <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title="Only operators can do this" aria-label=aria data-action=kind.as_str()>
-                {label}
-            </button>
-        }
-        .into_any();
+        return view! { <DisabledButton label aria action=kind.as_str() why=Some(OPERATORS_ONLY) /> }
+            .into_any();
     }
     view! {
         <ActionForm action attr:class="inline">

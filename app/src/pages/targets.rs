@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use crate::components::actions::{BUTTON, PLAIN, outcome};
+use crate::components::actions::{BUTTON, DisabledButton, OPERATORS_ONLY, PLAIN, outcome};
 use crate::components::feed::Feed;
 use crate::components::links::runs_with;
 use crate::components::live::use_live;
@@ -197,12 +197,8 @@ fn TargetButton(
 ) -> impl IntoView {
     let aria = format!("{label} target {target}");
     if !may_act() {
-        return view! {
-            <button type="button" class=format!("{BUTTON} {PLAIN}") disabled title="Only operators can do this" aria-label=aria data-action=kind.as_str()>
-                {label}
-            </button>
-        }
-        .into_any();
+        return view! { <DisabledButton label aria action=kind.as_str() why=Some(OPERATORS_ONLY) /> }
+            .into_any();
     }
     view! {
         <ActionForm action attr:class="inline">
