@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -58,9 +59,6 @@ pub struct RemoteLedger {
     /// When the last take's runs were confirmed by a beat
     /// ([`RunLedger::claim_proven_from`]).
     take_proven: Mutex<Option<std::time::Instant>>,
-    /// What the last beat's answer said of an operator's drain
-    /// ([`super::protocol::DRAINING_HEADER`]).
-    draining: std::sync::atomic::AtomicBool,
 }
 
 impl RemoteLedger {
@@ -86,7 +84,6 @@ impl RemoteLedger {
             refusal: Mutex::new(None),
             stopping,
             take_proven: Mutex::new(None),
-            draining: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -114,6 +111,17 @@ impl RemoteLedger {
         body: &B,
         timeout: Option<Duration>,
     ) -> Result<R> {
+        Ok(self.call_answered(path, body, timeout).await?.0)
+    }
+
+    /// [`RemoteLedger::call`], with the answer's headers (a beat's says
+    /// whether an operator drains this agent).
+    async fn call_answered<B: Serialize, R: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        timeout: Option<Duration>,
+    ) -> Result<(R, HeaderMap)> {
         let timeout = timeout.unwrap_or(*self.call_timeout.lock().expect("poisoned"));
         let first = self.current.load(Ordering::SeqCst);
         let mut failures = Vec::new();
@@ -152,7 +160,7 @@ impl RemoteLedger {
         path: &str,
         body: &B,
         timeout: Duration,
-    ) -> std::result::Result<R, Failure> {
+    ) -> std::result::Result<(R, HeaderMap), Failure> {
         let mut request = self
             .http
             .post(format!("{server}/api/v1/worker/{path}"))
@@ -167,22 +175,19 @@ impl RemoteLedger {
             .await
             .map_err(|e| Failure::Outage(without_url(e)))?;
         let status = response.status();
-        if path == "beat" && status.is_success() {
-            let draining = response
-                .headers()
-                .contains_key(super::protocol::DRAINING_HEADER);
-            self.draining
-                .store(draining, std::sync::atomic::Ordering::SeqCst);
-        }
+        let headers = response.headers().clone();
         let text = response
             .text()
             .await
             .map_err(|e| Failure::Outage(without_url(e)))?;
         if status.is_success() {
             let text = if text.is_empty() { "null" } else { &text };
-            return serde_json::from_str(text).map_err(|e| {
-                Failure::Outage(format!("an answer that is not the protocol's: {e}"))
-            });
+            return match serde_json::from_str(text) {
+                Ok(answer) => Ok((answer, headers)),
+                Err(e) => Err(Failure::Outage(format!(
+                    "an answer that is not the protocol's: {e}"
+                ))),
+            };
         }
         let message = serde_json::from_str::<domain::model::ErrorBody>(&text)
             .map(|b| b.error)
@@ -436,8 +441,8 @@ impl RunLedger for RemoteLedger {
             version: info.version.clone(),
             started_at_micros: self.started_at_micros(),
         };
-        self.call::<_, ()>("beat", &body, None).await?;
-        Ok(self.draining.load(std::sync::atomic::Ordering::SeqCst))
+        let ((), headers) = self.call_answered("beat", &body, None).await?;
+        Ok(headers.contains_key(super::protocol::DRAINING_HEADER))
     }
 
     async fn replica_delete(&self, worker_id: &str) -> Result<()> {

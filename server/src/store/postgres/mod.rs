@@ -365,9 +365,8 @@ const FINISH: Planned = Planned {
     sql: concat!(
         "WITH f AS (
         SELECT * FROM UNNEST($2::bigint[], $3::text[], $4::bigint[], $5::text[])
-            AS f(id, status, code, error)),
-    done AS (
-        UPDATE task_run r SET status = ",
+            AS f(id, status, code, error))
+    UPDATE task_run r SET status = ",
         rows::cancel_status_sql!("f.status", "r"),
         ", finished_at = $6, result_code = f.code,
             error = ",
@@ -375,10 +374,9 @@ const FINISH: Planned = Planned {
         ", ended_seq = ",
         stamp_sql!(),
         "
-        FROM f WHERE r.id = f.id AND r.id = ANY($2) AND r.status = 'RUNNING'
-            AND r.replica_id = $1
-        RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.dependents)
-    SELECT * FROM done"
+    FROM f WHERE r.id = f.id AND r.id = ANY($2) AND r.status = 'RUNNING'
+        AND r.replica_id = $1
+    RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.dependents"
     ),
 };
 
