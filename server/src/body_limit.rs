@@ -1,4 +1,5 @@
-//! Bodies over the limit are refused so the client hears why. A request
+//! Bodies over the limit are refused so the client hears why, in the form
+//! it reads (`refusal.rs`: the dashboard's own error for its calls). A request
 //! that declares more than `MAX_PLAN_BODY_BYTES` is answered `413` at
 //! once, before anything reads it, and the rest of its body is then read
 //! and thrown away beside the answer: a server that answers and closes
@@ -11,15 +12,14 @@
 
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use domain::model::ErrorBody;
+use axum::response::Response;
 use futures_util::StreamExt;
 
 use crate::plan::limits::{MAX_PLAN_BODY_BYTES, body_too_large};
+use crate::refusal::Audience;
 
 /// The most of a refused body that is read to let its client finish.
 const DRAIN_BYTES: u64 = 4 * MAX_PLAN_BODY_BYTES as u64;
@@ -42,14 +42,8 @@ pub async fn refuse_large_bodies(request: Request, next: Next) -> Response {
 }
 
 fn refuse(request: Request, length: u64) -> Response {
-    let mut refused = (
-        StatusCode::PAYLOAD_TOO_LARGE,
-        Json(ErrorBody {
-            error: body_too_large(),
-            field: None,
-        }),
-    )
-        .into_response();
+    let mut refused =
+        Audience::of(&request).refuse(StatusCode::PAYLOAD_TOO_LARGE, body_too_large());
     if length <= DRAIN_BYTES {
         // The answer goes out now; the body is read on beside it, so the
         // connection stays open for the client to finish sending.

@@ -60,11 +60,16 @@ impl Audience {
             Audience::ServerFn => {
                 // A refusal for want of a turn is the server being busy,
                 // which the page shows as it shows a database that does
-                // not answer; the rest are refusals of the request itself.
+                // not answer; a body too large is the input's fault, shown
+                // as an invalid plan is; the rest refuse the request itself.
                 let error = match status {
                     StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => {
                         DashboardError::Unavailable(message)
                     }
+                    StatusCode::PAYLOAD_TOO_LARGE => DashboardError::Invalid {
+                        message,
+                        field: None,
+                    },
                     _ => DashboardError::Forbidden(message),
                 };
                 (status, Json(error)).into_response()

@@ -6,31 +6,20 @@
 //! or 5xx the same way.
 
 use app::error::DashboardError;
-use axum::Json;
 use axum::body::{Body, to_bytes};
 use axum::extract::Request;
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-
-use crate::plan::limits::MAX_PLAN_BODY_BYTES;
 
 /// Error bodies are small; one larger than this is passed on untouched.
 const MAX_ERROR_BYTES: usize = 64 * 1024;
 
 pub async fn server_fn_status(request: Request, next: Next) -> Response {
+    // A body declared past the limit never gets here: `body_limit` refuses
+    // it before anything reads it, in the dashboard's error.
     if !request.uri().path().starts_with("/_fn/") {
         return next.run(request).await;
-    }
-    // Refused before any of it is read: a browser always says how much it
-    // sends, and the server function would fail on it only after buffering.
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_PLAN_BODY_BYTES as u64) {
-        return too_large();
     }
     let response = next.run(request).await;
     if response.status() != StatusCode::INTERNAL_SERVER_ERROR {
@@ -61,15 +50,4 @@ fn status_of(error: &DashboardError) -> StatusCode {
         }
         DashboardError::Transport(_) => StatusCode::BAD_REQUEST,
     }
-}
-
-fn too_large() -> Response {
-    let error = DashboardError::Invalid {
-        message: format!(
-            "the plan is larger than the limit of {} MiB",
-            MAX_PLAN_BODY_BYTES / (1024 * 1024)
-        ),
-        field: None,
-    };
-    (StatusCode::PAYLOAD_TOO_LARGE, Json(error)).into_response()
 }
