@@ -270,8 +270,8 @@ pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: 
                 audience,
                 format!(
                     "too many requests at once from {person}: {in_flight} are in flight on this \
-                 replica, and at most {} may be (BATON_REQUESTS_PER_USER); try again when one \
-                 has been answered",
+                     replica, and at most {} may be (BATON_REQUESTS_PER_USER); try again when one \
+                     has been answered",
                     queue.inner.per_user
                 ),
             )

@@ -127,7 +127,7 @@ pub async fn fair_share(State(shares): State<Shares>, request: Request, next: Ne
             Audience::of(&request),
             format!(
                 "too many searches at once from {who}: at most {} of this cost may run together \
-             (BATON_SEARCH_SHARES_PER_USER); try again when one has finished",
+                 (BATON_SEARCH_SHARES_PER_USER); try again when one has finished",
                 shares.per_user
             ),
         )
