@@ -332,8 +332,11 @@ fn accepted_plans_never_stop_scheduling(kind: Kind) {
         runtime.block_on(schedule_beside(store.as_ref(), &plan));
     });
     let accepted = accepted.into_inner();
+    // A guard against a generator that stopped making valid plans, not a
+    // rate to hold: 18–24 of 64 were valid in eight runs, and CI once saw
+    // 10, under the one in six this asked for before.
     assert!(
-        accepted * 6 >= cases,
+        accepted * 16 >= cases,
         "only {accepted} of {cases} generated plans were valid: the property says little"
     );
 }
