@@ -261,13 +261,12 @@ pub async fn fair_queue(State(queue): State<FairQueue>, request: Request, next: 
         return next.run(request).await;
     }
     let person = person(who);
-    let audience = Audience::of(&request);
     match queue.enter(&person).await {
         Ok(_slot) => next.run(request).await,
         Err(TooMany { in_flight }) => {
             queue.inner.refused.fetch_add(1, Ordering::Relaxed);
             too_many(
-                audience,
+                Audience::of(&request),
                 format!(
                     "too many requests at once from {person}: {in_flight} are in flight on this \
                      replica, and at most {} may be (BATON_REQUESTS_PER_USER); try again when one \

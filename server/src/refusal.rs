@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use domain::model::ErrorBody;
 
 /// Who reads a refusal, and so in which form it is written.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, PartialEq)]
 pub enum Audience {
     /// `/api/v1` and `/metrics`: JSON `{"error"}` for scripts.
     Api,
@@ -37,9 +37,10 @@ impl Audience {
                 .get(header::ACCEPT)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|accept| accept.contains("text/html"));
-            match wants_page {
-                true => Audience::Form,
-                false => Audience::ServerFn,
+            if wants_page {
+                Audience::Form
+            } else {
+                Audience::ServerFn
             }
         } else {
             Audience::Page

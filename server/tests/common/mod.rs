@@ -66,6 +66,16 @@ impl TestDb {
             .await
             .expect("open store")
     }
+
+    /// `n` stores, each with its own pool, as `n` replicas would have.
+    pub async fn stores(&self, n: usize) -> Vec<Arc<dyn Store>> {
+        self.scratch
+            .as_ref()
+            .expect("live")
+            .stores(n)
+            .await
+            .expect("open stores")
+    }
 }
 
 impl TestDb {

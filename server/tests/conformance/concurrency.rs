@@ -72,13 +72,7 @@ impl baton::executor::Executor for PeakCounted {
 /// AVAILABLE are claimed and finished DONE between rounds, until nothing
 /// is left to promote (or `rounds` have passed).
 async fn race_to_the_end(db: &TestDb, setup: &dyn Store, rounds: usize) {
-    let stores: Vec<Arc<dyn Store>> = {
-        let mut v = Vec::new();
-        for _ in 0..8 {
-            v.push(db.store().await);
-        }
-        v
-    };
+    let stores = db.stores(8).await;
     for _ in 0..rounds {
         let racing: Vec<_> = stores
             .iter()
@@ -138,10 +132,7 @@ mod cases {
         // and all start together: opening one takes longer than claiming
         // all 400 runs on a busy machine, so a claimer started early could
         // otherwise take every run before the others exist.
-        let mut stores = Vec::new();
-        for _ in 0..8 {
-            stores.push(db.store().await);
-        }
+        let stores = db.stores(8).await;
         let start = Arc::new(tokio::sync::Barrier::new(stores.len()));
         let mut claimers = Vec::new();
         for (i, store) in stores.into_iter().enumerate() {
@@ -336,10 +327,7 @@ mod cases {
     pub async fn a_racing_action_sees_the_run_the_winner_made(kind: Kind) {
         let db = TestDb::new(kind).await;
         let setup = db.store().await;
-        let mut stores = Vec::new();
-        for _ in 0..8 {
-            stores.push(db.store().await);
-        }
+        let stores = db.stores(8).await;
         // Retry against Skip of one FAILED task: one of them, never both.
         for round in 0..6 {
             let id = setup
@@ -466,10 +454,7 @@ mod cases {
             .iter()
             .map(|t| t.id)
             .collect();
-        let mut stores = Vec::new();
-        for _ in 0..8 {
-            stores.push(db.store().await);
-        }
+        let stores = db.stores(8).await;
         const ROUNDS: i64 = 3;
         for round in 1..=ROUNDS {
             let runs = promote_and_claim(setup.as_ref()).await;

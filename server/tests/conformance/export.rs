@@ -238,13 +238,13 @@ mod cases {
     pub async fn plans_stored_before_the_start_flag_are_read_as_submitted(kind: Kind) {
         let db = TestDb::new(kind).await;
         let s = db.store().await;
-        let started = submit(
-            &*s,
-            json!({"name": "a", "tasks": [{"name": "t", "target": "x", "sleep": "0s"}]}),
-        )
-        .await;
-        let held = submit(&*s, json!({"name": "b", "start": false, "tasks": [{"name": "t", "target": "x", "sleep": "0s"}]})).await;
-        let run_later = submit(&*s, json!({"name": "c", "start": false, "tasks": [{"name": "t", "target": "x", "sleep": "0s"}]})).await;
+        let one_task = |name: &str, start: bool| {
+            json!({"name": name, "start": start,
+                   "tasks": [{"name": "t", "target": "x", "sleep": "0s"}]})
+        };
+        let started = submit(&*s, one_task("a", true)).await;
+        let held = submit(&*s, one_task("b", false)).await;
+        let run_later = submit(&*s, one_task("c", false)).await;
         s.plan_start(run_later, "ops".into(), Ts::now())
             .await
             .unwrap();

@@ -3,10 +3,9 @@
 //! heartbeats, the replica list with its running counts and heartbeat-row
 //! pruning. Time is passed in, so expiry is tested without waiting for it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use baton::store::{LEADER_LEASE, Store};
+use baton::store::LEADER_LEASE;
 use domain::gates::NodeLabels;
 use domain::model::{RunStatus, TaskStatus};
 use domain::time::Ts;
@@ -63,10 +62,7 @@ mod cases {
 
     pub async fn concurrent_replicas_agree_on_one_leader(kind: Kind) {
         let db = TestDb::new(kind).await;
-        let mut stores: Vec<Arc<dyn Store>> = Vec::new();
-        for _ in 0..8 {
-            stores.push(db.store().await);
-        }
+        let stores = db.stores(8).await;
         let now = Ts::now();
         let mut attempts = tokio::task::JoinSet::new();
         for (i, store) in stores.into_iter().enumerate() {
@@ -633,29 +629,13 @@ mod cases {
     /// short wait and never started (a fleet started in the conformance
     /// suite on a loaded machine failed that way).
     pub async fn a_replica_starting_under_an_outside_lock_waits_for_it(kind: Kind) {
-        use sqlx::Connection;
         let db = TestDb::new(kind).await;
         let store = db.store().await;
-        let release: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match kind {
-            Kind::Sqlite => {
-                let mut outside = sqlx::SqliteConnection::connect(db.url()).await.unwrap();
-                sqlx::raw_sql("BEGIN IMMEDIATE")
-                    .execute(&mut outside)
-                    .await
-                    .unwrap();
-                Box::pin(async move {
-                    sqlx::raw_sql("COMMIT").execute(&mut outside).await.unwrap();
-                })
-            }
+        let release = match kind {
+            Kind::Sqlite => held::<sqlx::SqliteConnection>(db.url(), "BEGIN IMMEDIATE").await,
             Kind::Postgres => {
-                let mut outside = sqlx::PgConnection::connect(db.url()).await.unwrap();
-                sqlx::raw_sql("BEGIN; LOCK TABLE replica IN EXCLUSIVE MODE")
-                    .execute(&mut outside)
-                    .await
-                    .unwrap();
-                Box::pin(async move {
-                    sqlx::raw_sql("COMMIT").execute(&mut outside).await.unwrap();
-                })
+                let lock = "BEGIN; LOCK TABLE replica IN EXCLUSIVE MODE";
+                held::<sqlx::PgConnection>(db.url(), lock).await
             }
         };
         let shutdown = tokio_util::sync::CancellationToken::new();
@@ -663,18 +643,10 @@ mod cases {
             let store = store.clone();
             let shutdown = shutdown.clone();
             async move {
-                let info = baton::store::ReplicaInfo {
-                    replica_id: "r-late".into(),
-                    hostname: "test".into(),
-                    labels: Vec::new(),
-                    version: "test".into(),
-                    started_at: Ts::now(),
-                };
-                let config = baton::loops::SchedulerConfig::default();
                 baton::loops::Replica::start(
                     store,
-                    info,
-                    config,
+                    replica("r-late", &[]),
+                    baton::loops::SchedulerConfig::default(),
                     baton::executor::Registry::builtin(),
                     shutdown,
                 )
@@ -698,4 +670,21 @@ mod cases {
         shutdown.cancel();
         replica.join().await.expect("no loop panicked");
     }
+}
+
+/// Runs `lock` (which begins a transaction) on a connection of its own to
+/// `url`, as another client would; the lock is held until the returned
+/// future commits it.
+async fn held<C>(url: &str, lock: &'static str) -> futures_util::future::LocalBoxFuture<'static, ()>
+where
+    C: sqlx::Connection + 'static,
+    for<'c> &'c mut C: sqlx::Executor<'c, Database = C::Database>,
+{
+    use futures_util::FutureExt;
+    let mut outside = C::connect(url).await.unwrap();
+    sqlx::raw_sql(lock).execute(&mut outside).await.unwrap();
+    async move {
+        sqlx::raw_sql("COMMIT").execute(&mut outside).await.unwrap();
+    }
+    .boxed_local()
 }

@@ -4,7 +4,6 @@
 //! operator's actions. Time is passed in, never slept.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use baton::schedule::{NewSchedule, parse_json};
@@ -61,13 +60,7 @@ mod cases {
         const ROUNDS: usize = 8;
         const TICKS: usize = 10;
         let db = TestDb::new(kind).await;
-        let stores: Vec<Arc<dyn Store>> = {
-            let mut v = Vec::new();
-            for _ in 0..ROUNDS {
-                v.push(db.store().await);
-            }
-            v
-        };
+        let stores = db.stores(ROUNDS).await;
         let s = stores[0].as_ref();
         let id = s
             .schedule_create(
