@@ -374,7 +374,7 @@ async fn schedule_beside(store: &dyn Store, plan: &NewPlan) {
         .await
         .expect("the finish");
     store
-        .run_sweep(Duration::from_secs(10), Duration::ZERO, Ts::now())
+        .run_sweep(Duration::from_secs(10), None, Ts::now())
         .await
         .expect("the sweep");
 }

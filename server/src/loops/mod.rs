@@ -32,8 +32,8 @@ mod run_heartbeat;
 mod schedule_ticker;
 mod signal_forwarder;
 mod sweeper;
-mod unwritable;
 mod worker;
+mod write_trouble;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -60,6 +60,7 @@ pub use self::schedule_ticker::Ticker;
 pub use self::signal_forwarder::SignalForwarder;
 pub use self::sweeper::{PRUNE_AFTER, Sweeper};
 pub use self::worker::Worker;
+pub use self::write_trouble::WriteTrouble;
 use crate::executor::Registry;
 use crate::store::{ReplicaInfo, Store};
 pub use domain::liveness::{
@@ -270,12 +271,16 @@ impl Replica {
                 .reporting_to(syncing)
                 .run(drained.clone()),
         );
+        // What the heartbeat sees of the database's trouble, the sweeper
+        // judges with, should this replica lead.
+        let trouble = WriteTrouble::default();
         let beat = probe("heartbeat", config.heartbeat_interval);
         loops.spawn(
             "heartbeat",
             beat.clone(),
             ReplicaHeartbeat::new(ledger.clone(), info.clone(), config.heartbeat_interval)
                 .reporting_to(beat)
+                .noting_trouble(trouble.clone())
                 .proving(worker.ownership())
                 .steering(worker.clone())
                 .ending_with(worker.last_words())
@@ -344,6 +349,7 @@ impl Replica {
                 config.sweep_interval,
                 config.stale_after,
             )
+            .noting_trouble(trouble)
             .reporting_to(sweeping)
             .run(shutdown.clone()),
         );

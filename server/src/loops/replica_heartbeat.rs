@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::loops::{Ownership, Probe, RunLedger, Worker};
+use crate::loops::{Ownership, Probe, RunLedger, Worker, WriteTrouble};
 use crate::store::{ReplicaInfo, Store, StoreError};
 use domain::time::Ts;
 
@@ -47,6 +47,7 @@ pub struct ReplicaHeartbeat {
     ownership: Option<Arc<Ownership>>,
     worker: Option<Arc<Worker>>,
     last_words: super::LastWords,
+    trouble: WriteTrouble,
 }
 
 impl ReplicaHeartbeat {
@@ -59,6 +60,7 @@ impl ReplicaHeartbeat {
             ownership: None,
             worker: None,
             last_words: super::LastWords::within(super::LAST_WRITE * 2),
+            trouble: WriteTrouble::default(),
         }
     }
 
@@ -66,6 +68,12 @@ impl ReplicaHeartbeat {
     /// writes and shares their deadline.
     pub fn ending_with(mut self, last_words: super::LastWords) -> Self {
         self.last_words = last_words;
+        self
+    }
+
+    /// Notes in `trouble` each beat the database refused or held up.
+    pub fn noting_trouble(mut self, trouble: WriteTrouble) -> Self {
+        self.trouble = trouble;
         self
     }
 
@@ -97,6 +105,9 @@ impl ReplicaHeartbeat {
         // this replica's row nor take the table's lock meanwhile
         // (docs/design.md, "Liveness").
         let held = written.as_ref().is_err_and(StoreError::is_lock_wait);
+        if written.is_err() {
+            self.trouble.seen();
+        }
         if let (true, Some(ownership)) = (written.is_ok() || held, &self.ownership) {
             ownership.proven(sent);
         }

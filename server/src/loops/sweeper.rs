@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::unwritable::Unwritable;
 use super::{Leadership, round_interval};
-use crate::loops::Probe;
+use crate::loops::{Probe, WriteTrouble};
 use crate::store::{Store, SweepReport};
 use domain::time::Ts;
 
@@ -26,8 +25,11 @@ pub struct Sweeper {
     interval: Duration,
     stale_after: Duration,
     probe: Probe,
-    /// Stretches the database could not be written, which verdicts discount.
-    unwritable: Unwritable,
+    /// When this replica last saw the database refuse or hold up a write
+    /// (a round that failed or waited for its table locks, a heartbeat):
+    /// the next round that judges writes off the stretch since the last
+    /// good one, whoever led then (`store::engine::sweep_memory`).
+    trouble: WriteTrouble,
 }
 
 impl Sweeper {
@@ -43,8 +45,14 @@ impl Sweeper {
             interval,
             stale_after,
             probe: Probe::detached(),
-            unwritable: Unwritable::new(stale_after),
+            trouble: WriteTrouble::default(),
         }
+    }
+
+    /// Shares `trouble` with the replica's heartbeat.
+    pub fn noting_trouble(mut self, trouble: WriteTrouble) -> Self {
+        self.trouble = trouble;
+        self
     }
 
     /// Reports each round to `probe` (for `/readyz`).
@@ -54,28 +62,26 @@ impl Sweeper {
     }
 
     pub async fn run_once(&mut self) -> anyhow::Result<SweepReport> {
-        let began = Instant::now();
-        let grace = self.unwritable.grace(began);
         let report = match self
             .store
-            .run_sweep(self.stale_after, grace, Ts::now())
+            .run_sweep(self.stale_after, self.trouble.latest(), Ts::now())
             .await
         {
             Ok(report) => report,
             Err(e) => {
-                self.unwritable.troubled();
+                self.trouble.seen();
                 return Err(e.into());
             }
         };
         if let Some(waited) = report.blocked {
-            self.unwritable.troubled();
+            self.trouble.seen();
             tracing::warn!(
                 waited = %humantime::format_duration(waited),
                 "the sweep waited for its table locks (heartbeats were kept waiting too); judging nothing this round"
             );
             return Ok(report);
         }
-        if let Some(stretch) = self.unwritable.judged(began) {
+        if let Some(stretch) = report.written_off {
             tracing::warn!(
                 stretch = %humantime::format_duration(stretch),
                 "sweeps could not judge for a while; for the next stale period verdicts \

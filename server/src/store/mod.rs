@@ -562,12 +562,14 @@ pub trait Store: Send + Sync + 'static {
     /// heartbeat deadline or hard deadline passed, creating automatic
     /// retries; a run an operator asked to cancel ends CANCELED instead.
     /// Conditional on the run still being RUNNING on that replica. Judged
-    /// `grace` before `now` (time the database could not be written); a
-    /// round kept waiting for its table locks judges nothing.
+    /// earlier than `now` by the time the database could not be written
+    /// lately, as the database remembers it and as `troubled_at` (this
+    /// leader's latest round that failed or waited) adds to it; a round
+    /// kept waiting for its table locks judges nothing.
     async fn run_sweep(
         &self,
         stale_after: Duration,
-        grace: Duration,
+        troubled_at: Option<Ts>,
         now: Ts,
     ) -> Result<SweepReport>;
     /// Drops the pin of every AVAILABLE run whose node label no live

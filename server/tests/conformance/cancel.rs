@@ -211,10 +211,7 @@ mod cases {
             .unwrap();
 
         // The owner is alive: a sweep changes nothing, the target stays held.
-        let report = s
-            .run_sweep(10 * SECOND, Duration::ZERO, Ts::now())
-            .await
-            .unwrap();
+        let report = s.run_sweep(10 * SECOND, None, Ts::now()).await.unwrap();
         assert_eq!((report.failed.len(), report.canceled.len()), (0, 0));
         second_still_waits(s.as_ref(), id).await;
 
@@ -222,10 +219,7 @@ mod cases {
         // stale its supervisor has killed the process, and the run ends
         // CANCELED in carol's name, never retried.
         let later = t0.plus(Duration::from_secs(30));
-        let report = s
-            .run_sweep(10 * SECOND, Duration::ZERO, later)
-            .await
-            .unwrap();
+        let report = s.run_sweep(10 * SECOND, None, later).await.unwrap();
         assert!(report.failed.is_empty(), "{report:?}");
         assert_eq!(report.canceled.len(), 1, "{report:?}");
         assert_eq!(report.canceled[0].0, run);

@@ -229,7 +229,7 @@ async fn scenario(s: &dyn Store, t0: Ts) -> String {
     s.replica_upsert(&replica("r-one", &[]), at(t0, 80))
         .await
         .unwrap();
-    s.run_sweep(Duration::from_secs(10), Duration::ZERO, at(t0, 85))
+    s.run_sweep(Duration::from_secs(10), None, at(t0, 85))
         .await
         .unwrap();
     let report = finish_as("r-dead", vec![done(late)], 86).await;

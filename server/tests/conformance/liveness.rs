@@ -28,6 +28,7 @@ per_backend!(cases:
     old_heartbeat_rows_are_pruned,
     a_drained_worker_is_told_and_its_labels_count_as_gone,
     a_replica_starting_under_an_outside_lock_waits_for_it,
+    a_new_leader_discounts_the_stretch_its_predecessor_could_not_judge,
 );
 
 mod cases {
@@ -81,6 +82,71 @@ mod cases {
         assert!(answers.iter().all(|(_, held)| *held == leaders[0].0));
     }
 
+    /// Verdicts discount the time nobody could write, whichever replica
+    /// leads: the stretch is reckoned from the last round that judged,
+    /// whoever ran it, and a stretch one leader closed holds for the next.
+    /// (A leader that kept this in its own memory took it with it when the
+    /// lease changed hands behind an outside lock, and its successor failed
+    /// a run whose command had just exited 0, which then ran again.)
+    pub async fn a_new_leader_discounts_the_stretch_its_predecessor_could_not_judge(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let [old_leader, new_leader]: [_; 2] = db.stores(2).await.try_into().ok().unwrap();
+        let t0 = Ts::now();
+        submit(
+            old_leader.as_ref(),
+            json!({"name": "p", "tasks": [{"name": "t", "target": "a", "sleep": "1h"}]}),
+        )
+        .await;
+        promote(old_leader.as_ref()).await;
+        old_leader
+            .replica_upsert(&replica("r-busy", &[]), t0)
+            .await
+            .unwrap();
+        let got = old_leader
+            .run_claim_many(&claim("r-busy", &[], 1), t0)
+            .await
+            .unwrap();
+        let run = got[0].id;
+        let sweep = |store: &std::sync::Arc<dyn baton::store::Store>,
+                     troubled: Option<u32>,
+                     at: u32| {
+            let (store, troubled_at) = (store.clone(), troubled.map(|secs| t0.plus(secs * SECOND)));
+            async move {
+                store
+                    .run_sweep(10 * SECOND, troubled_at, t0.plus(at * SECOND))
+                    .await
+                    .unwrap()
+            }
+        };
+
+        // The old leader's last round that judged, at 1 s.
+        let report = sweep(&old_leader, None, 1).await;
+        assert_eq!((report.failed.len(), report.written_off), (0, None));
+        // The new leader's own rounds failed (the outside lock) until 11 s;
+        // at 12 s the run's heartbeat deadline (10 s) and its replica's
+        // staleness (10 s) have passed, but not counting the 11 s since
+        // the old leader's round, which nobody could have written in.
+        let report = sweep(&new_leader, Some(11), 12).await;
+        assert_eq!(report.written_off, Some(11 * SECOND), "{report:?}");
+        assert!(report.failed.is_empty(), "judged at once: {report:?}");
+        // The lease goes back; the old leader saw no trouble itself, and
+        // still discounts that stretch for the next stale period…
+        let report = sweep(&old_leader, None, 15).await;
+        assert_eq!((report.failed.len(), report.written_off), (0, None));
+        let report = sweep(&old_leader, None, 20).await;
+        assert!(report.failed.is_empty(), "{report:?}");
+        // …and no longer once it is over: the replica never beat again.
+        let report = sweep(&new_leader, None, 23).await;
+        assert_eq!(
+            report.failed.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            [run]
+        );
+
+        // Trouble seen before the last round that judged is over.
+        let report = sweep(&new_leader, Some(11), 24).await;
+        assert_eq!(report.written_off, None);
+    }
+
     /// A replica cut off past `stale_after` whose commands then exited 0:
     /// its finishes are fenced, and the run the sweeper failed says in its
     /// error that the command succeeded after all, once however often the
@@ -110,7 +176,7 @@ mod cases {
             .await
             .unwrap();
         let report = s
-            .run_sweep(10 * SECOND, Duration::ZERO, t0.plus(12 * SECOND))
+            .run_sweep(10 * SECOND, None, t0.plus(12 * SECOND))
             .await
             .unwrap();
         assert_eq!((report.failed.len(), report.canceled.len()), (2, 1));
@@ -162,7 +228,7 @@ mod cases {
         let first = |name: &str| task_named(&view, name).run_id.unwrap();
         let (late, claimed) = (first("late"), first("claimed"));
         let report = s
-            .run_sweep(10 * SECOND, Duration::ZERO, t0.plus(12 * SECOND))
+            .run_sweep(10 * SECOND, None, t0.plus(12 * SECOND))
             .await
             .unwrap();
         assert_eq!((report.failed.len(), report.retried.len()), (2, 2));
@@ -260,7 +326,7 @@ mod cases {
         let t1 = t0.plus(8 * SECOND);
         s.replica_upsert(&replica("r-fine", &[]), t1).await.unwrap();
         // Nothing is stale yet except the vanished replica.
-        let report = s.run_sweep(10 * SECOND, Duration::ZERO, t1).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, None, t1).await.unwrap();
         assert_eq!(report.failed.len(), 1);
         assert!(
             report.failed[0].1.starts_with("replica r-gone is gone"),
@@ -275,7 +341,7 @@ mod cases {
         s.run_heartbeat_many("r-fine", &[(fine_run, 10 * SECOND)], t2)
             .await
             .unwrap();
-        let report = s.run_sweep(10 * SECOND, Duration::ZERO, t2).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, None, t2).await.unwrap();
         let stale_run = task_named(&view, "stale").run_id.unwrap();
         let cause = format!("replica r-stale stopped heart-beating at {}", t0.clock());
         assert_eq!(report.failed, vec![(stale_run, cause.clone())]);
@@ -315,7 +381,7 @@ mod cases {
         assert_eq!(finish.fenced, vec![stale_run]);
         // A second sweep finds nothing more.
         assert!(
-            s.run_sweep(10 * SECOND, Duration::ZERO, t2)
+            s.run_sweep(10 * SECOND, None, t2)
                 .await
                 .unwrap()
                 .failed
@@ -353,7 +419,7 @@ mod cases {
         s.run_heartbeat_many("r-1", &[(slow, 10 * SECOND)], t1)
             .await
             .unwrap();
-        let report = s.run_sweep(10 * SECOND, Duration::ZERO, t1).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, None, t1).await.unwrap();
         assert_eq!(report.failed.len(), 1);
         assert_eq!(report.failed[0].0, quiet);
         assert!(
@@ -367,7 +433,7 @@ mod cases {
         s.run_heartbeat_many("r-1", &[(slow, 10 * SECOND)], t2)
             .await
             .unwrap();
-        let report = s.run_sweep(10 * SECOND, Duration::ZERO, t2).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, None, t2).await.unwrap();
         assert_eq!(report.failed.len(), 1);
         assert_eq!(report.failed[0].0, slow);
         assert!(

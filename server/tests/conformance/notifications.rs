@@ -311,7 +311,7 @@ mod cases {
             .await
             .unwrap();
         let swept = s
-            .run_sweep(Duration::from_secs(10), Duration::ZERO, Ts::now())
+            .run_sweep(Duration::from_secs(10), None, Ts::now())
             .await
             .unwrap();
         assert_eq!(swept.failed.len(), 2);

@@ -114,6 +114,9 @@ pub struct SweepReport {
     /// it would judge could not be written either, their absence is no
     /// evidence against anyone.
     pub blocked: Option<Duration>,
+    /// The round closed a stretch nobody could write, this long, which
+    /// verdicts discount for the next stale period.
+    pub written_off: Option<Duration>,
     /// Runs moved RUNNING → FAILED, with the cause written.
     pub failed: Vec<(i64, String)>,
     /// Runs an operator had asked to cancel, moved RUNNING → CANCELED (no
@@ -147,6 +150,7 @@ impl SweepReport {
         }
         SweepReport {
             blocked: None,
+            written_off: None,
             failed,
             canceled,
             retried,

@@ -24,6 +24,7 @@ pub mod schedules;
 pub mod sessions;
 mod shared;
 mod store_impl;
+pub mod sweep_memory;
 
 pub use dialect::{Arg, Dialect, RowLock, Sql, StoreRow};
 pub use gates::admission::Admit;

@@ -427,10 +427,10 @@ impl<D: Dialect> Store for D {
     async fn run_sweep(
         &self,
         stale_after: Duration,
-        grace: Duration,
+        troubled_at: Option<Ts>,
         now: Ts,
     ) -> Result<SweepReport> {
-        endings::run_sweep(self, stale_after, grace, now).await
+        endings::run_sweep(self, stale_after, troubled_at, now).await
     }
 
     async fn run_unpin_stranded(&self, stale_after: Duration, now: Ts) -> Result<Vec<i64>> {

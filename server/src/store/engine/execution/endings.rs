@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::store::engine::execution::outcomes;
 use crate::store::engine::liveness::{SweepCandidate, SweepReport};
+use crate::store::engine::sweep_memory::SweepMemory;
 use crate::store::engine::{Dialect, RowLock, Sql};
 use crate::store::signals::Signal;
 use domain::model::RunStatus;
@@ -199,14 +200,15 @@ const BLOCKED_AFTER: Duration = Duration::from_millis(250);
 /// heartbeat deadline or hard deadline passed, with the rule that fired as
 /// its error, and creates the automatic retries.
 ///
-/// Verdicts are judged `grace` before `now`: the sweeper's own longest
-/// stretch without a successful round lately (docs/design.md, "Liveness"),
-/// during which nobody's heartbeat could be written either. A round that
-/// had to wait for its table locks judges nothing and says so.
+/// Verdicts are judged before `now` by the time written off lately
+/// ([`SweepMemory`], docs/design.md "Liveness"): the stretch since the last
+/// round that judged, when `troubled_at` (this leader's latest round that
+/// failed or waited) came after it, or one an earlier round closed. A
+/// round that had to wait for its table locks judges nothing and says so.
 pub async fn run_sweep<D: Dialect>(
     d: &D,
     stale_after: Duration,
-    grace: Duration,
+    troubled_at: Option<Ts>,
     now: Ts,
 ) -> Result<SweepReport> {
     let asked = std::time::Instant::now();
@@ -218,7 +220,11 @@ pub async fn run_sweep<D: Dialect>(
             ..SweepReport::default()
         });
     }
-    let judged = now.minus(grace);
+    let verdicts = SweepMemory::load::<D>(&mut tx)
+        .await?
+        .judge(troubled_at, stale_after, now);
+    verdicts.next.store::<D>(&mut tx).await?;
+    let judged = now.minus(verdicts.grace);
     let stale_since = judged.minus(stale_after);
     let sql = format!(
         "{} {}",
@@ -231,8 +237,13 @@ pub async fn run_sweep<D: Dialect>(
         &[stale_since.into(), judged.into()],
     )
     .await?;
+    let written_off = verdicts.closed;
     if found.is_empty() {
-        return Ok(SweepReport::default());
+        D::commit(tx).await?;
+        return Ok(SweepReport {
+            written_off,
+            ..SweepReport::default()
+        });
     }
     let causes: Vec<String> = found.iter().map(|c| c.cause(stale_since, judged)).collect();
     let done = D::runs_fail(&mut tx, &found, &causes, now).await?;
@@ -248,7 +259,10 @@ pub async fn run_sweep<D: Dialect>(
     if queued {
         d.signals().raise(Signal::Deliveries);
     }
-    Ok(SweepReport::new(&found, causes, &done, retried, notified))
+    Ok(SweepReport {
+        written_off,
+        ..SweepReport::new(&found, causes, &done, retried, notified)
+    })
 }
 
 /// Graceful shutdown: the replica's runs go back to AVAILABLE with the
