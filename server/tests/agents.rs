@@ -266,6 +266,66 @@ async fn a_run_with_a_dead_replica_under_its_agent_carries_on() {
     assert_eq!(done.replica_id.as_deref(), Some(agent.agent_id.as_str()));
 }
 
+/// An outside client's `LOCK TABLE` on the runs table, then on the
+/// replica table, each held three times `stale_after` (docs/design.md,
+/// "Liveness"): the agent's beats wait at the replica behind the lock,
+/// as the sweeper does, and count as proof, so its commands are neither
+/// stopped by the agent nor failed by the sweeper. Before, the replica
+/// answered the agent's held-up beats with a 500, and the agent, without
+/// proof, stopped every command it ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn outside_locks_cost_an_agents_runs_nothing() {
+    use sqlx::Connection;
+    let (_turn, db) = fresh_db().await;
+    let one = Baton::start(db.url(), &scheduler_only()).await;
+    let two = Baton::start(db.url(), &scheduler_only()).await;
+    let agent = Agent::start(&[&one, &two], 2, &[]).await;
+    let tasks: Vec<Value> = (0..2)
+        .map(|i| {
+            json!({"name": format!("t{i}"), "target": format!("db/{i}"), "max_attempts": 1,
+                   "command": {"argv": ["sh", "-c", "sleep 10; echo finished"]}})
+        })
+        .collect();
+    let plan = two.submit(json!({"name": "locked", "tasks": tasks})).await;
+    let two_ref = &two;
+    eventually(
+        Duration::from_secs(10),
+        "both commands RUNNING on the agent",
+        || async move {
+            let view = two_ref.plan(plan.id).await?;
+            view.tasks
+                .iter()
+                .all(|t| t.status == TaskStatus::Running)
+                .then_some(())
+        },
+    )
+    .await;
+    for lock in [
+        "LOCK TABLE task_run IN ACCESS EXCLUSIVE MODE",
+        "LOCK TABLE replica IN ACCESS EXCLUSIVE MODE",
+    ] {
+        let mut outside = sqlx::PgConnection::connect(db.url()).await.unwrap();
+        let mut tx = outside.begin().await.unwrap();
+        sqlx::raw_sql(lock).execute(&mut *tx).await.unwrap();
+        tokio::time::sleep(3 * STALE_AFTER).await;
+        tx.commit().await.unwrap();
+    }
+    let done = eventually(Duration::from_secs(20), "the plan ended", || async {
+        let view = two.plan(plan.id).await?;
+        matches!(view.status, PlanStatus::Done | PlanStatus::Failed).then_some(view)
+    })
+    .await;
+    for task in &done.tasks {
+        let run = run_json(&two, task.run_id.unwrap()).await;
+        assert_eq!(
+            (task.status, task.attempt, task.replica_id.as_deref()),
+            (TaskStatus::Done, Some(1), Some(agent.agent_id.as_str())),
+            "{} was stopped or failed although its agent lived: {run}",
+            task.name
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pinned_work_goes_to_an_agent_with_its_label_and_is_reassigned_without_one() {
     let (_turn, db) = fresh_db().await;

@@ -19,6 +19,13 @@ pub const PROTOCOL_HEADER: &str = "baton-worker-protocol";
 /// replica refuses its takes all the same).
 pub const DRAINING_HEADER: &str = "baton-worker-draining";
 
+/// Present on a 503 whose write waited its bound for a lock another
+/// client holds on the database. A heartbeat so answered counts as
+/// proof, as a replica's own does (docs/design.md, "Liveness"), and is
+/// sent again at once to the same replica: any other waits for the same
+/// lock.
+pub const LOCK_WAIT_HEADER: &str = "baton-lock-wait";
+
 /// Ids of agents start with this, then the name their token was given
 /// (the token's side of it is `auth::agent_tokens`).
 pub use crate::auth::AGENT_ID_PREFIX;

@@ -133,6 +133,11 @@ impl RemoteLedger {
                     self.current.store(i, Ordering::SeqCst);
                     return Ok(answer);
                 }
+                // The database's lock, not this replica's trouble.
+                Err(Failure::LockWait) => {
+                    self.current.store(i, Ordering::SeqCst);
+                    return Err(StoreError::LockWait);
+                }
                 Err(Failure::Refused(why)) => {
                     let why = format!("{server} refused this agent: {why}");
                     self.refusal
@@ -188,6 +193,11 @@ impl RemoteLedger {
                     "an answer that is not the protocol's: {e}"
                 ))),
             };
+        }
+        if status == StatusCode::SERVICE_UNAVAILABLE
+            && headers.contains_key(super::protocol::LOCK_WAIT_HEADER)
+        {
+            return Err(Failure::LockWait);
         }
         let message = serde_json::from_str::<domain::model::ErrorBody>(&text)
             .map(|b| b.error)
@@ -249,6 +259,8 @@ enum Failure {
     Refused(String),
     /// This replica could not answer now; another may.
     Outage(String),
+    /// The write waited for a lock another client holds on the database.
+    LockWait,
 }
 
 /// A request error without its URL's query (none is sent) but with its

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use domain::model::ErrorBody;
 
+use crate::agent::protocol::LOCK_WAIT_HEADER;
 use crate::plan::InvalidPlan;
 use crate::store::StoreError;
 
@@ -30,6 +31,12 @@ pub enum ApiError {
     Conflict(String),
     #[error("service unavailable: {0}")]
     Unavailable(String),
+    /// A heartbeat waited its bound for a lock another client holds
+    /// (503, with [`LOCK_WAIT_HEADER`]): as good as written, since the
+    /// sweeper waits for the same lock, and to be sent again at once
+    /// (docs/design.md, "Liveness").
+    #[error("held up by a lock another client holds on the database; send it again")]
+    LockWait,
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -62,6 +69,7 @@ impl From<StoreError> for ApiError {
                 message,
                 field: None,
             },
+            other if other.is_lock_wait() => ApiError::LockWait,
             // Not the request's fault, nor a bug: a client or a load
             // balancer should try again (or another replica).
             other if other.is_unavailable() => {
@@ -80,7 +88,9 @@ impl IntoResponse for ApiError {
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, None),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, None),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, None),
-            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, None),
+            ApiError::Unavailable(_) | ApiError::LockWait => {
+                (StatusCode::SERVICE_UNAVAILABLE, None)
+            }
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, None),
         };
         let error = match &self {
@@ -90,7 +100,14 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        (status, Json(ErrorBody { error, field })).into_response()
+        let mut answer = (status, Json(ErrorBody { error, field })).into_response();
+        if matches!(self, ApiError::LockWait) {
+            answer.headers_mut().insert(
+                LOCK_WAIT_HEADER,
+                axum::http::HeaderValue::from_static("true"),
+            );
+        }
+        answer
     }
 }
 
