@@ -148,6 +148,52 @@ async fn outside_locks_fail_no_run_and_stop_no_command() {
     scene.every_run_done_once().await;
 }
 
+/// Readers flooding both replicas' API while the outside lock holds the
+/// runs table: each read waits for the lock on a connection of its
+/// replica's pool, until none is free. Heartbeats and the leader lease
+/// have connections of their own, so no command is stopped or failed,
+/// `/readyz` answers within a second, and the leader keeps its lease.
+/// Before, the heartbeats queued for a connection behind the readers, the
+/// replicas stopped their own commands for want of proof, and the leader's
+/// renewals starved until it stepped down (what let a new leader judge in
+/// the middle of a lock, and fail a success, in a chaos run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readers_waiting_behind_a_lock_starve_no_heartbeat() {
+    use baton::store::LEADER_LEASE;
+    let scene = Scene::start("flooded", 4, 12).await;
+    let leader = scene.store.lease_get(LEADER_LEASE).await.unwrap();
+    let until = Instant::now() + 4 * STALE_AFTER;
+    let mut readers = tokio::task::JoinSet::new();
+    for baton in &scene.batons {
+        for _ in 0..24 {
+            let (http, url) = (
+                reqwest::Client::new(),
+                format!("{}/api/v1/plans/{}", baton.base, scene.plan),
+            );
+            readers.spawn(async move {
+                while Instant::now() < until {
+                    let _ = http.get(&url).send().await;
+                }
+            });
+        }
+    }
+    hold(
+        &scene.db,
+        &scene.batons,
+        "LOCK TABLE task_run IN ACCESS EXCLUSIVE MODE",
+        3 * STALE_AFTER,
+    )
+    .await;
+    readers.join_all().await;
+    scene.every_run_done_once().await;
+    let after = scene.store.lease_get(LEADER_LEASE).await.unwrap();
+    assert_eq!(
+        after.map(|l| (l.holder, l.acquired_at)),
+        leader.map(|l| (l.holder, l.acquired_at)),
+        "the leader lost its lease while readers waited behind the lock"
+    );
+}
+
 /// Connections killed every 300 ms (`pg_terminate_backend`, as an
 /// administrator or a pooler might) for three times `stale_after`: the
 /// API answers 503 while it cannot reach the database, never 500, and

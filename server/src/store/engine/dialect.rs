@@ -228,6 +228,14 @@ pub trait Dialect: Send + Sync + Sized + 'static {
 
     async fn begin(&self) -> Result<Self::Tx>;
 
+    /// A transaction for a liveness write (the leader lease): on
+    /// connections kept for those where the backend has them, so that
+    /// requests waiting on a lock for every other connection cannot keep
+    /// it from the database (docs/design.md, "Liveness").
+    async fn begin_liveness(&self) -> Result<Self::Tx> {
+        self.begin().await
+    }
+
     async fn commit(tx: Self::Tx) -> Result<()>;
 
     /// Runs a statement in `tx`; how many rows it changed.

@@ -168,7 +168,7 @@ pub async fn lease_acquire<D: Dialect>(
     ttl: Duration,
     now: Ts,
 ) -> Result<Lease> {
-    let mut tx = d.begin().await?;
+    let mut tx = d.begin_liveness().await?;
     D::execute(
         &mut tx,
         LEASE_ACQUIRE.into(),

@@ -122,6 +122,7 @@ async fn only_the_round_itself_commits_asynchronously() {
         .expect("connect");
     let store = PgStore {
         pool: pool.clone(),
+        liveness: pool.clone(),
         shared: Default::default(),
     };
     let show = "SHOW synchronous_commit";

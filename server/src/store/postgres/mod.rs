@@ -127,8 +127,38 @@ macro_rules! claim_sql {
     };
 }
 
+/// A pool of at most `max` connections.
+///
+/// sqlx pings every connection it takes from the pool (a round trip) and
+/// again when it is given back. The second stays: it flushes the rollback
+/// of a dropped transaction. The first is kept only for a connection idle
+/// long enough for the server to have gone away (a restart, a dropped
+/// idle socket): on a busy replica it was one round trip more in every
+/// claim, finish, round and submit, three of them between a submit and
+/// its run's start. A connection that died while in use still fails its
+/// statement and is closed at its release, as before.
+fn pool_options(max: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(10))
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_IDLE_AFTER {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// Connections per replica: the loops, the API and a few spares.
 const DEFAULT_POOL_SIZE: u32 = 12;
+
+/// Connections per replica kept for liveness writes (its heartbeat, its
+/// runs' and its agents' heartbeats, the leader lease): see
+/// [`PgStore::liveness`].
+const LIVENESS_POOL_SIZE: u32 = 3;
 
 /// A pooled connection idle for longer than this is pinged before use;
 /// one used more recently is not ([`PgStore::connect_with`]).
@@ -535,6 +565,13 @@ fn is_lock_timeout(e: &sqlx::Error) -> bool {
 
 pub struct PgStore {
     pool: PgPool,
+    /// Connections only liveness writes take. Under an outside lock on
+    /// the runs table, every read of it waits on a connection of `pool`
+    /// (API requests, the dashboard, the loops), until none is free; a
+    /// heartbeat that then waited for a connection was no lock wait, so
+    /// it proved nothing, and the replica stopped its own commands while
+    /// the leader's lease renewals starved (docs/design.md, "Liveness").
+    liveness: PgPool,
     shared: Shared,
 }
 
@@ -549,7 +586,7 @@ impl PgStore {
         now: Ts,
         beaten: &mut Beaten,
     ) -> Result<()> {
-        let mut tx = self.begin(RUN_HEARTBEAT_HELD.begin).await?;
+        let mut tx = self.begin_liveness(RUN_HEARTBEAT_HELD.begin).await?;
         let found: sqlx::Result<Vec<(i64, bool)>> = sqlx::query_as(RUN_HEARTBEAT_HELD.sql)
             .bind(replica_id)
             .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
@@ -607,31 +644,14 @@ impl PgStore {
             // In milliseconds, PostgreSQL's unit for this setting.
             options = options.options([("idle_in_transaction_session_timeout", millis(limit))]);
         }
-        // sqlx pings every connection it takes from the pool (a round
-        // trip) and again when it is given back. The second stays: it
-        // flushes the rollback of a dropped transaction. The first is kept
-        // only for a connection idle long enough for the server to have
-        // gone away (a restart, a dropped idle socket): on a busy replica
-        // it was one round trip more in every claim, finish, round and
-        // submit, three of them between a submit and its run's start. A
-        // connection that died while in use still fails its statement and
-        // is closed at its release, as before.
-        let pool = PgPoolOptions::new()
-            .max_connections(DEFAULT_POOL_SIZE)
-            .acquire_timeout(Duration::from_secs(10))
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for > PING_IDLE_AFTER {
-                        conn.ping().await?;
-                    }
-                    Ok(true)
-                })
-            })
-            .connect_with(options)
+        let pool = pool_options(DEFAULT_POOL_SIZE)
+            .connect_with(options.clone())
             .await?;
+        // Opened at the first heartbeat: the pool above proved the URL.
+        let liveness = pool_options(LIVENESS_POOL_SIZE).connect_lazy_with(options);
         Ok(PgStore {
             pool,
+            liveness,
             shared: Shared::default(),
         })
     }
@@ -641,6 +661,11 @@ impl PgStore {
     /// two.
     async fn begin(&self, begin: &'static str) -> Result<Transaction<'static, Postgres>> {
         Ok(self.pool.begin_with(begin).await?)
+    }
+
+    /// [`PgStore::begin`] on a connection kept for liveness writes.
+    async fn begin_liveness(&self, begin: &'static str) -> Result<Transaction<'static, Postgres>> {
+        Ok(self.liveness.begin_with(begin).await?)
     }
 
     /// `index_only_sql`, and no nested loops either, for the next
@@ -735,6 +760,10 @@ impl Dialect for PgStore {
         Ok(self.pool.begin().await?)
     }
 
+    async fn begin_liveness(&self) -> Result<Self::Tx> {
+        Ok(self.liveness.begin().await?)
+    }
+
     async fn commit(tx: Self::Tx) -> Result<()> {
         Ok(tx.commit().await?)
     }
@@ -782,7 +811,7 @@ impl Dialect for PgStore {
     }
 
     async fn heartbeat_write<R: StoreRow>(&self, sql: Sql, args: &[Arg<'_>]) -> Result<Vec<R>> {
-        let mut tx = self.begin(BEGIN_HEARTBEAT).await?;
+        let mut tx = self.begin_liveness(BEGIN_HEARTBEAT).await?;
         let rows = Self::fetch_all(&mut tx, sql, args).await?;
         tx.commit().await?;
         Ok(rows)
@@ -1093,7 +1122,7 @@ impl Dialect for PgStore {
         beats: &[(i64, Duration)],
         now: Ts,
     ) -> Result<Beaten> {
-        let mut tx = self.begin(RUN_HEARTBEAT.begin).await?;
+        let mut tx = self.begin_liveness(RUN_HEARTBEAT.begin).await?;
         let found: Vec<(i64, bool, bool)> = sqlx::query_as(RUN_HEARTBEAT.sql)
             .bind(replica_id)
             .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
