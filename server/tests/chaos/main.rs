@@ -31,7 +31,7 @@
 //!   spent), or waits with its cause when due in 9999; nothing RUNNING.
 //!
 //! `scripts/chaos.sh` runs one schedule with `--mode`, `--duration` and
-//! `--seed`; here `CHAOS_SEED` fixes the schedule (printed first, so a
+//! `--seed`; here `CHAOS_SEED` fixes the draws (printed first, so a
 //! failure shows it) and `CHAOS_DURATION` sets how long faults come
 //! (default 30 s each; the suite runs a fixed and a random seed on
 //! PostgreSQL and a random one on SQLite).
