@@ -133,7 +133,7 @@ impl Database {
 async fn chaos(mode: Mode, seed: u64) {
     let _turn = ONE_AT_A_TIME.lock().await;
     eprintln!(
-        "chaos: {mode:?}, seed {seed} (scripts/chaos.sh --mode {} --seed {seed} repeats this schedule)",
+        "chaos: {mode:?}, seed {seed} (scripts/chaos.sh --mode {} --seed {seed} replays its draws)",
         format!("{mode:?}").to_lowercase()
     );
     let mut rng = fastrand::Rng::with_seed(seed);
