@@ -58,12 +58,22 @@ impl SweepMemory {
     /// leader, is over: that round found the database writable. Trouble
     /// before any round ever judged writes off a whole `window`, as the
     /// stretch has no known start.
+    ///
+    /// Stamps from a clock ahead of this one (a leader whose host clock
+    /// jumped) are held to `now`, and a write-off to one `window` from
+    /// `now`: such a row then holds verdicts back for one `window` at
+    /// most, not for the hours it is ahead.
     pub fn judge(&self, troubled_at: Option<Ts>, window: Duration, now: Ts) -> Verdicts {
-        let in_force = match self.until {
-            Some(until) if until >= now => self.written_off,
+        let this = SweepMemory {
+            judged_at: self.judged_at.map(|judged| judged.min(now)),
+            written_off: self.written_off,
+            until: self.until.map(|until| until.min(now.plus(window))),
+        };
+        let in_force = match this.until {
+            Some(until) if until >= now => this.written_off,
             _ => Duration::ZERO,
         };
-        let closed = match (troubled_at, self.judged_at) {
+        let closed = match (troubled_at, this.judged_at) {
             (Some(troubled), Some(judged)) if troubled > judged => Some(between(judged, now)),
             (Some(_), None) => Some(window),
             _ => None,
@@ -73,14 +83,14 @@ impl SweepMemory {
             Some(stretch) => SweepMemory {
                 judged_at: Some(now),
                 written_off: stretch.max(in_force),
-                until: Some(match self.until {
+                until: Some(match this.until {
                     Some(until) if !in_force.is_zero() => until.max(now.plus(window)),
                     _ => now.plus(window),
                 }),
             },
             None => SweepMemory {
                 judged_at: Some(now),
-                ..*self
+                ..this
             },
         };
         let grace = match next.until {
@@ -234,6 +244,27 @@ mod tests {
                 Duration::ZERO
             ]
         );
+    }
+
+    #[test]
+    fn stamps_from_a_clock_ahead_hold_verdicts_back_one_window_at_most() {
+        let now = Ts::now();
+        let hours_ahead = Duration::from_secs(2 * 3600);
+        let ahead = SweepMemory {
+            judged_at: Some(now.plus(hours_ahead)),
+            written_off: hours_ahead,
+            until: Some(now.plus(hours_ahead)),
+        };
+        let first = ahead.judge(Some(now.plus(SECOND)), WINDOW, now.plus(2 * SECOND));
+        assert_eq!(first.next.judged_at, Some(now.plus(2 * SECOND)));
+        assert_eq!(first.next.until, Some(now.plus(2 * SECOND + WINDOW)));
+        let later = now.plus(2 * SECOND + WINDOW + SECOND);
+        assert_eq!(first.next.judge(None, WINDOW, later).grace, Duration::ZERO);
+        // A stretch the next round closes is reckoned from that round.
+        let closed = first
+            .next
+            .judge(Some(now.plus(3 * SECOND)), WINDOW, now.plus(4 * SECOND));
+        assert_eq!(closed.closed, Some(2 * SECOND));
     }
 
     #[test]
