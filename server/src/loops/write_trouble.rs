@@ -42,12 +42,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_latest_trouble_is_kept() {
+    fn trouble_one_clone_sees_every_clone_knows() {
         let trouble = WriteTrouble::default();
         assert_eq!(trouble.latest(), None);
-        trouble.seen();
-        let first = trouble.latest().expect("seen");
+        // The heartbeat holds one clone, the sweeper another.
         trouble.clone().seen();
-        assert!(trouble.latest().expect("seen") >= first, "clones share it");
+        assert!(trouble.latest().is_some(), "seen through a clone");
     }
 }

@@ -29,6 +29,7 @@ per_backend!(cases:
     a_drained_worker_is_told_and_its_labels_count_as_gone,
     a_replica_starting_under_an_outside_lock_waits_for_it,
     a_new_leader_discounts_the_stretch_its_predecessor_could_not_judge,
+    a_heartbeat_held_up_by_a_lock_is_trouble_the_sweeper_discounts,
 );
 
 mod cases {
@@ -735,6 +736,44 @@ mod cases {
         );
         shutdown.cancel();
         replica.join().await.expect("no loop panicked");
+    }
+    /// What a replica's heartbeat sees of the database's trouble reaches
+    /// its sweeper, should it lead (`loops/write_trouble.rs`): a beat held
+    /// up by an outside lock makes the next round write off the stretch
+    /// since the last round that judged. A replica that takes the lease
+    /// once the database is back has seen the outage only that way.
+    pub async fn a_heartbeat_held_up_by_a_lock_is_trouble_the_sweeper_discounts(kind: Kind) {
+        use baton::loops::{DatabaseLedger, LeaderLease, ReplicaHeartbeat, Sweeper, WriteTrouble};
+        let db = TestDb::new(kind).await;
+        let store = db.store().await;
+        let trouble = WriteTrouble::default();
+        let heartbeat = ReplicaHeartbeat::new(
+            DatabaseLedger::over(store.clone()),
+            replica("r-me", &[]),
+            SECOND,
+        )
+        .noting_trouble(trouble.clone());
+        let (_, leadership) = LeaderLease::new(store.clone(), "r-me".into(), 6 * SECOND);
+        let mut sweeper = Sweeper::new(store.clone(), leadership, SECOND, 10 * SECOND)
+            .noting_trouble(trouble.clone());
+
+        heartbeat.run_once().await.unwrap();
+        let report = sweeper.run_once().await.unwrap();
+        assert_eq!((trouble.latest(), report.written_off), (None, None));
+
+        let release = match kind {
+            Kind::Sqlite => held::<sqlx::SqliteConnection>(db.url(), "BEGIN IMMEDIATE").await,
+            Kind::Postgres => {
+                let lock = "BEGIN; LOCK TABLE replica IN EXCLUSIVE MODE";
+                held::<sqlx::PgConnection>(db.url(), lock).await
+            }
+        };
+        let beat = heartbeat.run_once().await;
+        release.await;
+        assert!(beat.is_err_and(|e| e.is_lock_wait()), "held up by the lock");
+        assert!(trouble.latest().is_some(), "the held-up beat is noted");
+        let report = sweeper.run_once().await.unwrap();
+        assert!(report.written_off.is_some(), "{report:?}");
     }
 }
 
