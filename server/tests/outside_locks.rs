@@ -318,3 +318,114 @@ async fn an_outside_sqlite_write_lock_stops_no_command() {
         );
     }
 }
+
+/// A worker slot frees as its execution ends, not once the finish is
+/// stored (docs/design.md, "Claim and execute"): a finish held up by a
+/// row lock costs the next run nothing. And no more ended runs than
+/// slots wait unstored: past that, the replica claims nothing.
+///
+/// One replica with one slot runs a 2 s command; once it is RUNNING an
+/// outside client locks its row, so its finish waits. The next plan's
+/// first run still starts on that slot while the lock is held, and its
+/// second stays AVAILABLE behind the two unstored finishes. Once the lock
+/// goes, all three end DONE on their first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_finish_held_up_frees_its_slot_but_bounds_the_next_claims() {
+    let db = TestDb::new(Kind::Postgres).await;
+    let store = db.store().await;
+    let config = baton::loops::SchedulerConfig {
+        workers: 1,
+        poll_interval: Duration::from_millis(20),
+        ..baton::loops::SchedulerConfig::default()
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let replica = baton::loops::Replica::start(
+        store.clone(),
+        common::store::replica("r-one-slot", &[]),
+        config,
+        baton::executor::Registry::builtin(),
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
+    let submit = |name: &str, tasks: serde_json::Value| {
+        let store = store.clone();
+        let plan = common::plan(json!({"name": name, "tasks": tasks}));
+        async move {
+            store
+                .plan_insert(&plan, "test".into(), domain::time::Ts::now())
+                .await
+                .unwrap()
+        }
+    };
+    let run_of = |plan: i64, task: usize| {
+        let store = store.clone();
+        async move {
+            let view = store.plan_get(plan).await.unwrap();
+            let run = view.tasks[task].run_id.expect("a run");
+            store.run_get(run).await.unwrap()
+        }
+    };
+    let slow = submit("slow", json!([{"name": "x", "target": "a", "sleep": "2s"}])).await;
+    let x = eventually(Duration::from_secs(10), "the slow run RUNNING", || async {
+        let run = run_of(slow, 0).await;
+        (run.status == RunStatus::Running).then_some(run.id)
+    })
+    .await;
+    let mut outside = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    let mut tx = outside.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM task_run WHERE id = $1 FOR UPDATE")
+        .bind(x)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let next = submit(
+        "next",
+        json!([{"name": "y", "target": "b", "sleep": "0s"}, {"name": "z", "target": "c", "sleep": "0s"}]),
+    )
+    .await;
+    // The slow command ends after 2 s; its finish waits for the lock.
+    let started = eventually(
+        Duration::from_secs(10),
+        "a run of the next plan started",
+        || async {
+            for task in 0..2 {
+                let run = run_of(next, task).await;
+                if run.status != RunStatus::Available && run.status != RunStatus::Pending {
+                    return Some((task, run));
+                }
+            }
+            None
+        },
+    )
+    .await;
+    assert_eq!(
+        run_of(slow, 0).await.status,
+        RunStatus::Running,
+        "the slow run's finish still waits for the lock"
+    );
+    assert_eq!(started.1.replica_id.as_deref(), Some("r-one-slot"));
+    // Two ended runs wait unstored with one slot: nothing more is claimed.
+    let other = 1 - started.0;
+    let held_until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < held_until {
+        let run = run_of(next, other).await;
+        assert!(
+            matches!(run.status, RunStatus::Available | RunStatus::Pending),
+            "with two finishes unstored on one slot, run {} was claimed: {:?}",
+            run.id,
+            run.status
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tx.commit().await.unwrap();
+    for plan in [slow, next] {
+        common::store::plan_done(store.as_ref(), plan).await;
+        for task in store.plan_get(plan).await.unwrap().tasks {
+            assert_eq!(task.status, TaskStatus::Done);
+            assert_eq!(task.attempt, Some(1), "task {} ran once", task.name);
+        }
+    }
+    shutdown.cancel();
+    replica.join().await.expect("no loop panicked");
+}

@@ -59,7 +59,7 @@ impl Claimer {
         // Held until the claimed runs are spawned: the leader's promotion
         // round claims for this replica too.
         let _turn = self.worker.claim_turn().await;
-        let free = self.worker.free_slots();
+        let free = self.worker.settled_free_slots().await;
         if free == 0 {
             return Ok((0, 0));
         }
@@ -76,7 +76,12 @@ impl Claimer {
         let claimed = self.store.run_claim_many(&claim, Ts::now()).await?;
         let n = claimed.len();
         if n > 0 {
-            tracing::debug!(claimed = n, free, "claimed runs");
+            tracing::debug!(
+                claimed = n,
+                free,
+                took_us = sent.elapsed().as_micros() as u64,
+                "claimed runs"
+            );
         }
         let proven_from = self.store.claim_proven_from(sent);
         self.worker

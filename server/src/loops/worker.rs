@@ -9,7 +9,8 @@
 //! a run stopped by shutdown is handed back (AVAILABLE, same attempt) for
 //! another replica. Finishes go through one batched writer
 //! (`run_finish_many`), so a busy replica spends one transaction on many
-//! runs; a worker slot frees only once its finish is stored.
+//! runs; a worker slot frees as its execution ends, while the finish is
+//! stored (the run stays this replica's, beaten, until then).
 //!
 //! Each run's own heartbeat is [`RunHeartbeat`]'s, which this worker runs
 //! beside its finish writer.
@@ -34,6 +35,9 @@ use domain::time::Ts;
 
 /// Finishes written per transaction, at most.
 const FINISH_BATCH: usize = 2048;
+/// Turns a claim gives executions that are ready to end
+/// ([`Worker::settled_free_slots`]), at most.
+const GATHER_TURNS: usize = 8;
 /// Log lines written per transaction, at most.
 const LOG_BATCH: usize = 512;
 /// After the grace period, how long stopped executions get to end before
@@ -206,14 +210,43 @@ impl Worker {
         self.counters.clone()
     }
 
-    /// Worker slots not taken by a run that is executing or whose finish is
-    /// not stored yet; none while an operator drains the worker.
+    /// Worker slots not taken by an execution; none while an operator
+    /// drains the worker. An execution's slot frees as it ends, before its
+    /// finish is stored: the next claim then overlaps that write instead of
+    /// waiting for it. Ended runs whose finishes are not stored yet take
+    /// slots again past `workers` of them, so a database that refuses
+    /// finishes stops the claims before it fills the replica's memory.
     pub fn free_slots(&self) -> usize {
         if self.draining() {
             return 0;
         }
-        self.workers
-            .saturating_sub(self.running.lock().expect("poisoned").len())
+        let running = self.running.lock().expect("poisoned");
+        let ending = running
+            .values()
+            .filter(|handle| handle.finishing.load(Ordering::SeqCst))
+            .count();
+        let executing = running.len() - ending;
+        let unstored = ending.saturating_sub(self.workers);
+        self.workers.saturating_sub(executing + unstored)
+    }
+
+    /// [`Worker::free_slots`] once the executions that are about to end
+    /// have: the first of a batch to end wakes the claimer while the rest
+    /// are still queued to run, and a claim for that one slot would cost a
+    /// transaction (and the claim lock's turn) of its own. Each turn lets
+    /// every ready task run once; it stops at the first turn that frees
+    /// nothing, so no claim waits for an execution that is still working.
+    pub async fn settled_free_slots(&self) -> usize {
+        let mut free = self.free_slots();
+        for _ in 0..GATHER_TURNS {
+            tokio::task::yield_now().await;
+            let now = self.free_slots();
+            if now <= free {
+                return now;
+            }
+            free = now;
+        }
+        free
     }
 
     /// The turn to claim for this replica, held from reading
@@ -425,6 +458,7 @@ impl Worker {
             self.release(&[run.id]);
         }
         handle.finishing.store(true, Ordering::SeqCst);
+        self.slot_freed.notify_one();
     }
 
     async fn write_logs(
@@ -694,6 +728,11 @@ impl Worker {
             };
             match written {
                 Ok(report) => {
+                    tracing::debug!(
+                        runs = batch.len(),
+                        took_us = began.elapsed().as_micros() as u64,
+                        "finish batch stored"
+                    );
                     if !report.notified.is_empty() && crate::faults::exit_after_notification_claim()
                     {
                         crate::faults::die_now("a notification was just claimed");
