@@ -19,11 +19,21 @@
 # for the disk, no other session. Each phase is one transaction on one
 # backend, so its time is that backend's CPU time, near enough.
 #
-# Four variants, each in every round: with the event rows (as before),
+# Five variants, each in every round: with the event rows (as before),
 # with the stamps (as now), with the stamps and every run's promotion
 # and claim one write (the claim takes PENDING runs, as a round's claim
-# for its own replica does; the promote phase then writes nothing), and
-# with neither, to show each one's share.
+# for its own replica does; the promote phase then writes nothing), with
+# neither, to show each one's share, and "hot": the stamps, with no
+# index on task_run that names a column a claim or finish changes (the
+# status-partial indexes and task_run_finished dropped), so that both
+# can be HOT updates (no new index entry); claimers take ids from a
+# queue table of AVAILABLE runs that the promotion fills. That is a
+# storage Baton does not have: the dropped indexes serve the promoter,
+# the gates, the sweeper, the overview and the runs search, which it
+# would have to serve otherwise. It prints the share of HOT updates.
+#
+# Finishes take the runs in id order by the primary key, as a replica's
+# finish looks its batch up by id.
 #
 # It prints, per phase, the median over K rounds of the time and of the
 # time per run, and the floor for the bench's two throughput phases:
@@ -68,7 +78,7 @@ DB_URL="${PG_URL%/*}/$DB"
 # One phase per `\echo phase NAME` line; psql's \timing prints the time
 # of the statement after it.
 model() {
-    local events=$1 stamps=$2 fused=$3
+    local events=$1 stamps=$2 fused=$3 hot=${4:-FALSE}
     # A stamp's number, or NULL (a CASE that is never true draws none).
     local seq="CASE WHEN $stamps THEN nextval('run_event_id_seq') END"
     # Fused: the claim takes PENDING runs, promotion and claim in one
@@ -77,6 +87,16 @@ model() {
     if [[ $fused == TRUE ]]; then
         claimable="status = 'PENDING' AND held = FALSE"
         promotion=" waiting_cause = NULL, available_at = now(), available_seq = $seq,"
+    fi
+    # Where a claim picks its runs: the partial index of AVAILABLE runs,
+    # or (hot) the queue table, whose rows it takes.
+    local picked="SELECT id FROM task_run WHERE $claimable AND node IS NULL ORDER BY id LIMIT $batch"
+    local queued="" enqueue=""
+    if [[ $hot == TRUE ]]; then
+        queued="taken AS (DELETE FROM run_ready WHERE id = ANY(ARRAY(
+                SELECT id FROM run_ready ORDER BY id LIMIT $batch)) RETURNING id),"
+        picked="SELECT id FROM taken"
+        enqueue=", enqueued AS (INSERT INTO run_ready SELECT id FROM moved)"
     fi
     cat <<SQL
 \set ON_ERROR_STOP on
@@ -116,22 +136,22 @@ WITH moved AS (
     WHERE id = ANY(ARRAY(SELECT id FROM task_run WHERE status = 'PENDING' AND held = FALSE
             AND NOT $fused))
         AND status = 'PENDING' AND held = FALSE
-    RETURNING id)
-INSERT INTO run_event (run_id, from_status, to_status, actor, at)
-SELECT id, 'PENDING', 'AVAILABLE', 'scheduler', now() FROM moved WHERE $events;
+    RETURNING id),
+logged AS (
+    INSERT INTO run_event (run_id, from_status, to_status, actor, at)
+    SELECT id, 'PENDING', 'AVAILABLE', 'scheduler', now() FROM moved WHERE $events)$enqueue
+SELECT count(*) FROM moved;
 \echo phase claim
 DO \$\$
 DECLARE n bigint;
 BEGIN
   LOOP
-    WITH claimed AS (
+    WITH $queued claimed AS (
         UPDATE task_run r SET status = 'RUNNING', replica_id = 'r-floor', started_at = now(),
             last_heartbeat_at = now(), deadline = now() + r.timeout_ms * INTERVAL '1 millisecond',
             heartbeat_deadline = now() + INTERVAL '30 seconds',$promotion claimed_seq = $seq
         FROM task t
-        WHERE r.id = ANY(ARRAY(
-                SELECT id FROM task_run WHERE $claimable AND node IS NULL
-                ORDER BY id LIMIT $batch))
+        WHERE r.id = ANY(ARRAY($picked))
             AND r.$claimable AND t.id = r.task_id
         RETURNING r.id, t.executor),
     logged AS (
@@ -144,21 +164,22 @@ BEGIN
 END \$\$;
 \echo phase finish
 DO \$\$
-DECLARE n bigint;
+DECLARE n bigint; last bigint := 0;
 BEGIN
   LOOP
-    WITH done AS (
+    WITH batch AS (
+        SELECT id FROM task_run WHERE id > last ORDER BY id LIMIT $batch),
+    done AS (
         UPDATE task_run r SET status = 'DONE', finished_at = now(), result_code = 0,
             ended_seq = $seq
-        WHERE r.id = ANY(ARRAY(
-                SELECT id FROM task_run WHERE status = 'RUNNING' ORDER BY id LIMIT $batch))
+        WHERE r.id = ANY(ARRAY(SELECT id FROM batch))
             AND r.status = 'RUNNING' AND r.replica_id = 'r-floor'
         RETURNING r.id, r.status, r.error),
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
         SELECT id, 'RUNNING', status, 'r-floor', 'r-floor', now(), error FROM done
         WHERE $events)
-    SELECT count(*) FROM done INTO n;
+    SELECT count(*), max(batch.id) FROM batch INTO n, last;
     EXIT WHEN n = 0;
   END LOOP;
 END \$\$;
@@ -170,28 +191,44 @@ FROM task_run;
 SQL
 }
 
+# The indexes of task_run that name a column a claim or a finish changes.
+HOT_BLOCKING="task_run_pending, task_run_available, task_run_available_pinned, task_run_running,
+    task_run_finished, task_run_failed, task_run_ended_badly, task_run_held_versions,
+    task_run_live_exclusive"
+
+# A scratch database with Baton's schema; with "hot", reshaped for the
+# hot variant (see the header).
 fresh_database() {
+    local hot=${1:-FALSE}
     "$PSQL" "$PG_URL" -q -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" \
         -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
     local file
     for file in migrations/postgres/*.sql; do
         "$PSQL" "$DB_URL" -q -v ON_ERROR_STOP=1 -f "$file" >/dev/null
     done
+    if [[ $hot == TRUE ]]; then
+        "$PSQL" "$DB_URL" -q -v ON_ERROR_STOP=1 -c "DROP INDEX $HOT_BLOCKING" \
+            -c "CREATE TABLE run_ready (id BIGINT PRIMARY KEY)"
+    fi
     "$PSQL" "$DB_URL" -q -c CHECKPOINT
 }
 
 # Prints "phase milliseconds" lines for one run of the model; checks that
 # every run ended DONE with the expected numbers of event rows and stamps.
 measure() {
-    local events=$1 stamps=$2 fused=$3 expected=$4 out
-    fresh_database
-    out=$(model "$events" "$stamps" "$fused" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) ||
+    local events=$1 stamps=$2 fused=$3 expected=$4 hot=${5:-FALSE} out
+    fresh_database "$hot"
+    out=$(model "$events" "$stamps" "$fused" "$hot" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) ||
         die "the model failed: $out"
     local check
     check=$(tail -n1 <<<"$out")
     [[ $check == "$runs|$expected" ]] ||
         die "expected $runs runs DONE and event rows|stamps $expected, found '$check'"
     awk '/^phase / { phase = $2 } /^Time: / && phase { print phase, $2; phase = "" }' <<<"$out"
+    # The psql session has ended, so its counts are flushed: HOT updates
+    # of task_run in tenths of a percent of its updates.
+    "$PSQL" "$DB_URL" -q -X -A -t -c "SELECT 'hot', COALESCE(1000 * n_tup_hot_upd / NULLIF(n_tup_upd, 0), 0)
+        FROM pg_stat_user_tables WHERE relname = 'task_run'" | tr '|' ' '
 }
 
 results=$(mktemp)
@@ -201,6 +238,7 @@ for ((round = 1; round <= rounds; round++)); do
     measure FALSE TRUE FALSE "0|$((runs * 4))" | sed 's/^/stamps /' >>"$results"
     measure FALSE TRUE TRUE "0|$((runs * 4))" | sed 's/^/fused /' >>"$results"
     measure FALSE FALSE FALSE "0|0" | sed 's/^/bare /' >>"$results"
+    measure FALSE TRUE FALSE "0|$((runs * 4))" TRUE | sed 's/^/hot /' >>"$results"
 done
 "$PSQL" "$PG_URL" -q -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB"
 
@@ -209,17 +247,18 @@ import statistics, sys
 path, runs, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 times = {}
 for line in open(path):
-    variant, phase, ms = line.split()
-    times.setdefault((variant, phase), []).append(float(ms))
+    variant, phase, value = line.split()
+    times.setdefault((variant, phase), []).append(float(value))
 phases = ["submit", "promote", "claim", "finish"]
+variants = ["events", "stamps", "fused", "bare", "hot"]
 med = {k: statistics.median(v) for k, v in times.items()}
 print(f"\nmedians of {rounds} round(s) of {runs} runs, one backend, "
       "synchronous_commit off")
 print(f"{'phase':<28}{'event rows (before)':>24}{'stamps (now)':>24}"
-      f"{'stamps, fused':>24}{'neither':>24}")
+      f"{'stamps, fused':>24}{'neither':>24}{'stamps, HOT':>24}")
 def row(name, keys):
     cells = []
-    for variant in ["events", "stamps", "fused", "bare"]:
+    for variant in variants:
         ms = sum(med[(variant, k)] for k in keys)
         cells.append(f"{ms:8.1f} ms {ms * 1000 / runs:6.2f} µs/run")
     print(f"{name:<28}" + "".join(f"{c:>24}" for c in cells))
@@ -227,5 +266,7 @@ for phase in phases:
     row(phase, [phase])
 row("floor, full queue", ["promote", "claim", "finish"])
 row("floor, end to end", phases)
+print(f"{'HOT updates of task_run':<28}" + "".join(
+    f"{med[(v, 'hot')] / 10:>23.1f}%" for v in variants))
 PY
 rm -f "$results"
