@@ -12,7 +12,9 @@
 //! failed the rest as "run heartbeat missed" the moment the lock went.
 //! The same holds while an outside client kills every connection again
 //! and again, and the API answers 503 meanwhile, never 500; and on
-//! SQLite while another program holds the database's write lock.
+//! SQLite while another program holds the database's write lock. In
+//! process, a run's row locked while its finish waits: the replica's one
+//! slot goes to the next run, and no further.
 
 mod common;
 
@@ -385,7 +387,7 @@ async fn a_finish_held_up_frees_its_slot_but_bounds_the_next_claims() {
     )
     .await;
     // The slow command ends after 2 s; its finish waits for the lock.
-    let started = eventually(
+    let (first, started) = eventually(
         Duration::from_secs(10),
         "a run of the next plan started",
         || async {
@@ -404,9 +406,9 @@ async fn a_finish_held_up_frees_its_slot_but_bounds_the_next_claims() {
         RunStatus::Running,
         "the slow run's finish still waits for the lock"
     );
-    assert_eq!(started.1.replica_id.as_deref(), Some("r-one-slot"));
+    assert_eq!(started.replica_id.as_deref(), Some("r-one-slot"));
     // Two ended runs wait unstored with one slot: nothing more is claimed.
-    let other = 1 - started.0;
+    let other = 1 - first;
     let held_until = Instant::now() + Duration::from_secs(1);
     while Instant::now() < held_until {
         let run = run_of(next, other).await;

@@ -221,13 +221,13 @@ impl Worker {
             return 0;
         }
         let running = self.running.lock().expect("poisoned");
-        let ending = running
+        let ended = running
             .values()
             .filter(|handle| handle.finishing.load(Ordering::SeqCst))
             .count();
-        let executing = running.len() - ending;
-        let unstored = ending.saturating_sub(self.workers);
-        self.workers.saturating_sub(executing + unstored)
+        // At most `workers` ended runs give their slots back.
+        let taken = running.len() - ended.min(self.workers);
+        self.workers.saturating_sub(taken)
     }
 
     /// [`Worker::free_slots`] once the executions that are about to end
