@@ -26,11 +26,12 @@
 # neither, to show each one's share, and "hot": the stamps, with no
 # index on task_run that names a column a claim or finish changes (the
 # status-partial indexes and task_run_finished dropped), so that both
-# can be HOT updates (no new index entry); claimers take ids from a
-# queue table of AVAILABLE runs that the promotion fills. That is a
-# storage Baton does not have: the dropped indexes serve the promoter,
-# the gates, the sweeper, the overview and the runs search, which it
-# would have to serve otherwise. It prints the share of HOT updates.
+# can be HOT updates (no new index entry). Every variant but the fused
+# one queues promoted runs in `available_run` and claims from it, as
+# Baton does. "hot" is a storage Baton does not have yet: the dropped
+# indexes serve the promoter, the gates, the sweeper, the overview and
+# the runs search, which it would have to serve otherwise. It prints
+# the share of HOT updates.
 #
 # Finishes take the runs in id order by the primary key, as a replica's
 # finish looks its batch up by id.
@@ -88,15 +89,15 @@ model() {
         claimable="status = 'PENDING' AND held = FALSE"
         promotion=" waiting_cause = NULL, available_at = now(), available_seq = $seq,"
     fi
-    # Where a claim picks its runs: the partial index of AVAILABLE runs,
-    # or (hot) the queue table, whose rows it takes.
-    local picked="SELECT id FROM task_run WHERE $claimable AND node IS NULL ORDER BY id LIMIT $batch"
-    local queued="" enqueue=""
-    if [[ $hot == TRUE ]]; then
-        queued="taken AS (DELETE FROM run_ready WHERE id = ANY(ARRAY(
-                SELECT id FROM run_ready ORDER BY id LIMIT $batch)) RETURNING id),"
-        picked="SELECT id FROM taken"
-        enqueue=", enqueued AS (INSERT INTO run_ready SELECT id FROM moved)"
+    # Where a claim picks its runs: the queue of AVAILABLE runs, whose
+    # rows it takes after their runs' (as Baton's claim), or (fused) the
+    # partial index of PENDING runs.
+    local picked="SELECT run_id FROM available_run WHERE node IS NULL ORDER BY run_id LIMIT $batch"
+    local dequeue=", dequeued AS (DELETE FROM available_run
+        WHERE run_id = ANY(ARRAY(SELECT id FROM claimed)))"
+    if [[ $fused == TRUE ]]; then
+        picked="SELECT id FROM task_run WHERE $claimable AND node IS NULL ORDER BY id LIMIT $batch"
+        dequeue=""
     fi
     cat <<SQL
 \set ON_ERROR_STOP on
@@ -136,17 +137,18 @@ WITH moved AS (
     WHERE id = ANY(ARRAY(SELECT id FROM task_run WHERE status = 'PENDING' AND held = FALSE
             AND NOT $fused))
         AND status = 'PENDING' AND held = FALSE
-    RETURNING id),
+    RETURNING id, node),
 logged AS (
     INSERT INTO run_event (run_id, from_status, to_status, actor, at)
-    SELECT id, 'PENDING', 'AVAILABLE', 'scheduler', now() FROM moved WHERE $events)$enqueue
+    SELECT id, 'PENDING', 'AVAILABLE', 'scheduler', now() FROM moved WHERE $events),
+queued AS (INSERT INTO available_run (run_id, node) SELECT id, node FROM moved)
 SELECT count(*) FROM moved;
 \echo phase claim
 DO \$\$
 DECLARE n bigint;
 BEGIN
   LOOP
-    WITH $queued claimed AS (
+    WITH claimed AS (
         UPDATE task_run r SET status = 'RUNNING', replica_id = 'r-floor', started_at = now(),
             last_heartbeat_at = now(), deadline = now() + r.timeout_ms * INTERVAL '1 millisecond',
             heartbeat_deadline = now() + INTERVAL '30 seconds',$promotion claimed_seq = $seq
@@ -157,7 +159,7 @@ BEGIN
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
         SELECT id, 'AVAILABLE', 'RUNNING', 'r-floor', 'r-floor', now() FROM claimed
-        WHERE $events)
+        WHERE $events)$dequeue
     SELECT count(*) FROM claimed INTO n;
     EXIT WHEN n = 0;
   END LOOP;
@@ -192,9 +194,8 @@ SQL
 }
 
 # The indexes of task_run that name a column a claim or a finish changes.
-HOT_BLOCKING="task_run_pending, task_run_available, task_run_available_pinned, task_run_running,
-    task_run_finished, task_run_failed, task_run_ended_badly, task_run_held_versions,
-    task_run_live_exclusive"
+HOT_BLOCKING="task_run_pending, task_run_running, task_run_finished, task_run_failed,
+    task_run_ended_badly, task_run_held_versions, task_run_live_exclusive"
 
 # A scratch database with Baton's schema; with "hot", reshaped for the
 # hot variant (see the header).
@@ -207,8 +208,7 @@ fresh_database() {
         "$PSQL" "$DB_URL" -q -v ON_ERROR_STOP=1 -f "$file" >/dev/null
     done
     if [[ $hot == TRUE ]]; then
-        "$PSQL" "$DB_URL" -q -v ON_ERROR_STOP=1 -c "DROP INDEX $HOT_BLOCKING" \
-            -c "CREATE TABLE run_ready (id BIGINT PRIMARY KEY)"
+        "$PSQL" "$DB_URL" -q -v ON_ERROR_STOP=1 -c "DROP INDEX $HOT_BLOCKING"
     fi
     "$PSQL" "$DB_URL" -q -c CHECKPOINT
 }

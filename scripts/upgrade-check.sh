@@ -553,6 +553,13 @@ check "$(ok_if test "$without" = 0 -a "$tasks" = $((submitted * 10)))" \
     "no loss: $tasks tasks ($((submitted * 10)) expected), $without without a DONE run"
 open=$(sql "SELECT count(*) FROM task_run WHERE status IN ('PENDING', 'AVAILABLE', 'RUNNING')")
 check "$(ok_if test "$open" = 0)" "nothing stranded: $open runs PENDING, AVAILABLE or RUNNING"
+# From migration 0028 on, claimers take AVAILABLE runs from a queue that
+# older builds do not keep and newer ones repair: with nothing AVAILABLE
+# left, nothing may be left in it either.
+if [[ $(sql "SELECT to_regclass('available_run') IS NOT NULL") == t ]]; then
+    queued=$(sql "SELECT count(*) FROM available_run")
+    check "$(ok_if test "$queued" = 0)" "the queue of AVAILABLE runs is empty: $queued rows left"
+fi
 # A run's own retry must start after the sweeper failed it (by the stored
 # times: the retry waits out a backoff of a second or more).
 task_overlap=$(sql "SELECT count(*) FROM task_run a JOIN task_run b ON a.task_id = b.task_id AND a.id < b.id

@@ -27,6 +27,7 @@ mod ledger;
 mod ownership;
 mod promoter;
 mod pruner;
+mod queue_repairer;
 mod replica_heartbeat;
 mod run_heartbeat;
 mod schedule_ticker;
@@ -223,7 +224,7 @@ pub struct Replica {
 impl Replica {
     /// Writes the first heartbeat (a replica executes nothing before), then
     /// starts the loops: on every replica the heartbeat, claimer, worker,
-    /// webhook deliverer and lease; on the leader also the promoter, the
+    /// webhook deliverer, queue repair and lease; on the leader also the promoter, the
     /// schedule ticker, the sweeper and the pruner.
     ///
     /// Shutdown order: `shutdown` stops claiming and leading at once (the
@@ -384,6 +385,12 @@ impl Replica {
             )
             .reporting_to(delivering)
             .run(shutdown.clone()),
+        );
+        loops.spawn(
+            "queue_repair",
+            Probe::detached(),
+            queue_repairer::QueueRepairer::new(store.clone(), config.sweep_interval)
+                .run(shutdown.clone()),
         );
         let draining = worker.clone();
         let asked = shutdown.clone();

@@ -577,6 +577,10 @@ pub trait Store: Send + Sync + 'static {
     /// it back at shutdown), so another replica may claim it. Returns the
     /// ids unpinned.
     async fn run_unpin_stranded(&self, stale_after: Duration, now: Ts) -> Result<Vec<i64>>;
+    /// While a replica of an older build may write, brings the queue of
+    /// AVAILABLE runs back in line with the runs' statuses
+    /// (`engine::queue_repair`); how many queue rows changed.
+    async fn run_queue_repair(&self, now: Ts) -> Result<u64>;
     /// Graceful shutdown: the replica's runs go back to AVAILABLE, same
     /// attempt (fenced). Returns the ids handed back.
     async fn run_hand_back_many(

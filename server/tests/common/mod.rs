@@ -149,21 +149,81 @@ impl TestDb {
     }
 }
 
+/// The runs whose row in the queue of AVAILABLE runs (`available_run`,
+/// docs/design.md, "Run storage") disagrees with their status: AVAILABLE
+/// without a queue row (no claimer would ever see it), or queued while
+/// not AVAILABLE, or queued with another node than the run's.
+const QUEUE_DISAGREES: &str = "SELECT r.id FROM task_run r WHERE r.status = 'AVAILABLE'
+        AND NOT EXISTS (SELECT 1 FROM available_run q WHERE q.run_id = r.id
+            AND (q.node = r.node OR (q.node IS NULL AND r.node IS NULL)))
+    UNION ALL
+    SELECT q.run_id FROM available_run q WHERE NOT EXISTS (
+        SELECT 1 FROM task_run r WHERE r.id = q.run_id AND r.status = 'AVAILABLE')
+    ORDER BY 1";
+
+impl TestDb {
+    /// [`QUEUE_DISAGREES`]; `None` when the database cannot answer (a
+    /// test that broke it on purpose).
+    async fn queue_disagreements(&self) -> Option<Vec<i64>> {
+        match self.kind {
+            Kind::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(self.url()).await.ok()?;
+                sqlx::query_scalar(QUEUE_DISAGREES)
+                    .fetch_all(&pool)
+                    .await
+                    .ok()
+            }
+            Kind::Postgres => {
+                let pool = sqlx::PgPool::connect(self.url()).await.ok()?;
+                let ids = sqlx::query_scalar(QUEUE_DISAGREES)
+                    .fetch_all(&pool)
+                    .await
+                    .ok();
+                pool.close().await;
+                ids
+            }
+        }
+    }
+}
+
 impl Drop for TestDb {
+    /// Checks, for every test that passed, that the queue of AVAILABLE runs
+    /// agrees with the runs' statuses, then drops the database.
     fn drop(&mut self) {
-        let Some(scratch) = self.scratch.take() else {
+        if self.scratch.is_none() {
             return;
+        }
+        let check = !std::thread::panicking();
+        let kind = self.kind;
+        let db = TestDb {
+            kind,
+            scratch: self.scratch.take(),
         };
-        if self.kind == Kind::Postgres {
-            // Drop runs outside any runtime we may block: use a private one.
-            let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime");
+        // Drop runs outside any runtime we may block: use a private one.
+        let disagreements = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let mut db = db;
+            let disagreements = match check {
+                true => rt.block_on(db.queue_disagreements()),
+                false => None,
+            };
+            if let Some(scratch) = db.scratch.take()
+                && kind == Kind::Postgres
+            {
                 let _ = rt.block_on(scratch.drop_database());
-            })
-            .join();
+            }
+            disagreements
+        })
+        .join()
+        .unwrap_or_default();
+        if let Some(ids) = disagreements {
+            assert!(
+                ids.is_empty(),
+                "the queue of AVAILABLE runs disagrees with the runs' statuses for runs {ids:?}"
+            );
         }
     }
 }

@@ -203,6 +203,11 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// the database has none of its own (SQLite, a file on this host).
     const CLOCK: Option<&'static str>;
 
+    /// Whether replicas of different builds may write to the database at
+    /// once: PostgreSQL's in a rolling upgrade; never SQLite's, which one
+    /// process owns (`store::sqlite::serve_lock`).
+    const MIXED_BUILDS: bool;
+
     /// The state every store keeps beside its connections.
     fn shared(&self) -> &Shared;
 

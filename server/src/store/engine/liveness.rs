@@ -206,6 +206,7 @@ pub async fn replica_upsert<D: Dialect>(d: &D, replica: &ReplicaInfo, now: Ts) -
                 now.into(),
                 // The skew this process measured last (0 before any sample).
                 domain::time::clock::skew().num_milliseconds().into(),
+                super::queue_repair::RUN_STORAGE.into(),
             ],
         )
         .await?;

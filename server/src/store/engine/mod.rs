@@ -18,6 +18,7 @@ pub mod gates;
 pub mod liveness;
 pub mod notifications;
 pub mod plans;
+pub mod queue_repair;
 pub mod reads;
 pub mod retention;
 pub mod schedules;

@@ -437,6 +437,10 @@ impl<D: Dialect> Store for D {
         pins::run_unpin_stranded(self, stale_after, now).await
     }
 
+    async fn run_queue_repair(&self, now: Ts) -> Result<u64> {
+        super::queue_repair::repair(self, now).await
+    }
+
     async fn run_hand_back_many(
         &self,
         replica_id: &str,

@@ -308,8 +308,11 @@ async fn claim_in_progress(
         .await
         .expect("the claim lock");
     let run: i64 = sqlx::query_scalar(
-        "UPDATE task_run SET status = 'RUNNING', replica_id = $1, started_at = now()
-         WHERE id = (SELECT MIN(id) FROM task_run WHERE status = 'AVAILABLE') RETURNING id",
+        "WITH taken AS (
+            UPDATE task_run SET status = 'RUNNING', replica_id = $1, started_at = now()
+            WHERE id = (SELECT MIN(run_id) FROM available_run) RETURNING id),
+        dequeued AS (DELETE FROM available_run WHERE run_id IN (SELECT id FROM taken))
+        SELECT id FROM taken",
     )
     .bind(replica)
     .fetch_one(&mut *tx)

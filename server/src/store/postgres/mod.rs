@@ -99,11 +99,15 @@ macro_rules! claimed_columns_sql {
     };
 }
 
-/// The claim statement ([`CLAIM`], [`CLAIM_TRIED`], [`CLAIM_AROUND`]);
-/// `$only_if` narrows the pick of AVAILABLE runs and `$row_locks` follows
-/// it.
+/// The claim statement ([`CLAIM`], [`CLAIM_TRIED`], [`CLAIM_AROUND`]):
+/// picks from the queue of AVAILABLE runs (`available_run`, docs/design.md,
+/// "Run storage"), joined to `$join`; `$only_if` narrows the pick and
+/// `$row_locks` follows it. The queue rows of the runs it claimed go in
+/// the same statement, after their `task_run` rows are locked: every
+/// statement takes a run's row before its queue row, so none waits for
+/// another in the opposite order.
 macro_rules! claim_sql {
-    ($only_if:expr, $row_locks:literal) => {
+    ($join:literal, $only_if:expr, $row_locks:literal) => {
         concat!(
             "WITH claimed AS (
         UPDATE task_run r SET ",
@@ -111,17 +115,21 @@ macro_rules! claim_sql {
             "
         FROM task t
         WHERE r.id = ANY(ARRAY(
-                SELECT id FROM task_run
-                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))",
+                SELECT q.run_id FROM available_run q",
+            $join,
+            "
+                WHERE (q.node IS NULL OR q.node = ANY($2))",
             $only_if,
             "
-                ORDER BY id LIMIT $3",
+                ORDER BY q.run_id LIMIT $3",
             $row_locks,
             "))
             AND r.status = 'AVAILABLE' AND t.id = r.task_id
         RETURNING ",
             claimed_columns_sql!(),
-            ")
+            "),
+    dequeued AS (
+        DELETE FROM available_run WHERE run_id = ANY(ARRAY(SELECT id FROM claimed)))
     SELECT * FROM claimed ORDER BY id"
         )
     };
@@ -341,7 +349,7 @@ const ADMIT_LOCK_TRY: &str = concat!(
 /// rows with SKIP LOCKED.
 const CLAIM: Planned = Planned {
     begin: BEGIN_INDEX_ONLY,
-    sql: claim_sql!("", ""),
+    sql: claim_sql!("", "", ""),
 };
 
 /// [`CLAIM`] with the claim lock tried in its `BEGIN`, the way most claims
@@ -358,7 +366,11 @@ const CLAIM_TRIED: Planned = Planned {
         "; SELECT ",
         try_lock_sql!("baton.claim_locked", claim_lock_key)
     ),
-    sql: claim_sql!(concat!(" AND ", holds_lock_sql!("baton.claim_locked")), ""),
+    sql: claim_sql!(
+        "",
+        concat!(" AND ", holds_lock_sql!("baton.claim_locked")),
+        ""
+    ),
 };
 
 /// Takes the claim lock in [`CLAIM`]'s transaction, waiting at most
@@ -379,7 +391,11 @@ const CLAIM_LOCK: &str = concat!(
 /// status, so the two kinds of claim never take the same run.
 const CLAIM_AROUND: Planned = Planned {
     begin: BEGIN_INDEX_ONLY,
-    sql: claim_sql!("", " FOR UPDATE SKIP LOCKED"),
+    sql: claim_sql!(
+        " JOIN task_run a ON a.id = q.run_id",
+        "",
+        " FOR UPDATE OF a SKIP LOCKED"
+    ),
 };
 
 /// Who: the replica that executed the runs, in batches, each end stamped
@@ -412,7 +428,8 @@ const FINISH: Planned = Planned {
 
 /// Who: the promoter, for the runs its round let through (each batch
 /// joined to no other table, so the round's planner settings suit it),
-/// each promotion stamped on its row. Returns how many moved, and when
+/// each promotion stamped on its row and queued for claimers
+/// (`available_run`). Returns how many moved, and when
 /// any did queues the NOTIFY that wakes the other replicas' claimers
 /// (`$3`, `$4`): in the statement, not after it, as a round trip less
 /// between a submit and its run's start.
@@ -433,7 +450,9 @@ const PROMOTE: Planned = Planned {
             available_seq = ",
         stamp_sql!(),
         "
-        WHERE id = ANY($1) AND status = 'PENDING' AND held = FALSE RETURNING id)
+        WHERE id = ANY($1) AND status = 'PENDING' AND held = FALSE RETURNING id, node),
+    queued AS (
+        INSERT INTO available_run (run_id, node) SELECT id, node FROM moved)
     SELECT c.n FROM (SELECT COUNT(*) AS n FROM moved) c,
         LATERAL (SELECT CASE WHEN c.n > 0 THEN pg_notify($3, $4) END) announced"
     ),
@@ -748,6 +767,7 @@ impl Dialect for PgStore {
     // The server's clock as it reads now (not the transaction's start,
     // which `now()` would give).
     const CLOCK: Option<&'static str> = Some("SELECT clock_timestamp()");
+    const MIXED_BUILDS: bool = true;
 
     const FINISHED_PER_MINUTE: &'static str =
         overview::finished_per_minute_sql!("FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT");
@@ -901,6 +921,9 @@ impl Dialect for PgStore {
                     error = 'canceled by ' || $3
                 FROM old WHERE r.id = old.id AND old.status <> 'RUNNING'
                 RETURNING r.id, old.status AS from_status, r.replica_id),
+            dequeued AS (
+                DELETE FROM available_run
+                WHERE run_id = ANY(ARRAY(SELECT id FROM moved WHERE from_status = 'AVAILABLE'))),
             asked AS (
                 UPDATE task_run r SET cancel_requested_by = $3, cancel_requested_at = $2
                 FROM old WHERE r.id = old.id AND old.status = 'RUNNING'
@@ -1252,7 +1275,9 @@ impl Dialect for PgStore {
                     last_heartbeat_at = NULL, heartbeat_deadline = NULL, deadline = NULL,
                     claimed_seq = NULL
                 FROM old WHERE r.id = old.id AND r.status = 'RUNNING'
-                RETURNING r.id, old.started_at, old.claimed_seq),
+                RETURNING r.id, r.node, old.started_at, old.claimed_seq),
+            queued AS (
+                INSERT INTO available_run (run_id, node) SELECT id, node FROM back),
             claim_kept AS (
                 INSERT INTO run_event (id, run_id, from_status, to_status, replica_id, actor, at)
                 SELECT claimed_seq, id, 'AVAILABLE', 'RUNNING', $1, $1, started_at FROM back
@@ -1331,3 +1356,6 @@ mod lock_tests;
 
 #[cfg(test)]
 mod pool_tests;
+
+#[cfg(test)]
+mod queue_repair_tests;

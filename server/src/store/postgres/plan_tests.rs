@@ -31,10 +31,12 @@ async fn stale_statistics(scratch: &Scratch, live: &str, others: i64) -> PgStore
     let statements = [
         // Autovacuum must not refresh the statistics before the statement
         // under test runs.
-        "ALTER TABLE task_run SET (autovacuum_enabled = false)".to_owned(),
+        "ALTER TABLE task_run SET (autovacuum_enabled = false);
+         ALTER TABLE available_run SET (autovacuum_enabled = false)"
+            .to_owned(),
         seed(1, HISTORY, "DONE", "NULL"),
         seed(HISTORY + 1, others, live, "'r-other-' || (g % 4)"),
-        "VACUUM ANALYZE task_run".to_owned(),
+        "VACUUM ANALYZE task_run, available_run".to_owned(),
         seed(first_live(others), LIVE, live, &format!("'{REPLICA}'")),
     ];
     for sql in statements {
@@ -47,7 +49,8 @@ async fn stale_statistics(scratch: &Scratch, live: &str, others: i64) -> PgStore
 }
 
 /// Statements that add `count` runs in `status` from id `first` on, each
-/// with its own plan and task, on `replica` (an SQL expression).
+/// with its own plan and task, on `replica` (an SQL expression); AVAILABLE
+/// ones queued for claimers.
 fn seed(first: i64, count: i64, status: &str, replica: &str) -> String {
     format!(
             "INSERT INTO plan (id, name, created_at, created_by)
@@ -60,7 +63,9 @@ fn seed(first: i64, count: i64, status: &str, replica: &str) -> String {
                 SELECT g, g, g, 1, '{status}', 'db/' || (g % 20), false, 60000, 1, now(),
                     CASE WHEN '{status}' = 'DONE' THEN now() END,
                     CASE WHEN '{status}' = 'RUNNING' THEN {replica} END
-                FROM generate_series({first}, {last}) g;",
+                FROM generate_series({first}, {last}) g;
+            INSERT INTO available_run (run_id)
+                SELECT g FROM generate_series({first}, {last}) g WHERE '{status}' = 'AVAILABLE';",
         last = first + count - 1,
     )
 }
@@ -86,7 +91,8 @@ fn count(node: &Value, field: &str) -> i64 {
 
 /// Checks an `EXPLAIN (ANALYZE, FORMAT JSON)` of one batched UPDATE: it
 /// changed `changed` runs, compared no pairs of rows, and no scan of
-/// `task_run` or of the batch's arrays read more than `max_read` rows in
+/// `task_run`, of the queue of AVAILABLE runs or of the batch's arrays
+/// read more than `max_read` rows in
 /// all its loops. With `hashed`, the batch (an `UNNEST`, a Function Scan)
 /// must not be joined by a nested loop at all: whichever side the planner
 /// puts outside, that order comes from estimates, and the wrong one
@@ -109,7 +115,10 @@ fn assert_linear(text: &str, changed: i64, max_read: i64, hashed: bool) {
             0,
             "no join compares runs pairwise:\n{text}"
         );
-        if node["Relation Name"] == "task_run" || node["Node Type"] == "Function Scan" {
+        if node["Relation Name"] == "task_run"
+            || node["Relation Name"] == "available_run"
+            || node["Node Type"] == "Function Scan"
+        {
             let read = count(node, "Actual Rows") * count(node, "Actual Loops");
             assert!(
                 read <= max_read,
@@ -194,7 +203,7 @@ async fn a_claim_reads_only_the_runs_it_claims_under_stale_statistics() {
     }
     scratch.drop_database().await.expect("drop");
 
-    // Each claim takes the first BATCH AVAILABLE runs off the index and
+    // Each claim takes the first BATCH AVAILABLE runs off the queue and
     // looks each up once (joining `task` by key in a nested loop).
     for text in plans {
         assert_linear(&text, BATCH, BATCH, false);
@@ -467,7 +476,7 @@ async fn a_claims_relation_locks_fit_the_fast_path() {
     assert!(
         locks
             .iter()
-            .any(|relation| relation == "task_run_available"),
+            .any(|relation| relation == "available_run_pkey"),
         "the claim's own locks are not among those read: {locks:?}"
     );
     // Counted, not read off `fastpath`: a lock also goes to the shared

@@ -25,7 +25,8 @@ use domain::time::Ts;
 ///
 /// An admitted run (`gates::admission`) is written AVAILABLE with its promotion stamped too, numbered after its
 /// creation (a row's values are computed in column order), as a round
-/// would have stamped it, by the scheduler at the submit's time.
+/// would have stamped it, by the scheduler at the submit's time, and
+/// queued for claimers (`available_run`).
 ///
 /// When it starts (`$19`) it also queues the NOTIFYs that wake the
 /// promoter for PENDING runs (`$21`, `$22`) and the claimers for admitted
@@ -72,7 +73,10 @@ macro_rules! plan_submit_sql {
             $admitted,
             " AS admitted FROM t) t
         WHERE $19
-        RETURNING status),
+        RETURNING id, node, status),
+    queued AS (
+        INSERT INTO available_run (run_id, node) SELECT id, node FROM made
+        WHERE status = 'AVAILABLE'),
     kinds AS (
         SELECT COALESCE(bool_or(status = 'AVAILABLE'), FALSE) AS available,
             COALESCE(bool_or(status = 'PENDING'), FALSE) AS pending

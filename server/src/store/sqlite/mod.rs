@@ -187,7 +187,8 @@ impl SqliteStore {
     }
 
     /// Moves the runs of `ids` (a JSON list) that are PENDING to
-    /// AVAILABLE, with their events; how many moved.
+    /// AVAILABLE, with their events and their rows in the queue of
+    /// AVAILABLE runs (`available_run`); how many moved.
     async fn promote_ids(tx: &mut Transaction<'_, Sqlite>, ids: &str, now: Ts) -> Result<usize> {
         // No RETURNING: sqlx would hand over a row per run. The round
         // read these runs PENDING under the write lock it still holds,
@@ -212,7 +213,23 @@ impl SqliteStore {
         .bind(now)
         .execute(&mut **tx)
         .await?;
+        Self::enqueue(tx, ids).await?;
         Ok(promoted)
+    }
+
+    /// Queues the runs of `ids` (a JSON list) that are AVAILABLE for
+    /// claimers (`available_run`, docs/design.md, "Run storage"): for a
+    /// statement that just moved them there.
+    async fn enqueue(tx: &mut Transaction<'_, Sqlite>, ids: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO available_run (run_id, node)
+             SELECT r.id, r.node FROM json_each($1) AS x JOIN task_run r ON r.id = x.value
+             WHERE r.status = 'AVAILABLE'",
+        )
+        .bind(ids)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
     }
 
     /// Claims the AVAILABLE runs of `picked` (a JSON list read under the
@@ -239,6 +256,10 @@ impl SqliteStore {
         .execute(&mut **tx)
         .await?
         .rows_affected();
+        sqlx::query("DELETE FROM available_run WHERE run_id IN (SELECT value FROM json_each($1))")
+            .bind(picked)
+            .execute(&mut **tx)
+            .await?;
         sqlx::query(
             "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
              SELECT value, 'AVAILABLE', 'RUNNING', $2, $2, $3 FROM json_each($1)",
@@ -307,6 +328,7 @@ impl Dialect for SqliteStore {
 
     // The database is a file on this host: its clock is this one.
     const CLOCK: Option<&'static str> = None;
+    const MIXED_BUILDS: bool = false;
 
     const FINISHED_PER_MINUTE: &'static str =
         overview::finished_per_minute_sql!("finished_at / 60000000");
@@ -493,6 +515,10 @@ impl Dialect for SqliteStore {
         .bind(&detail)
         .execute(&mut **tx)
         .await?;
+        sqlx::query("DELETE FROM available_run WHERE run_id IN (SELECT value FROM json_each($1))")
+            .bind(id_list(&ids))
+            .execute(&mut **tx)
+            .await?;
         let events: Vec<_> = old
             .iter()
             .map(|(id, from, replica)| json!([id, from, replica]))
@@ -603,11 +629,10 @@ impl Dialect for SqliteStore {
         // keeps it conditional all the same. Ids, then the claimed rows,
         // come back as one JSON text each, not a row per run ([`packed`]).
         let picked: String = sqlx::query_scalar(
-            "SELECT json_group_array(id) FROM (
-                SELECT id FROM task_run
-                WHERE status = 'AVAILABLE'
-                  AND (node IS NULL OR node IN (SELECT value FROM json_each($1)))
-                ORDER BY id LIMIT $2)",
+            "SELECT json_group_array(run_id) FROM (
+                SELECT run_id FROM available_run
+                WHERE node IS NULL OR node IN (SELECT value FROM json_each($1))
+                ORDER BY run_id LIMIT $2)",
         )
         .bind(serde_json::to_string(claim.labels).unwrap_or_else(|_| "[]".into()))
         .bind(claim.limit)
@@ -827,11 +852,13 @@ impl Dialect for SqliteStore {
         .bind(id_list(run_ids))
         .fetch_all(&mut **tx)
         .await?;
+        let back_list = id_list(&back);
+        Self::enqueue(tx, &back_list).await?;
         sqlx::query(
             "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
              SELECT value, 'RUNNING', 'AVAILABLE', $2, $2, $3, $4 FROM json_each($1)",
         )
-        .bind(id_list(&back))
+        .bind(back_list)
         .bind(replica_id)
         .bind(now)
         .bind(detail)
@@ -916,22 +943,32 @@ impl Dialect for SqliteStore {
             .bind(now)
             .execute(&mut **tx)
             .await?;
-            // The admitted runs' promotions, after their creations, as a
-            // round writes them (`promote_ids`). Not looked for when none
-            // can be: a small plan's submit is on a pickup's path.
+            // The admitted runs' promotions, after their creations, and
+            // their rows in the queue of AVAILABLE runs, as a round writes
+            // them (`promote_ids`). Not looked for when none can be: a
+            // small plan's submit is on a pickup's path.
             let available = match admitting {
                 false => 0,
-                true => sqlx::query(
-                    "INSERT INTO run_event (run_id, from_status, to_status, actor, at)
+                true => {
+                    sqlx::query(
+                        "INSERT INTO available_run (run_id, node)
+                         SELECT id, node FROM task_run WHERE id > $1 AND status = 'AVAILABLE'",
+                    )
+                    .bind(last_run)
+                    .execute(&mut **tx)
+                    .await?;
+                    sqlx::query(
+                        "INSERT INTO run_event (run_id, from_status, to_status, actor, at)
                          SELECT id, 'PENDING', 'AVAILABLE', $2, $3 FROM task_run
                          WHERE id > $1 AND status = 'AVAILABLE'",
-                )
-                .bind(last_run)
-                .bind(SCHEDULER)
-                .bind(now)
-                .execute(&mut **tx)
-                .await?
-                .rows_affected() as usize,
+                    )
+                    .bind(last_run)
+                    .bind(SCHEDULER)
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected() as usize
+                }
             };
             made = Made {
                 available: available > 0,

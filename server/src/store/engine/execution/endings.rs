@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::store::engine::execution::outcomes;
 use crate::store::engine::liveness::{SweepCandidate, SweepReport};
 use crate::store::engine::sweep_memory::SweepMemory;
-use crate::store::engine::{Dialect, RowLock, Sql};
+use crate::store::engine::{Dialect, RowLock, Sql, gates};
 use crate::store::signals::Signal;
 use domain::model::RunStatus;
 
@@ -155,6 +155,9 @@ async fn retry_not_needed<D: Dialect>(
         why.as_str().into(),
     ];
     D::execute(tx, RETRY_NOT_RUN_EVENT.into(), &args).await?;
+    if status == "AVAILABLE" {
+        D::execute(tx, gates::DEQUEUE.into(), &[retry.into()]).await?;
+    }
     Ok(Some(ended))
 }
 

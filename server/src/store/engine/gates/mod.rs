@@ -42,14 +42,19 @@ pub async fn node_labels(
     })))
 }
 
-/// The AVAILABLE runs pinned to a node (partial index
-/// `task_run_available_pinned`: nearly always none).
-pub const AVAILABLE_PINNED: &str = "SELECT id, node, reassign_after_ms, created_at FROM task_run
-    WHERE status = 'AVAILABLE' AND node IS NOT NULL";
+/// The AVAILABLE runs pinned to a node, nearly always none: a read of the
+/// whole queue of AVAILABLE runs, which has no index of them (one more
+/// would not fit a claim's relation locks in PostgreSQL's fast path,
+/// `store::postgres::plan_tests`), then of each pinned run by key.
+pub const AVAILABLE_PINNED: &str = "SELECT r.id, r.node, r.reassign_after_ms, r.created_at
+    FROM available_run q JOIN task_run r ON r.id = q.run_id WHERE q.node IS NOT NULL";
 
-/// The nodes AVAILABLE runs are pinned to, on the same partial index.
-pub const AVAILABLE_NODES: &str =
-    "SELECT DISTINCT node FROM task_run WHERE status = 'AVAILABLE' AND node IS NOT NULL";
+/// The nodes AVAILABLE runs are pinned to, read off the queue the same way.
+pub const AVAILABLE_NODES: &str = "SELECT DISTINCT node FROM available_run WHERE node IS NOT NULL";
+
+/// Takes run `$1` off the queue of AVAILABLE runs (docs/design.md, "Run
+/// storage"), for a statement that moved it out of AVAILABLE.
+pub const DEQUEUE: &str = "DELETE FROM available_run WHERE run_id = $1";
 
 /// The columns of a [`PendingRun`], from run `r` and its plan `p`.
 macro_rules! pending_columns {
@@ -93,14 +98,16 @@ macro_rules! pending_runs_sql {
 pub(crate) use pending_runs_sql;
 
 /// The AVAILABLE and RUNNING runs (`id, target, exclusive, plan_id,
-/// version`), one partial index each. Written as a union because neither
+/// version`): the queue of AVAILABLE runs (`available_run`) and the
+/// RUNNING runs' partial index. Written as a union because neither
 /// database uses the per-status partial indexes for `status IN
 /// ('AVAILABLE', 'RUNNING')`: both scanned all of `task_run`, history
 /// included, in every promotion round (25.7 ms a round on PostgreSQL with
 /// 200,000 finished runs, 0.14 ms as a union).
 macro_rules! active_runs {
     () => {
-        "SELECT id, target, exclusive, plan_id, version FROM task_run WHERE status = 'AVAILABLE'
+        "SELECT r.id, r.target, r.exclusive, r.plan_id, r.version
+        FROM available_run q JOIN task_run r ON r.id = q.run_id
         UNION ALL
         SELECT id, target, exclusive, plan_id, version FROM task_run WHERE status = 'RUNNING'"
     };

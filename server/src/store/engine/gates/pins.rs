@@ -50,6 +50,12 @@ pub async fn run_unpin_stranded<D: Dialect + Store>(
         }
         D::execute(
             &mut tx,
+            "UPDATE available_run SET node = NULL WHERE run_id = $1".into(),
+            &[(*id).into()],
+        )
+        .await?;
+        D::execute(
+            &mut tx,
             "INSERT INTO run_event (run_id, from_status, to_status, actor, at, detail)
              VALUES ($1, 'AVAILABLE', 'AVAILABLE', $2, $3, $4)"
                 .into(),

@@ -29,11 +29,12 @@ pub struct OverviewStats {
     pub failures: Vec<FailureView>,
 }
 
-/// Each live status counted from its own partial index (an `IN` list
-/// would not match the indexes' predicates and scan the table instead).
+/// Each live status counted from its own partial index, or the queue of
+/// AVAILABLE runs (an `IN` list would not match the indexes' predicates
+/// and scan the table instead).
 pub const LIVE_COUNTS: &str = "SELECT
     (SELECT COUNT(*) FROM task_run WHERE status = 'PENDING') AS pending,
-    (SELECT COUNT(*) FROM task_run WHERE status = 'AVAILABLE') AS available,
+    (SELECT COUNT(*) FROM available_run) AS available,
     (SELECT COUNT(*) FROM task_run WHERE status = 'RUNNING') AS running";
 
 /// Runs finished since `$1`, counted per minute and final status, from

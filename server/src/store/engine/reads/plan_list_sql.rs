@@ -23,9 +23,9 @@ use crate::store::{Backend, Result, StoreError};
 use domain::time::Ts;
 
 /// Plans with a PENDING, AVAILABLE or RUNNING run (a live run is always
-/// its task's latest), one partial index each.
+/// its task's latest), one partial index or queue each.
 const LIVE: &str = "SELECT plan_id FROM task_run WHERE status = 'PENDING'
-    UNION SELECT plan_id FROM task_run WHERE status = 'AVAILABLE'
+    UNION SELECT r.plan_id FROM available_run q JOIN task_run r ON r.id = q.run_id
     UNION SELECT plan_id FROM task_run WHERE status = 'RUNNING'";
 
 /// Plans with a PENDING run halted behind a FAILED or CANCELED task.
@@ -37,7 +37,7 @@ const BLOCKED: &str = concat!(
 /// Plans with a run that can move by itself: AVAILABLE, RUNNING, or
 /// PENDING neither halted nor waiting for a dependency.
 const MOVING: &str = concat!(
-    "SELECT plan_id FROM task_run WHERE status = 'AVAILABLE'
+    "SELECT r.plan_id FROM available_run q JOIN task_run r ON r.id = q.run_id
     UNION SELECT plan_id FROM task_run WHERE status = 'RUNNING'
     UNION SELECT plan_id FROM task_run WHERE status = 'PENDING' AND NOT held
         AND COALESCE(waiting_cause, '') NOT LIKE ",

@@ -440,12 +440,16 @@ pub fn replica_record(r: ReplicaRow) -> Result<ReplicaRecord> {
 }
 
 /// Replica heartbeat: insert or refresh this replica's row.
+/// `$8` is the run storage this build keeps
+/// (`engine::queue_repair::RUN_STORAGE`).
 pub const REPLICA_UPSERT: &str = "INSERT INTO replica
-        (replica_id, hostname, labels, version, started_at, last_heartbeat, clock_skew_ms)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
+        (replica_id, hostname, labels, version, started_at, last_heartbeat, clock_skew_ms,
+            run_storage)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
     ON CONFLICT (replica_id) DO UPDATE SET hostname = excluded.hostname,
         labels = excluded.labels, version = excluded.version,
-        last_heartbeat = excluded.last_heartbeat, clock_skew_ms = excluded.clock_skew_ms
+        last_heartbeat = excluded.last_heartbeat, clock_skew_ms = excluded.clock_skew_ms,
+        run_storage = excluded.run_storage
     RETURNING draining_since";
 
 /// An operator's drain: kept from its first asking.

@@ -256,15 +256,15 @@ impl Search {
         ))
     }
 
-    /// The rest's live runs, through their status indexes; `None` when the
-    /// filter matches finished runs only.
+    /// The rest's live runs, through their status indexes and the queue of
+    /// AVAILABLE runs; `None` when the filter matches finished runs only.
     pub fn rest_live_sql(&self) -> Option<String> {
         if !self.live {
             return None;
         }
         let live = self.ids_in(
             "SELECT id FROM task_run WHERE status = 'PENDING'
-             UNION ALL SELECT id FROM task_run WHERE status = 'AVAILABLE'
+             UNION ALL SELECT run_id FROM available_run
              UNION ALL SELECT id FROM task_run WHERE status = 'RUNNING'",
         );
         let tests: Vec<&str> = self.conditions.iter().map(|c| c.probe.as_str()).collect();
