@@ -579,8 +579,9 @@ pub trait Store: Send + Sync + 'static {
     async fn run_unpin_stranded(&self, stale_after: Duration, now: Ts) -> Result<Vec<i64>>;
     /// While a replica of an older build may write, brings the queue of
     /// AVAILABLE runs back in line with the runs' statuses
-    /// (`engine::queue_repair`); how many queue rows changed.
-    async fn run_queue_repair(&self, now: Ts) -> Result<u64>;
+    /// (`engine::queue_repair`): how many queue rows changed, or `None`
+    /// when no such replica may write and nothing was looked at.
+    async fn run_queue_repair(&self, now: Ts) -> Result<Option<u64>>;
     /// Graceful shutdown: the replica's runs go back to AVAILABLE, same
     /// attempt (fenced). Returns the ids handed back.
     async fn run_hand_back_many(

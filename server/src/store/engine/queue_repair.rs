@@ -9,15 +9,19 @@
 //! (`replica.run_storage`; an old build's row says 0). While such a row
 //! exists, and for [`AFTER_LAST_SEEN`] after a replica last saw one,
 //! every replica of this build rebuilds what the queue is missing from
-//! the runs' statuses, once per sweep interval
-//! (`loops::queue_repairer`). The tail covers a replica that stops
+//! the runs' statuses, once per sweep interval and whenever runs became
+//! AVAILABLE (`loops::queue_repairer`). The tail covers a replica that stops
 //! cleanly: it hands its runs back, then deletes its row, and a repair
 //! can fall between the two. The marker is in the database
 //! (`queue_repair`), so a replica that starts later honours it.
 //!
-//! The repair reads every AVAILABLE run of `task_run`, which has no
-//! index by status for it: a scan of the table, paid only while versions
-//! are mixed (docs/deploy.md, "Rolling upgrade").
+//! Meanwhile this build's claimers on PostgreSQL take AVAILABLE runs from
+//! `task_run` by status, as the older ones do (`CLAIM_MIXED`): a claimer
+//! that waited for the repair would find the older ones had taken them.
+//!
+//! The repair and those claims read the AVAILABLE runs of `task_run`,
+//! which has no index by status for them: a scan of the table, paid only
+//! while versions are mixed (docs/deploy.md, "Rolling upgrade").
 
 use std::time::Duration;
 
@@ -65,16 +69,19 @@ struct Older {
 }
 
 /// Repairs the queue when a replica of an older build may have written
-/// to it since (see the module doc); how many queue rows changed. Nothing
+/// to it since (see the module doc): how many queue rows changed, or
+/// `None` when none may have, and nothing was looked at. Always `None`
 /// where one process owns the database ([`Dialect::MIXED_BUILDS`]).
-pub async fn repair<D: Dialect>(d: &D, now: Ts) -> Result<u64> {
+pub async fn repair<D: Dialect>(d: &D, now: Ts) -> Result<Option<u64>> {
     if !D::MIXED_BUILDS {
-        return Ok(0);
+        return Ok(None);
     }
     let mut tx = d.begin().await?;
     let seen: Older = one::<D, _>(&mut tx, OLDER_BUILDS, &[RUN_STORAGE.into()]).await?;
-    if !seen.older && seen.until.is_none_or(|until| until <= now) {
-        return Ok(0);
+    let may_write = seen.older || seen.until.is_some_and(|until| until > now);
+    d.shared().set_older_builds(may_write);
+    if !may_write {
+        return Ok(None);
     }
     if seen.older {
         D::execute(&mut tx, MARK.into(), &[now.plus(AFTER_LAST_SEEN).into()]).await?;
@@ -87,5 +94,5 @@ pub async fn repair<D: Dialect>(d: &D, now: Ts) -> Result<u64> {
     if changed > 0 {
         d.signals().raise(crate::store::signals::Signal::Available);
     }
-    Ok(changed)
+    Ok(Some(changed))
 }

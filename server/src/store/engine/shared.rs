@@ -1,5 +1,6 @@
 //! What a store keeps besides its connections, the same for every dialect.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::plan::CommandPolicy;
@@ -16,6 +17,9 @@ pub struct Shared {
     /// Which commands this server runs; set at start-up. Schedules' ticks
     /// and triggers make plans inside the store, past the API's check.
     commands: RwLock<CommandPolicy>,
+    /// Whether the last look found that a replica of an older build may
+    /// write (`engine::queue_repair`).
+    older_builds: AtomicBool,
 }
 
 impl Shared {
@@ -37,5 +41,13 @@ impl Shared {
 
     pub fn set_commands(&self, commands: CommandPolicy) {
         *self.commands.write().expect("poisoned") = commands;
+    }
+
+    pub fn older_builds(&self) -> bool {
+        self.older_builds.load(Ordering::Relaxed)
+    }
+
+    pub fn set_older_builds(&self, may_write: bool) {
+        self.older_builds.store(may_write, Ordering::Relaxed);
     }
 }

@@ -437,7 +437,7 @@ impl<D: Dialect> Store for D {
         pins::run_unpin_stranded(self, stale_after, now).await
     }
 
-    async fn run_queue_repair(&self, now: Ts) -> Result<u64> {
+    async fn run_queue_repair(&self, now: Ts) -> Result<Option<u64>> {
         super::queue_repair::repair(self, now).await
     }
 

@@ -398,6 +398,36 @@ const CLAIM_AROUND: Planned = Planned {
     ),
 };
 
+/// [`CLAIM`] while a replica of an older build may write
+/// (`engine::queue_repair`): such a replica makes runs AVAILABLE without
+/// queueing them and claims them at once from `task_run` by status, so
+/// this build's claimers pick from there too, or they would find only
+/// what the older ones left. Around the claim lock, rows locked and
+/// skipped as [`CLAIM_AROUND`]'s; the queue rows of the runs claimed go
+/// as in every claim. With no index of `task_run` by status, each of
+/// these claims reads the table in id order: a cost of the upgrade only.
+const CLAIM_MIXED: Planned = Planned {
+    begin: BEGIN_INDEX_ONLY,
+    sql: concat!(
+        "WITH claimed AS (
+        UPDATE task_run r SET ",
+        claim_set_sql!(),
+        "
+        FROM task t
+        WHERE r.id = ANY(ARRAY(
+                SELECT id FROM task_run
+                WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
+                ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED))
+            AND r.status = 'AVAILABLE' AND t.id = r.task_id
+        RETURNING ",
+        claimed_columns_sql!(),
+        "),
+    dequeued AS (
+        DELETE FROM available_run WHERE run_id = ANY(ARRAY(SELECT id FROM claimed)))
+    SELECT * FROM claimed ORDER BY id"
+    ),
+};
+
 /// Who: the replica that executed the runs, in batches, each end stamped
 /// on its row. Fenced: only runs still RUNNING and owned by this replica
 /// change. Hash-joined: the batch
@@ -1087,6 +1117,12 @@ impl Dialect for PgStore {
 
     async fn runs_claim(&self, claim: &Claim<'_>, asked: Ts) -> Result<Vec<ClaimRow>> {
         let asked_at = Instant::now();
+        if self.shared.older_builds() {
+            let mut tx = self.begin(CLAIM_MIXED.begin).await?;
+            let rows = Self::claim_with(&mut tx, CLAIM_MIXED.sql, claim, asked, asked_at).await?;
+            tx.commit().await?;
+            return Ok(rows);
+        }
         let mut tx = self.begin(CLAIM_TRIED.begin).await?;
         // Stamped once the claim lock is held: here, if the BEGIN took it.
         let rows = Self::claim_with(&mut tx, CLAIM_TRIED.sql, claim, asked, asked_at).await?;

@@ -82,7 +82,7 @@ async fn an_older_builds_moves_are_repaired_while_it_may_write() {
     );
     assert_eq!(
         store.run_queue_repair(now).await.expect("repair"),
-        0,
+        None,
         "no older build: nothing is looked at"
     );
 
@@ -90,6 +90,7 @@ async fn an_older_builds_moves_are_repaired_while_it_may_write() {
     let available = run_of_plan(&store, "b", None).await;
     let unpinned_by_old = run_of_plan(&store, "c", None).await;
     let promoted_by_old = run_of_plan(&store, "d", Some("2999-01-01T00:00:00Z")).await;
+    let promoted_unrepaired = run_of_plan(&store, "e", Some("2999-01-01T00:00:00Z")).await;
     store
         .run_promote_round(&NodeLabels::default(), None, now)
         .await
@@ -113,8 +114,18 @@ async fn an_older_builds_moves_are_repaired_while_it_may_write() {
     )
     .await;
     assert_eq!(disagreeing(&store).await, 3);
-    assert_eq!(store.run_queue_repair(now).await.expect("repair"), 3);
+    assert_eq!(store.run_queue_repair(now).await.expect("repair"), Some(3));
     assert_eq!(disagreeing(&store).await, 0, "the queue agrees again");
+    // Another promotion of the older build's, not yet repaired: while it
+    // may write, a claimer of this build reads the statuses, as it does.
+    run_sql(
+        &store,
+        &format!(
+            "UPDATE task_run SET status = 'AVAILABLE', waiting_cause = NULL
+                WHERE id = {promoted_unrepaired}"
+        ),
+    )
+    .await;
     let labels: Vec<String> = Vec::new();
     let claim = Claim {
         replica_id: "r-new",
@@ -132,9 +143,14 @@ async fn an_older_builds_moves_are_repaired_while_it_may_write() {
     got.sort_unstable();
     assert_eq!(
         got,
-        vec![available, unpinned_by_old, promoted_by_old],
+        vec![
+            available,
+            unpinned_by_old,
+            promoted_by_old,
+            promoted_unrepaired
+        ],
         "a claimer of this build takes what the older one promoted and unpinned, \
-         and not what it claimed"
+         repaired or not, and not what it claimed"
     );
 
     // It stops cleanly: its row goes, after its hand-back, which the
@@ -149,7 +165,10 @@ async fn an_older_builds_moves_are_repaired_while_it_may_write() {
     )
     .await;
     let later = now.plus(Duration::from_secs(30));
-    assert_eq!(store.run_queue_repair(later).await.expect("repair"), 1);
+    assert_eq!(
+        store.run_queue_repair(later).await.expect("repair"),
+        Some(1)
+    );
     assert_eq!(disagreeing(&store).await, 0);
 
     // A minute after the older build was last seen, nothing is looked at:
@@ -160,7 +179,7 @@ async fn an_older_builds_moves_are_repaired_while_it_may_write() {
     )
     .await;
     let after = now.plus(Duration::from_secs(61));
-    assert_eq!(store.run_queue_repair(after).await.expect("repair"), 0);
+    assert_eq!(store.run_queue_repair(after).await.expect("repair"), None);
     assert_eq!(disagreeing(&store).await, 1);
     scratch.drop_database().await.expect("drop");
 }
