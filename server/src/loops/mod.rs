@@ -224,8 +224,8 @@ pub struct Replica {
 impl Replica {
     /// Writes the first heartbeat (a replica executes nothing before), then
     /// starts the loops: on every replica the heartbeat, claimer, worker,
-    /// webhook deliverer, queue repair and lease; on the leader also the promoter, the
-    /// schedule ticker, the sweeper and the pruner.
+    /// webhook deliverer, queue repair and lease; on the leader also the
+    /// promoter, the schedule ticker, the sweeper and the pruner.
     ///
     /// Shutdown order: `shutdown` stops claiming and leading at once (the
     /// lease is released so another replica leads without waiting); once

@@ -10,9 +10,9 @@
 //! exists, and for [`AFTER_LAST_SEEN`] after a replica last saw one,
 //! every replica of this build rebuilds what the queue is missing from
 //! the runs' statuses, once per sweep interval and whenever runs became
-//! AVAILABLE (`loops::queue_repairer`). The tail covers a replica that stops
-//! cleanly: it hands its runs back, then deletes its row, and a repair
-//! can fall between the two. The marker is in the database
+//! AVAILABLE (`loops::queue_repairer`). The tail covers a replica that
+//! stops cleanly: it hands its runs back, then deletes its row, and a
+//! repair can fall between the two. The marker is in the database
 //! (`queue_repair`), so a replica that starts later honours it.
 //!
 //! Meanwhile this build's claimers on PostgreSQL take AVAILABLE runs from
@@ -33,12 +33,12 @@ use domain::time::Ts;
 /// AVAILABLE runs (migration 0028).
 pub const RUN_STORAGE: i64 = 1;
 
-/// How long the leader goes on repairing after it last saw a replica row
-/// of an older build.
+/// How long replicas go on repairing after one last saw a replica row of
+/// an older build.
 pub const AFTER_LAST_SEEN: Duration = Duration::from_secs(60);
 
 /// Whether a replica row of an older build exists (`$1`: this build's
-/// storage), and until when the last leader that saw one repairs.
+/// storage), and until when repairs go on after one was last seen.
 const OLDER_BUILDS: &str = "SELECT
     EXISTS (SELECT 1 FROM replica WHERE run_storage < $1) AS older,
     (SELECT until FROM queue_repair WHERE id = 1) AS until";
