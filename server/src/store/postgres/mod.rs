@@ -99,30 +99,23 @@ macro_rules! claimed_columns_sql {
     };
 }
 
-/// The claim statement ([`CLAIM`], [`CLAIM_TRIED`], [`CLAIM_AROUND`]):
-/// picks from the queue of AVAILABLE runs (`available_run`, docs/design.md,
-/// "Run storage"), joined to `$join`; `$only_if` narrows the pick and
-/// `$row_locks` follows it. The queue rows of the runs it claimed go in
-/// the same statement, after their `task_run` rows are locked: every
-/// statement takes a run's row before its queue row, so none waits for
-/// another in the opposite order.
-macro_rules! claim_sql {
-    ($join:literal, $only_if:expr, $row_locks:literal) => {
+/// A claim of the runs `$pick` (a subquery of ids) picks: each still
+/// AVAILABLE is stamped as claimed ([`claim_set_sql`]) and returned, and
+/// its queue row goes in the same statement, after its `task_run` row is
+/// locked: every statement takes a run's row before its queue row
+/// (`available_run`, docs/design.md, "Run storage"), so none waits for
+/// another in the opposite order. Shared by [`claim_sql`] and
+/// [`CLAIM_MIXED`].
+macro_rules! claim_picked_sql {
+    ($pick:expr) => {
         concat!(
             "WITH claimed AS (
         UPDATE task_run r SET ",
             claim_set_sql!(),
             "
         FROM task t
-        WHERE r.id = ANY(ARRAY(
-                SELECT q.run_id FROM available_run q",
-            $join,
-            "
-                WHERE (q.node IS NULL OR q.node = ANY($2))",
-            $only_if,
-            "
-                ORDER BY q.run_id LIMIT $3",
-            $row_locks,
+        WHERE r.id = ANY(ARRAY(",
+            $pick,
             "))
             AND r.status = 'AVAILABLE' AND t.id = r.task_id
         RETURNING ",
@@ -132,6 +125,25 @@ macro_rules! claim_sql {
         DELETE FROM available_run WHERE run_id = ANY(ARRAY(SELECT id FROM claimed)))
     SELECT * FROM claimed ORDER BY id"
         )
+    };
+}
+
+/// The claim statement ([`CLAIM`], [`CLAIM_TRIED`], [`CLAIM_AROUND`]):
+/// picks from the queue of AVAILABLE runs, joined to `$join`; `$only_if`
+/// narrows the pick and `$row_locks` follows it.
+macro_rules! claim_sql {
+    ($join:literal, $only_if:expr, $row_locks:literal) => {
+        claim_picked_sql!(concat!(
+            "
+                SELECT q.run_id FROM available_run q",
+            $join,
+            "
+                WHERE (q.node IS NULL OR q.node = ANY($2))",
+            $only_if,
+            "
+                ORDER BY q.run_id LIMIT $3",
+            $row_locks
+        ))
     };
 }
 
@@ -408,23 +420,11 @@ const CLAIM_AROUND: Planned = Planned {
 /// these claims reads the table in id order: a cost of the upgrade only.
 const CLAIM_MIXED: Planned = Planned {
     begin: BEGIN_INDEX_ONLY,
-    sql: concat!(
-        "WITH claimed AS (
-        UPDATE task_run r SET ",
-        claim_set_sql!(),
+    sql: claim_picked_sql!(
         "
-        FROM task t
-        WHERE r.id = ANY(ARRAY(
                 SELECT id FROM task_run
                 WHERE status = 'AVAILABLE' AND (node IS NULL OR node = ANY($2))
-                ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED))
-            AND r.status = 'AVAILABLE' AND t.id = r.task_id
-        RETURNING ",
-        claimed_columns_sql!(),
-        "),
-    dequeued AS (
-        DELETE FROM available_run WHERE run_id = ANY(ARRAY(SELECT id FROM claimed)))
-    SELECT * FROM claimed ORDER BY id"
+                ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED"
     ),
 };
 
