@@ -24,8 +24,10 @@
 # and claim one write (the claim takes PENDING runs, as a round's claim
 # for its own replica does; the promote phase then writes nothing), with
 # neither, to show each one's share, and "hot": the stamps, with no
-# index on task_run that names a column a claim or finish changes (the
-# status-partial indexes and task_run_finished dropped), so that both
+# index on task_run that names a column a claim or finish changes
+# (task_run_running and task_run_finished dropped: since migration 0029
+# the other indexes of rare states are on columns the database derives
+# from the status, which such a run leaves NULL), so that both
 # can be HOT updates (no new index entry). Every variant but the fused
 # one queues promoted runs in `available_run` and claims from it, as
 # Baton does. "hot" is a storage Baton does not have yet: the dropped
@@ -194,8 +196,7 @@ SQL
 }
 
 # The indexes of task_run that name a column a claim or a finish changes.
-HOT_BLOCKING="task_run_pending, task_run_running, task_run_finished, task_run_failed,
-    task_run_ended_badly, task_run_held_versions, task_run_live_exclusive"
+HOT_BLOCKING="task_run_running, task_run_finished"
 
 # A scratch database with Baton's schema; with "hot", reshaped for the
 # hot variant (see the header).

@@ -86,8 +86,7 @@ impl PruneReport {
 /// run ended FAILED or CANCELED, that nobody skipped, holds every larger
 /// version of its target until an operator retries or skips it (gate 2).
 /// Pruned, the halt was gone and the next version ran unasked (hostile
-/// trial). Read through `task_run_ended_badly (plan_id)`, its condition
-/// word for word.
+/// trial). Read through `task_run_ended_badly (ended_badly_plan)`.
 ///
 /// A plan submitted with an idempotency key is kept while the key stands
 /// (created at or after `$keys`, [`IDEMPOTENCY_WINDOW`] ago): deleting the
@@ -100,7 +99,7 @@ fn plan_may_go(keys: usize) -> String {
     AND NOT EXISTS (SELECT 1 FROM plan_submission k
         WHERE k.plan_id = plan.id AND k.created_at >= ${keys})
     AND NOT EXISTS (SELECT 1 FROM task_run h JOIN task ht ON ht.id = h.task_id
-        WHERE h.plan_id = plan.id AND h.status IN ('FAILED', 'CANCELED')
+        WHERE h.ended_badly_plan = plan.id
           AND h.version IS NOT NULL AND ht.latest_run_id = h.id AND ht.skipped_at IS NULL)
     AND plan.id <> COALESCE((SELECT MAX(p.id) FROM plan p), 0)
     AND plan.id <> COALESCE((SELECT t.plan_id FROM task t
@@ -271,7 +270,7 @@ async fn delete_plans<D: Dialect>(tx: &mut D::Tx, ids: &[i64]) -> Result<PruneRe
     // A plan's runs: each task's latest run, and the attempts before it.
     // A new attempt is only ever made for a FAILED or CANCELED task, so
     // every earlier attempt ended FAILED or CANCELED, and
-    // `task_run_ended_badly (plan_id)` finds them. No index on all of a
+    // `task_run_ended_badly (ended_badly_plan)` finds them. No index on all of a
     // plan's runs is needed (each would cost the hot path an entry per
     // status change).
     let runs: Vec<(i64,)> = D::fetch_all(
@@ -279,7 +278,7 @@ async fn delete_plans<D: Dialect>(tx: &mut D::Tx, ids: &[i64]) -> Result<PruneRe
         Sql::built(format!(
             "SELECT latest_run_id FROM task WHERE plan_id IN ({plans}) AND latest_run_id IS NOT NULL
              UNION
-             SELECT id FROM task_run WHERE plan_id IN ({plans}) AND status IN ('FAILED', 'CANCELED')"
+             SELECT id FROM task_run WHERE ended_badly_plan IN ({plans})"
         )),
         &args,
     )

@@ -464,9 +464,11 @@ const FINISH: Planned = Planned {
 /// (`$3`, `$4`): in the statement, not after it, as a round trip less
 /// between a submit and its run's start.
 ///
-/// `held = FALSE` changes no outcome (the round promotes only runs it read
-/// unheld, and a run never becomes held again) but lets the PENDING index,
-/// `task_run_pending (held, id)`, be probed once per id. Without it,
+/// `pending_held = 0` (PENDING and not held, as the database derives
+/// it) rather than `status = 'PENDING'` changes no outcome (the round
+/// promotes only runs it read unheld, and a run never becomes held again)
+/// but lets the PENDING index, `task_run_pending (pending_held, id)`, be
+/// probed once per id. Without it,
 /// `id = ANY` bound only that index's second column and each id read the
 /// whole index: up to 68 buffers per run promoted with 30,000 PENDING, and
 /// in a 100,000-run bench this statement took twice as long as before the
@@ -480,7 +482,7 @@ const PROMOTE: Planned = Planned {
             available_seq = ",
         stamp_sql!(),
         "
-        WHERE id = ANY($1) AND status = 'PENDING' AND held = FALSE RETURNING id, node),
+        WHERE id = ANY($1) AND pending_held = 0 RETURNING id, node),
     queued AS (
         INSERT INTO available_run (run_id, node) SELECT id, node FROM moved)
     SELECT c.n FROM (SELECT COUNT(*) AS n FROM moved) c,
@@ -509,7 +511,7 @@ const ROUND_CLAIM: Planned = Planned {
         claim_set_sql!(),
         "
         FROM task t
-        WHERE r.id = ANY($2) AND r.status = 'PENDING' AND r.held = FALSE AND t.id = r.task_id
+        WHERE r.id = ANY($2) AND r.pending_held = 0 AND t.id = r.task_id
         RETURNING ",
         claimed_columns_sql!(),
         ")

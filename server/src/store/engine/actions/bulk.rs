@@ -75,7 +75,7 @@ pub const MAX_RUNS: i64 = 10_000;
 pub(super) fn applies(action: BulkAction) -> &'static str {
     match action {
         BulkAction::Retry | BulkAction::Skip => {
-            "r.status IN ('FAILED', 'CANCELED') AND t.latest_run_id = r.id AND t.skipped_at IS NULL"
+            "r.ended_badly_plan IS NOT NULL AND t.latest_run_id = r.id AND t.skipped_at IS NULL"
         }
         BulkAction::Cancel => {
             "(r.status = 'PENDING' OR r.status = 'AVAILABLE' OR r.status = 'RUNNING')"

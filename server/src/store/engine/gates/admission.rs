@@ -23,9 +23,9 @@
 /// its target is none of [`NewPlan::exclusive_targets`] (bound as an
 /// argument: probing the plan's other tasks per task would be quadratic
 /// in the plan's size). The index `task_run_live_exclusive` serves the
-/// probe of live exclusive runs, whose status list must stay word for
-/// word the index's (SQLite uses a partial index only for a condition it
-/// can match).
+/// probe of live exclusive runs, through the column `live_exclusive_target`
+/// that the database derives from the run's status (its target while the
+/// run is exclusive and PENDING, AVAILABLE or RUNNING, else NULL).
 ///
 /// [`NewPlan::exclusive_targets`]: crate::plan::NewPlan::exclusive_targets
 macro_rules! admitted_sql {
@@ -46,10 +46,9 @@ macro_rules! admitted_sql {
             $t,
             "target
                 AND (s.paused_by IS NOT NULL OR s.capacity IS NOT NULL))
-            AND NOT EXISTS (SELECT 1 FROM task_run x WHERE x.target = ",
+            AND NOT EXISTS (SELECT 1 FROM task_run x WHERE x.live_exclusive_target = ",
             $t,
-            "target
-                AND x.exclusive AND x.status IN ('PENDING', 'AVAILABLE', 'RUNNING')))"
+            "target))"
         )
     };
 }

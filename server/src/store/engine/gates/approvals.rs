@@ -258,7 +258,7 @@ async fn approve_write<D: Dialect>(
 pub async fn approvals_waiting<D: Dialect>(d: &D, limit: i64) -> Result<Vec<(i64, String, i64)>> {
     d.read(
         "SELECT r.plan_id, p.name, COUNT(*) FROM task_run r JOIN plan p ON p.id = r.plan_id
-         WHERE r.status = 'PENDING' AND r.approval_pending AND r.held = FALSE
+         WHERE r.pending_held = 0 AND r.approval_pending
          GROUP BY r.plan_id, p.name ORDER BY r.plan_id LIMIT $1"
             .into(),
         &[limit.into()],

@@ -341,7 +341,7 @@ const TARGET_LOADS: &str = concat!(
     FROM (SELECT id, target, exclusive, 1 AS holds FROM (",
     crate::store::engine::gates::active_runs!(),
     ") a UNION ALL SELECT id, target, exclusive, 0 AS holds FROM task_run
-        WHERE status = 'PENDING') l
+        WHERE pending_held IS NOT NULL) l
     GROUP BY target"
 );
 
@@ -349,7 +349,7 @@ const TARGET_LOADS: &str = concat!(
 /// read (`gates::HALTS`), with the run's id.
 const TARGET_HALTS: &str = "SELECT r.target, r.version, r.status, r.id
     FROM task_run r JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
-    WHERE r.status IN ('FAILED', 'CANCELED') AND r.version IS NOT NULL
+    WHERE r.ended_badly_plan IS NOT NULL AND r.version IS NOT NULL
         AND t.skipped_at IS NULL";
 
 /// Every target with live runs, settings or a halted line, by name.

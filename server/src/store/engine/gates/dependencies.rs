@@ -397,7 +397,7 @@ async fn failed_dependencies<D: Dialect>(
             "SELECT e.task_id, dt.name, dr.status FROM task_run dr
              JOIN task dt ON dt.id = dr.task_id AND dt.latest_run_id = dr.id
              JOIN task_dependency e ON e.depends_on = dt.id
-             WHERE dr.plan_id = $1 AND dr.status IN ('FAILED', 'CANCELED')
+             WHERE dr.ended_badly_plan = $1
                 AND dt.skipped_at IS NULL AND NOT e.satisfied
              ORDER BY dt.id"
                 .into(),

@@ -70,7 +70,9 @@ pub(crate) use pending_columns;
 /// Promoter round: every PENDING run that no dependency holds, with its
 /// plan's limit; and the held ones that carry a version, for the version
 /// gate alone. Each half is one index scan (`task_run_pending` from
-/// `held = FALSE`, `task_run_held_versions`); the caller sorts by id.
+/// `pending_held = 0`, `task_run_held_versions`: the status as
+/// the generated column `pending_held` carries it, docs/design.md "Run
+/// storage"); the caller sorts by id.
 ///
 /// One statement, so one snapshot: read apart (the held versions with
 /// the holders), a finish that released a held v1 between the two reads
@@ -85,12 +87,12 @@ macro_rules! pending_runs_sql {
         concat!(
             "SELECT ",
             $crate::store::engine::gates::pending_columns!(),
-            " WHERE r.status = 'PENDING' AND r.held = FALSE AND ",
+            " WHERE r.pending_held = 0 AND ",
             $round_locked,
             "
     UNION ALL SELECT ",
             $crate::store::engine::gates::pending_columns!(),
-            " WHERE r.status = 'PENDING' AND r.held AND r.version IS NOT NULL AND ",
+            " WHERE r.pending_held = 1 AND r.version IS NOT NULL AND ",
             $round_locked
         )
     };
@@ -144,15 +146,16 @@ pub const ROUND_CONTEXT: &str = round_context_sql!();
 
 /// Promoter round: versioned tasks whose latest run ended FAILED or
 /// CANCELED and that nobody skipped (gate 2's halt), read through the
-/// partial index `task_run_ended_badly` (its condition word for word, so
-/// SQLite uses it too). Unversioned runs and old attempts that a retry
+/// partial index `task_run_ended_badly` (on `ended_badly_plan`, which the
+/// database sets to the plan's id while the run is FAILED or CANCELED,
+/// docs/design.md "Run storage"). Unversioned runs and old attempts that a retry
 /// replaced stay in the index but fail the filter or the join; joining
 /// on the task's key (not only on `latest_run_id`, which has no index)
 /// lets the database start from the index instead of scanning every
 /// task.
 pub const HALTS: &str = "SELECT r.target, r.version, r.status
     FROM task_run r JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
-    WHERE r.status IN ('FAILED', 'CANCELED') AND r.version IS NOT NULL
+    WHERE r.ended_badly_plan IS NOT NULL AND r.version IS NOT NULL
         AND t.skipped_at IS NULL";
 
 /// Promoter round: slots taken in each plan.

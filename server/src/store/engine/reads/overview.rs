@@ -33,7 +33,7 @@ pub struct OverviewStats {
 /// AVAILABLE runs (an `IN` list would not match the indexes' predicates
 /// and scan the table instead).
 pub const LIVE_COUNTS: &str = "SELECT
-    (SELECT COUNT(*) FROM task_run WHERE status = 'PENDING') AS pending,
+    (SELECT COUNT(*) FROM task_run WHERE pending_held IS NOT NULL) AS pending,
     (SELECT COUNT(*) FROM available_run) AS available,
     (SELECT COUNT(*) FROM task_run WHERE status = 'RUNNING') AS running";
 
@@ -51,12 +51,13 @@ macro_rules! finished_per_minute_sql {
 }
 pub(crate) use finished_per_minute_sql;
 
-/// The latest FAILED runs, newest first, walking `task_run_failed`.
+/// The latest FAILED runs, newest first, walking `task_run_failed` (on
+/// `failed_at`, a FAILED run's `finished_at` as the database derives it).
 pub const RECENT_FAILED: &str =
     "SELECT r.id, r.plan_id, p.name AS plan_name, t.name AS task_name, r.target, r.attempt,
         r.replica_id, r.finished_at, r.error
     FROM task_run r JOIN task t ON t.id = r.task_id JOIN plan p ON p.id = r.plan_id
-    WHERE r.status = 'FAILED' ORDER BY r.finished_at DESC LIMIT $1";
+    WHERE r.failed_at IS NOT NULL ORDER BY r.failed_at DESC LIMIT $1";
 
 /// The end of a run's log, newest first (reversed before showing).
 pub const LOG_TAIL: &str =

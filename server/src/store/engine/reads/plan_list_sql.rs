@@ -24,13 +24,13 @@ use domain::time::Ts;
 
 /// Plans with a PENDING, AVAILABLE or RUNNING run (a live run is always
 /// its task's latest), one partial index or queue each.
-const LIVE: &str = "SELECT plan_id FROM task_run WHERE status = 'PENDING'
+const LIVE: &str = "SELECT plan_id FROM task_run WHERE pending_held IS NOT NULL
     UNION SELECT r.plan_id FROM available_run q JOIN task_run r ON r.id = q.run_id
     UNION SELECT plan_id FROM task_run WHERE status = 'RUNNING'";
 
 /// Plans with a PENDING run halted behind a FAILED or CANCELED task.
 const BLOCKED: &str = concat!(
-    "SELECT plan_id FROM task_run WHERE status = 'PENDING' AND waiting_cause LIKE ",
+    "SELECT plan_id FROM task_run WHERE pending_held IS NOT NULL AND waiting_cause LIKE ",
     blocked_like!()
 );
 
@@ -39,7 +39,7 @@ const BLOCKED: &str = concat!(
 const MOVING: &str = concat!(
     "SELECT r.plan_id FROM available_run q JOIN task_run r ON r.id = q.run_id
     UNION SELECT plan_id FROM task_run WHERE status = 'RUNNING'
-    UNION SELECT plan_id FROM task_run WHERE status = 'PENDING' AND NOT held
+    UNION SELECT plan_id FROM task_run WHERE pending_held = 0
         AND COALESCE(waiting_cause, '') NOT LIKE ",
     blocked_like!()
 );
@@ -47,14 +47,12 @@ const MOVING: &str = concat!(
 /// Plans with a task whose latest run FAILED and that is not skipped.
 const FAILED: &str = "SELECT r.plan_id FROM task_run r
     JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
-    WHERE r.status = 'FAILED' AND t.skipped_at IS NULL";
+    WHERE r.failed_at IS NOT NULL AND t.skipped_at IS NULL";
 
-/// The same for CANCELED, through `task_run_ended_badly`: the `IN` term
-/// repeats that index's condition word for word, which is how SQLite
-/// recognises it (PostgreSQL would infer it from `= 'CANCELED'`).
+/// The same for CANCELED, through `task_run_ended_badly`.
 const CANCELED: &str = "SELECT r.plan_id FROM task_run r
     JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
-    WHERE r.status IN ('FAILED', 'CANCELED') AND r.status = 'CANCELED'
+    WHERE r.ended_badly_plan IS NOT NULL AND r.status = 'CANCELED'
         AND t.skipped_at IS NULL";
 
 /// Plan `p` has a task that never ran and is not skipped. Only a plan
