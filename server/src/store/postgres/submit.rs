@@ -26,7 +26,13 @@ use domain::time::Ts;
 /// An admitted run (`gates::admission`) is written AVAILABLE with its promotion stamped too, numbered after its
 /// creation (a row's values are computed in column order), as a round
 /// would have stamped it, by the scheduler at the submit's time, and
-/// queued for claimers (`available_run`).
+/// queued for claimers (`available_run`). `OFFSET 0` keeps the planner
+/// from pulling `admitted` up into the five places that read it: pulled
+/// up, its probes (a target's settings, its live exclusive runs) ran five
+/// times per task (`EXPLAIN ANALYZE`), and a 20,000-run submit took a
+/// fifth longer (docs/benchmarks.md). SQLite pulls it up too, into two
+/// places; fencing it there (a materialized CTE, sorted again) gained
+/// nothing.
 ///
 /// When it starts (`$19`) it also queues the NOTIFYs that wake the
 /// promoter for PENDING runs (`$21`, `$22`) and the claimers for admitted
@@ -71,7 +77,7 @@ macro_rules! plan_submit_sql {
             "
         FROM (SELECT t.*, ",
             $admitted,
-            " AS admitted FROM t) t
+            " AS admitted FROM t OFFSET 0) t
         WHERE $19
         RETURNING id, node, status),
     queued AS (
