@@ -19,10 +19,19 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 pub struct Ownership {
-    /// When the last heartbeat that was recorded was sent.
-    proven_at: Mutex<Instant>,
+    proof: Mutex<Proof>,
     /// How long after that this replica still trusts its ownership.
     margin: Duration,
+}
+
+#[derive(Debug)]
+struct Proof {
+    /// When the last heartbeat that was recorded was sent.
+    at: Instant,
+    /// When ownership was last proven again after it had lapsed: the
+    /// answer that ended the lapse. The sweeper may have failed any run
+    /// claimed before then.
+    lapse_ended: Option<Instant>,
 }
 
 impl Ownership {
@@ -30,29 +39,48 @@ impl Ownership {
     /// heartbeat.
     pub fn new(stale_after: Duration) -> Self {
         Ownership {
-            proven_at: Mutex::new(Instant::now()),
+            proof: Mutex::new(Proof {
+                at: Instant::now(),
+                lapse_ended: None,
+            }),
             margin: stale_after * 3 / 4,
         }
     }
 
-    /// A heartbeat sent at `sent` was recorded.
+    /// A heartbeat sent at `sent` was recorded (its answer arrived now).
     pub fn proven(&self, sent: Instant) {
-        let mut at = self.proven_at.lock().expect("ownership lock");
-        *at = (*at).max(sent);
+        let now = Instant::now();
+        let mut proof = self.proof.lock().expect("ownership lock");
+        if now >= proof.at + self.margin {
+            proof.lapse_ended = Some(now);
+        }
+        proof.at = proof.at.max(sent);
     }
 
     /// The instant after which ownership can no longer be proven.
     pub fn deadline(&self) -> Instant {
-        *self.proven_at.lock().expect("ownership lock") + self.margin
+        self.proof.lock().expect("ownership lock").at + self.margin
     }
 
     pub fn provable(&self) -> bool {
         Instant::now() < self.deadline()
     }
 
+    /// Whether ownership has been provable at every instant from `since`
+    /// until now. A claim sent at `since` and answered after a lapse may
+    /// hold runs the sweeper failed during it, whose retries may already
+    /// run elsewhere, even though a later heartbeat proves the replica
+    /// alive again (the chaos harness saw such a run started 2.5 s late,
+    /// beside its retry).
+    pub fn unbroken_since(&self, since: Instant) -> bool {
+        let now = Instant::now();
+        let proof = self.proof.lock().expect("ownership lock");
+        now < proof.at + self.margin && proof.lapse_ended.is_none_or(|ended| ended <= since)
+    }
+
     /// How long ago ownership was last proven, for messages.
     pub fn unproven_for(&self) -> Duration {
-        self.proven_at.lock().expect("ownership lock").elapsed()
+        self.proof.lock().expect("ownership lock").at.elapsed()
     }
 }
 
@@ -67,12 +95,35 @@ mod tests {
         let long_ago = Instant::now()
             .checked_sub(Duration::from_secs(8))
             .expect("uptime");
-        *ownership.proven_at.lock().unwrap() = long_ago;
+        ownership.proof.lock().unwrap().at = long_ago;
         assert!(!ownership.provable());
         // An older success recorded late does not move the clock back.
         ownership.proven(long_ago - Duration::from_secs(1));
         assert!(!ownership.provable());
         ownership.proven(Instant::now());
         assert!(ownership.provable());
+    }
+
+    #[test]
+    fn a_lapse_breaks_the_proof_of_what_was_claimed_before_it() {
+        let ownership = Ownership::new(Duration::from_secs(10));
+        let claim_sent = Instant::now();
+        assert!(ownership.unbroken_since(claim_sent));
+        // Answered in time: a heartbeat recorded before the proof lapsed.
+        ownership.proven(Instant::now());
+        assert!(ownership.unbroken_since(claim_sent));
+        // The proof lapses (the last recorded heartbeat was sent 8 s ago,
+        // past three quarters of 10 s), then a heartbeat sent before the
+        // lapse is answered: alive again, but not unbroken since the claim.
+        let long_ago = Instant::now()
+            .checked_sub(Duration::from_secs(8))
+            .expect("uptime");
+        ownership.proof.lock().unwrap().at = long_ago;
+        assert!(!ownership.unbroken_since(claim_sent));
+        ownership.proven(long_ago + Duration::from_secs(2));
+        assert!(ownership.provable());
+        assert!(!ownership.unbroken_since(claim_sent));
+        // A claim sent after the lapse ended is proven again.
+        assert!(ownership.unbroken_since(Instant::now()));
     }
 }

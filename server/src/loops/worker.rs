@@ -304,6 +304,10 @@ impl Worker {
     ) {
         self.counters.claimed(claimed.len(), by);
         let now = Instant::now();
+        // The replica's own proof must also have held since the claim was
+        // sent: a lapse in between lets the sweeper fail these runs on
+        // the replica's stale row, whatever their own deadlines say.
+        let replica_unbroken = self.ownership.unbroken_since(claimed_at);
         let mut late = Vec::new();
         for run in claimed {
             let beat_every = run
@@ -322,7 +326,7 @@ impl Worker {
                 next_beat: Mutex::new(claimed_at + beat_every),
                 proven_at: Mutex::new(claimed_at),
             });
-            if handle.proven_until() <= now {
+            if !replica_unbroken || handle.proven_until() <= now {
                 late.push(run.id);
                 continue;
             }
