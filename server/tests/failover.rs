@@ -956,6 +956,98 @@ impl baton::executor::Executor for Counted {
     }
 }
 
+/// One replica's claimer behind a proxy to the test database, and one
+/// AVAILABLE run for it to claim.
+struct ProxiedClaim {
+    _db: TestDb,
+    direct: Arc<dyn Store>,
+    proxy: common::proxy::Proxy,
+    claimer: baton::loops::Claimer,
+    /// What the replica heartbeat loop proves; the tests prove it by hand.
+    ownership: Arc<baton::loops::Ownership>,
+    /// Executions of the run, counted by its executor.
+    executions: Arc<std::sync::atomic::AtomicUsize>,
+    run: i64,
+}
+
+impl ProxiedClaim {
+    async fn new(config: &baton::loops::SchedulerConfig) -> Self {
+        use baton::loops::{Claimer, DatabaseLedger, Worker};
+        use domain::gates::NodeLabels;
+
+        let db = TestDb::new(Kind::Postgres).await;
+        let direct = db.store().await;
+        let proxy = common::proxy::Proxy::start(common::proxy::upstream_of(db.url())).await;
+        let store = baton::store::connect(&proxy.route(db.url())).await.unwrap();
+        let executions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut registry = baton::executor::Registry::builtin();
+        registry.register("sleep", Counted(executions.clone()));
+        let worker = Arc::new(Worker::new(
+            DatabaseLedger::over(store.clone()),
+            "r-late".into(),
+            registry,
+            config,
+        ));
+        let ownership = worker.ownership();
+        let claimer = Claimer::new(DatabaseLedger::over(store), worker, Vec::new(), config);
+        let plan = direct
+            .plan_insert(
+                &common::plan(json!({"name": "late", "tasks": [
+                    {"name": "t", "target": "a", "sleep": "0s"}]})),
+                "test".into(),
+                common::now(),
+            )
+            .await
+            .unwrap();
+        direct
+            .run_promote_round(&NodeLabels::default(), None, common::now())
+            .await
+            .unwrap();
+        let run = direct.plan_get(plan).await.unwrap().tasks[0]
+            .run_id
+            .unwrap();
+        ProxiedClaim {
+            _db: db,
+            direct,
+            proxy,
+            claimer,
+            ownership,
+            executions,
+            run,
+        }
+    }
+
+    fn executions(&self) -> usize {
+        self.executions.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits for the run to be handed back unexecuted by the claim's
+    /// replica, and checks it was not executed meanwhile.
+    async fn expect_handed_back(&self) {
+        let back = eventually(SLACK, "the run handed back", || async {
+            let r = self.direct.run_get(self.run).await.unwrap();
+            (r.status == RunStatus::Available).then_some(r)
+        })
+        .await;
+        assert_eq!(back.attempt, 1);
+        let events = self.direct.event_list(0, 100).await.unwrap();
+        let handed = events
+            .iter()
+            .find(|e| {
+                e.run_id == self.run
+                    && e.to == RunStatus::Available
+                    && e.from == Some(RunStatus::Running)
+            })
+            .expect("a hand-back event");
+        assert!(
+            handed.detail.as_deref().unwrap_or("").contains("too late"),
+            "{handed:?}"
+        );
+        tokio::time::sleep(HEARTBEAT_INTERVAL * 2).await;
+        assert_eq!(self.executions(), 0, "a late-claimed run was executed");
+    }
+}
+
 /// A claim whose answer comes back after the run's heartbeat deadline
 /// (a slow link between the replica and the database) proves nothing
 /// about who owns the run any more: the sweeper may already have failed
@@ -966,63 +1058,26 @@ impl baton::executor::Executor for Counted {
 /// 1102322328102059040).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_answered_too_late_starts_nothing() {
-    use baton::loops::{Claimer, SchedulerConfig, Worker};
     use common::proxy::Link;
-    use domain::gates::NodeLabels;
 
     let _turn = ONE_AT_A_TIME.lock().await;
-    let db = TestDb::new(Kind::Postgres).await;
-    let direct = db.store().await;
-    let proxy = common::proxy::Proxy::start(common::proxy::upstream_of(db.url())).await;
-    let store = baton::store::connect(&proxy.route(db.url())).await.unwrap();
-    let config = SchedulerConfig {
+    let config = baton::loops::SchedulerConfig {
         heartbeat_interval: HEARTBEAT_INTERVAL,
         stale_after: STALE_AFTER,
-        ..SchedulerConfig::default()
+        ..baton::loops::SchedulerConfig::default()
     };
-    let executions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut registry = baton::executor::Registry::builtin();
-    registry.register("sleep", Counted(executions.clone()));
-    let worker = Arc::new(Worker::new(
-        baton::loops::DatabaseLedger::over(store.clone()),
-        "r-late".into(),
-        registry,
-        &config,
-    ));
-    // What the replica heartbeat loop records before each claim: without
-    // it the claimer takes nothing (the replica could be swept any time).
-    let ownership = worker.ownership();
-    let claimer = Claimer::new(
-        baton::loops::DatabaseLedger::over(store),
-        worker,
-        Vec::new(),
-        &config,
-    );
-    let plan = direct
-        .plan_insert(
-            &common::plan(json!({"name": "late", "tasks": [
-                {"name": "t", "target": "a", "sleep": "0s"}]})),
-            "test".into(),
-            common::now(),
-        )
-        .await
-        .unwrap();
-    direct
-        .run_promote_round(&NodeLabels::default(), None, common::now())
-        .await
-        .unwrap();
-    let run = direct.plan_get(plan).await.unwrap().tasks[0]
-        .run_id
-        .unwrap();
+    let c = ProxiedClaim::new(&config).await;
 
     // The claim is several round trips (begin, lock, claim, commit): at
     // this delay its answer comes seconds after the run heartbeat deadline
     // it set (stale_after + 2 beats from the claim's start).
-    proxy.set(Link::Delay(Duration::from_millis(400)));
+    c.proxy.set(Link::Delay(Duration::from_millis(400)));
     let started = Instant::now();
-    ownership.proven(started);
+    // What the replica heartbeat loop records before each claim: without
+    // it the claimer takes nothing (the replica could be swept any time).
+    c.ownership.proven(started);
     assert_eq!(
-        claimer.run_once().await.unwrap(),
+        c.claimer.run_once().await.unwrap(),
         1,
         "the claim took the run"
     );
@@ -1031,36 +1086,72 @@ async fn a_claim_answered_too_late_starts_nothing() {
         took > STALE_AFTER + 2 * HEARTBEAT_INTERVAL,
         "answered after {took:?}"
     );
-    proxy.heal();
-    let back = eventually(SLACK, "the run handed back", || async {
-        let r = direct.run_get(run).await.unwrap();
-        (r.status == RunStatus::Available).then_some(r)
-    })
-    .await;
-    assert_eq!(back.attempt, 1);
-    let events = direct.event_list(0, 100).await.unwrap();
-    let handed = events
-        .iter()
-        .find(|e| {
-            e.run_id == run && e.to == RunStatus::Available && e.from == Some(RunStatus::Running)
-        })
-        .expect("a hand-back event");
-    assert!(
-        handed.detail.as_deref().unwrap_or("").contains("too late"),
-        "{handed:?}"
-    );
-    tokio::time::sleep(HEARTBEAT_INTERVAL * 2).await;
-    assert_eq!(
-        executions.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "a late-claimed run was executed"
-    );
+    c.proxy.heal();
+    c.expect_handed_back().await;
 
     // The same replica, answered in time, runs it.
-    ownership.proven(Instant::now());
-    assert_eq!(claimer.run_once().await.unwrap(), 1);
+    c.ownership.proven(Instant::now());
+    assert_eq!(c.claimer.run_once().await.unwrap(), 1);
     eventually(SLACK, "executed once", || async {
-        (executions.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
+        (c.executions() == 1).then_some(())
     })
     .await;
+}
+
+/// A claim answered in time for its run's own deadline, but after the
+/// replica's proof lapsed and a late heartbeat answer had restored it:
+/// during the lapse the sweeper may have failed the run on the replica's
+/// stale row and started its retry elsewhere. The replica starts none of
+/// it. (The chaos harness, seed 9642077719060433162, saw such a run
+/// started 2.5 s late beside its retry: the spawn asked only whether the
+/// replica was provable *now*.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_straddling_a_lapse_of_the_replicas_proof_starts_nothing() {
+    use common::proxy::Link;
+
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let stale_after = Duration::from_secs(2);
+    let config = baton::loops::SchedulerConfig {
+        heartbeat_interval: HEARTBEAT_INTERVAL,
+        stale_after,
+        ..baton::loops::SchedulerConfig::default()
+    };
+    let c = ProxiedClaim::new(&config).await;
+    let proven = Instant::now();
+    c.ownership.proven(proven);
+    // Three quarters of stale_after after the last recorded heartbeat.
+    let lapse = proven + stale_after * 3 / 4;
+    // Every packet 100 ms late: the claim's round trips take some 400 ms
+    // or more, far inside its run's own deadline (3/4 of 2.4 s).
+    c.proxy.set(Link::Delay(Duration::from_millis(100)));
+    tokio::time::sleep_until((lapse - Duration::from_millis(100)).into()).await;
+    let ownership = c.ownership.clone();
+    let late_heartbeat = tokio::spawn(async move {
+        tokio::time::sleep_until((lapse + Duration::from_millis(50)).into()).await;
+        // A heartbeat sent before the lapse, answered after it.
+        ownership.proven(lapse - Duration::from_millis(10));
+        assert!(ownership.provable(), "the late answer proves the replica");
+        Instant::now()
+    });
+    let sent = Instant::now();
+    assert_eq!(
+        c.claimer.run_once().await.unwrap(),
+        1,
+        "the claim took the run"
+    );
+    let answered = Instant::now();
+    let restored = late_heartbeat.await.unwrap();
+    assert!(sent < lapse, "the claim was sent while the proof held");
+    assert!(
+        restored < answered,
+        "the lapse ended {:?} before the claim was answered",
+        answered.saturating_duration_since(restored)
+    );
+    assert!(
+        answered - sent < config.run_heartbeat_timeout() * 3 / 4,
+        "answered after {:?}: within the run's own deadline",
+        answered - sent
+    );
+    c.proxy.heal();
+    c.expect_handed_back().await;
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::RunLedger;
+use super::ownership::Ownership;
 use crate::store::StoreError;
 use domain::time::Ts;
 
@@ -51,6 +52,10 @@ pub struct RunHandle {
     /// When the last run heartbeat that was recorded was sent (at first,
     /// the claim): the sweeper may fail the run `beat_timeout` after it.
     pub proven_at: Mutex<Instant>,
+    /// When the claim that took the run was sent (or, for a run taken
+    /// through a replica, proven): the replica's own proof must have held
+    /// ever since.
+    pub claimed_at: Instant,
 }
 
 impl RunHandle {
@@ -69,6 +74,16 @@ impl RunHandle {
     /// execution stops before, with a quarter of the timeout to spare.
     pub fn proven_until(&self) -> Instant {
         *self.proven_at.lock().expect("poisoned") + self.beat_timeout * 3 / 4
+    }
+
+    /// Whether this replica can no longer be sure the run is its own, so
+    /// that the sweeper may have failed it and started its retry
+    /// elsewhere: the run's own heartbeat went unrecorded too long, or the
+    /// replica's proof lapsed at any moment since the claim. A lapse that
+    /// has already ended still counts: a late heartbeat answer proves the
+    /// replica alive now, not that its runs were never swept meanwhile.
+    pub fn unproven(&self, replica: &Ownership, now: Instant) -> bool {
+        self.proven_until() <= now || !replica.unbroken_since(self.claimed_at)
     }
 
     /// Stops the execution of a run an operator asked to cancel; the run
@@ -263,6 +278,7 @@ mod tests {
             beat_timeout: Duration::from_secs(10),
             next_beat: Mutex::new(next_beat),
             proven_at: Mutex::new(next_beat),
+            claimed_at: next_beat,
         })
     }
 
@@ -305,6 +321,35 @@ mod tests {
             next_due(&table, cap),
             due,
             "until its finish is stored, the sweeper may still fail it"
+        );
+    }
+
+    /// The predicate both the spawn and the ownership watcher stop runs
+    /// by: a lapse of the replica's proof since the claim counts even once
+    /// a later heartbeat has ended it.
+    #[test]
+    fn a_run_claimed_before_a_lapse_stays_unproven_after_it() {
+        let replica = Ownership::new(Duration::from_millis(40));
+        let run = handle(Instant::now());
+        assert!(!run.unproven(&replica, Instant::now()), "just claimed");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(run.unproven(&replica, Instant::now()), "the proof lapsed");
+        replica.proven(Instant::now());
+        assert!(replica.provable(), "a late answer proves the replica alive");
+        assert!(
+            run.unproven(&replica, Instant::now()),
+            "the sweeper may have failed the run during the lapse"
+        );
+        let claimed_after = handle(Instant::now());
+        assert!(!claimed_after.unproven(&replica, Instant::now()));
+
+        let nine_ago = Instant::now()
+            .checked_sub(Duration::from_secs(9))
+            .expect("uptime");
+        let beat_lapsed = handle(nine_ago);
+        assert!(
+            beat_lapsed.unproven(&replica, Instant::now()),
+            "its own heartbeat went unrecorded for 9 of its 10 s"
         );
     }
 }

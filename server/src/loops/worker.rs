@@ -169,14 +169,19 @@ impl Worker {
         }
     }
 
+    /// Stops every execution whose ownership is no longer proven. The
+    /// watcher may wake late (a starved runtime), after a late heartbeat
+    /// answer already ended a lapse: [`RunHandle::unproven`] still counts
+    /// that lapse against the runs claimed before it.
     fn cut_off_unproven(&self) {
-        let replica_proven = self.ownership.provable();
         let now = Instant::now();
         let running = self.running.lock().expect("poisoned");
         let mut stopped = Vec::new();
         for (id, handle) in running.iter() {
-            let lapsed = !replica_proven || handle.proven_until() <= now;
-            if lapsed && handle.executing() && !handle.cut_off.swap(true, Ordering::SeqCst) {
+            if handle.unproven(&self.ownership, now)
+                && handle.executing()
+                && !handle.cut_off.swap(true, Ordering::SeqCst)
+            {
                 handle.cancel.cancel();
                 stopped.push(*id);
             }
@@ -293,8 +298,9 @@ impl Worker {
     /// arrived.
     ///
     /// An answer that comes back too late to prove ownership (a slow or
-    /// delayed connection: the deadline may already have passed and the
-    /// sweeper failed the run and started its retry elsewhere) starts
+    /// delayed connection: the run's deadline may already have passed, or
+    /// the replica's own proof lapsed while the answer was on its way, and
+    /// the sweeper failed the run and started its retry elsewhere) starts
     /// nothing; those runs are handed back, fenced, for another claim.
     pub fn spawn_all(
         self: &Arc<Self>,
@@ -304,10 +310,6 @@ impl Worker {
     ) {
         self.counters.claimed(claimed.len(), by);
         let now = Instant::now();
-        // The replica's own proof must also have held since the claim was
-        // sent: a lapse in between lets the sweeper fail these runs on
-        // the replica's stale row, whatever their own deadlines say.
-        let replica_unbroken = self.ownership.unbroken_since(claimed_at);
         let mut late = Vec::new();
         for run in claimed {
             let beat_every = run
@@ -325,8 +327,12 @@ impl Worker {
                 beat_timeout: run.heartbeat_timeout,
                 next_beat: Mutex::new(claimed_at + beat_every),
                 proven_at: Mutex::new(claimed_at),
+                claimed_at,
             });
-            if !replica_unbroken || handle.proven_until() <= now {
+            // Both proofs count: a lapse of the replica's own, even one
+            // ended by now, lets the sweeper fail these runs on the
+            // replica's stale row, whatever their own deadlines say.
+            if handle.unproven(&self.ownership, now) {
                 late.push(run.id);
                 continue;
             }
