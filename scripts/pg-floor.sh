@@ -19,21 +19,20 @@
 # for the disk, no other session. Each phase is one transaction on one
 # backend, so its time is that backend's CPU time, near enough.
 #
-# Five variants, each in every round: with the event rows (as before),
-# with the stamps (as now), with the stamps and every run's promotion
-# and claim one write (the claim takes PENDING runs, as a round's claim
-# for its own replica does; the promote phase then writes nothing), with
-# neither, to show each one's share, and "hot": the stamps, with no
-# index on task_run that names a column a claim or finish changes
-# (task_run_running and task_run_finished dropped: since migration 0029
-# the other indexes of rare states are on columns the database derives
-# from the status, which such a run leaves NULL), so that both
-# can be HOT updates (no new index entry). Every variant but the fused
-# one queues promoted runs in `available_run` and claims from it, as
-# Baton does. "hot" is a storage Baton does not have yet: the dropped
-# indexes serve the promoter, the gates, the sweeper, the overview and
-# the runs search, which it would have to serve otherwise. It prints
-# the share of HOT updates.
+# Five variants, each in every round:
+#   events    the event rows, with the indexes of RUNNING runs and of runs
+#             by end time that migration 0030 replaced (as before b08f399)
+#   indexes   the stamps, with those two indexes (as before 0030)
+#   logs      the stamps, and a row of claim_log per claim statement and of
+#             finish_log per finish statement (as now: no index of
+#             task_run names a column a claim or finish changes, so both
+#             can be HOT updates, with no new index entry)
+#   fused     as "logs", with every run's promotion and claim one write
+#             (the claim takes PENDING runs, as a round's claim for its own
+#             replica does; the promote phase then writes nothing)
+#   bare      neither stamps nor logs nor those indexes, to show their share
+# Every variant but the fused one queues promoted runs in `available_run`
+# and claims from it, as Baton does. It prints the share of HOT updates.
 #
 # Finishes take the runs in id order by the primary key, as a replica's
 # finish looks its batch up by id.
@@ -81,7 +80,7 @@ DB_URL="${PG_URL%/*}/$DB"
 # One phase per `\echo phase NAME` line; psql's \timing prints the time
 # of the statement after it.
 model() {
-    local events=$1 stamps=$2 fused=$3 hot=${4:-FALSE}
+    local events=$1 stamps=$2 fused=$3 logs=$4
     # A stamp's number, or NULL (a CASE that is never true draws none).
     local seq="CASE WHEN $stamps THEN nextval('run_event_id_seq') END"
     # Fused: the claim takes PENDING runs, promotion and claim in one
@@ -100,6 +99,14 @@ model() {
     if [[ $fused == TRUE ]]; then
         picked="SELECT id FROM task_run WHERE $claimable AND node IS NULL ORDER BY id LIMIT $batch"
         dequeue=""
+    fi
+    # The logs' rows, as Baton's claim and finish statements write them.
+    local claim_logged="" finish_logged=""
+    if [[ $logs == TRUE ]]; then
+        claim_logged=", claim_logged AS (INSERT INTO claim_log (runs)
+            SELECT array_agg(id ORDER BY id) FROM claimed HAVING COUNT(*) > 0)"
+        finish_logged=", finish_logged AS (INSERT INTO finish_log (finished_at, status, runs)
+            SELECT now(), status, array_agg(id ORDER BY id) FROM done GROUP BY status)"
     fi
     cat <<SQL
 \set ON_ERROR_STOP on
@@ -161,7 +168,7 @@ BEGIN
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
         SELECT id, 'AVAILABLE', 'RUNNING', 'r-floor', 'r-floor', now() FROM claimed
-        WHERE $events)$dequeue
+        WHERE $events)$dequeue$claim_logged
     SELECT count(*) FROM claimed INTO n;
     EXIT WHEN n = 0;
   END LOOP;
@@ -182,7 +189,7 @@ BEGIN
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
         SELECT id, 'RUNNING', status, 'r-floor', 'r-floor', now(), error FROM done
-        WHERE $events)
+        WHERE $events)$finish_logged
     SELECT count(*), max(batch.id) FROM batch INTO n, last;
     EXIT WHEN n = 0;
   END LOOP;
@@ -195,21 +202,22 @@ FROM task_run;
 SQL
 }
 
-# The indexes of task_run that name a column a claim or a finish changes.
-HOT_BLOCKING="task_run_running, task_run_finished"
+# The indexes of task_run, named for the status a claim and a finish
+# change, that migration 0030 replaced with the logs.
+BEFORE_LOGS="CREATE INDEX task_run_running ON task_run (id) WHERE status = 'RUNNING';
+    CREATE INDEX task_run_finished ON task_run (finished_at, status) WHERE finished_at IS NOT NULL"
 
-# A scratch database with Baton's schema; with "hot", reshaped for the
-# hot variant (see the header).
+# A scratch database with Baton's schema; with "indexes", as before 0030.
 fresh_database() {
-    local hot=${1:-FALSE}
+    local indexes=$1
     "$PSQL" "$PG_URL" -q -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" \
         -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
     local file
     for file in migrations/postgres/*.sql; do
         "$PSQL" "$DB_URL" -q -v ON_ERROR_STOP=1 -f "$file" >/dev/null
     done
-    if [[ $hot == TRUE ]]; then
-        "$PSQL" "$DB_URL" -q -v ON_ERROR_STOP=1 -c "DROP INDEX $HOT_BLOCKING"
+    if [[ $indexes == TRUE ]]; then
+        "$PSQL" "$DB_URL" -q -v ON_ERROR_STOP=1 -c "$BEFORE_LOGS"
     fi
     "$PSQL" "$DB_URL" -q -c CHECKPOINT
 }
@@ -217,9 +225,9 @@ fresh_database() {
 # Prints "phase milliseconds" lines for one run of the model; checks that
 # every run ended DONE with the expected numbers of event rows and stamps.
 measure() {
-    local events=$1 stamps=$2 fused=$3 expected=$4 hot=${5:-FALSE} out
-    fresh_database "$hot"
-    out=$(model "$events" "$stamps" "$fused" "$hot" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) ||
+    local events=$1 stamps=$2 fused=$3 expected=$4 indexes=$5 logs=$6 out
+    fresh_database "$indexes"
+    out=$(model "$events" "$stamps" "$fused" "$logs" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) ||
         die "the model failed: $out"
     local check
     check=$(tail -n1 <<<"$out")
@@ -235,11 +243,11 @@ measure() {
 results=$(mktemp)
 step "Writing $runs runs, $rounds round(s), claims and finishes of $batch, into a scratch database"
 for ((round = 1; round <= rounds; round++)); do
-    measure TRUE FALSE FALSE "$((runs * 4))|0" | sed 's/^/events /' >>"$results"
-    measure FALSE TRUE FALSE "0|$((runs * 4))" | sed 's/^/stamps /' >>"$results"
-    measure FALSE TRUE TRUE "0|$((runs * 4))" | sed 's/^/fused /' >>"$results"
-    measure FALSE FALSE FALSE "0|0" | sed 's/^/bare /' >>"$results"
-    measure FALSE TRUE FALSE "0|$((runs * 4))" TRUE | sed 's/^/hot /' >>"$results"
+    measure TRUE FALSE FALSE "$((runs * 4))|0" TRUE FALSE | sed 's/^/events /' >>"$results"
+    measure FALSE TRUE FALSE "0|$((runs * 4))" TRUE FALSE | sed 's/^/indexes /' >>"$results"
+    measure FALSE TRUE FALSE "0|$((runs * 4))" FALSE TRUE | sed 's/^/logs /' >>"$results"
+    measure FALSE TRUE TRUE "0|$((runs * 4))" FALSE TRUE | sed 's/^/fused /' >>"$results"
+    measure FALSE FALSE FALSE "0|0" FALSE FALSE | sed 's/^/bare /' >>"$results"
 done
 "$PSQL" "$PG_URL" -q -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB"
 
@@ -251,12 +259,12 @@ for line in open(path):
     variant, phase, value = line.split()
     times.setdefault((variant, phase), []).append(float(value))
 phases = ["submit", "promote", "claim", "finish"]
-variants = ["events", "stamps", "fused", "bare", "hot"]
+variants = ["events", "indexes", "logs", "fused", "bare"]
 med = {k: statistics.median(v) for k, v in times.items()}
 print(f"\nmedians of {rounds} round(s) of {runs} runs, one backend, "
       "synchronous_commit off")
-print(f"{'phase':<28}{'event rows (before)':>24}{'stamps (now)':>24}"
-      f"{'stamps, fused':>24}{'neither':>24}{'stamps, HOT':>24}")
+print(f"{'phase':<28}{'event rows':>24}{'stamps, indexes':>24}"
+      f"{'stamps, logs (now)':>24}{'logs, fused':>24}{'neither':>24}")
 def row(name, keys):
     cells = []
     for variant in variants:

@@ -68,6 +68,20 @@ impl Dialect {
         }
     }
 
+    /// What a finishing statement adds on PostgreSQL: its runs in the
+    /// finish log (docs/design.md, "Run storage"), here for the seeded
+    /// runs with ids in `first..=last` that finished.
+    fn finish_logged(&self, first: &str, last: &str) -> Option<String> {
+        self.postgres.then(|| {
+            format!(
+                "INSERT INTO finish_log (finished_at, status, runs)
+                 SELECT finished_at, status, array_agg(id ORDER BY id) FROM task_run
+                 WHERE id BETWEEN {first} AND {last} AND finished_at IS NOT NULL
+                 GROUP BY finished_at, status"
+            )
+        })
+    }
+
     fn bool(&self, value: bool) -> &'static str {
         match (self.postgres, value) {
             (true, true) => "TRUE",
@@ -290,7 +304,14 @@ fn finished_plans_sql(d: &Dialect, tasks: i64, c: Chunk, now: i64, spacing: i64)
         replica = replica(&run_id),
         finished = d.ts(&format!("{run_created} + 80000")),
     );
-    vec![plan_sql, task_sql, run_sql, created_sql, event_sql]
+    let logged = d.finish_logged(
+        &format!("{first_run} + 1"),
+        &format!("{first_run} + {}", plans * tasks),
+    );
+    [plan_sql, task_sql, run_sql, created_sql, event_sql]
+        .into_iter()
+        .chain(logged)
+        .collect()
 }
 
 /// Who submitted plan `plan` (an SQL expression): `ops-oncall` one plan in
@@ -381,5 +402,9 @@ fn big_plan_sql(d: &Dialect, n: i64, plan: i64, run_base: i64, now: i64) -> Vec<
         ended = n * 72 / 100,
         created = d.ts(&format!("{now} - 900000000")),
     );
-    vec![plan_sql, task_sql, run_sql]
+    let logged = d.finish_logged(&format!("{run_base} + 1"), &format!("{run_base} + {n}"));
+    [plan_sql, task_sql, run_sql]
+        .into_iter()
+        .chain(logged)
+        .collect()
 }

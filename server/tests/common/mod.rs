@@ -161,34 +161,57 @@ const QUEUE_DISAGREES: &str = "SELECT r.id FROM task_run r WHERE r.status = 'AVA
         SELECT 1 FROM task_run r WHERE r.id = q.run_id AND r.status = 'AVAILABLE')
     ORDER BY 1";
 
+/// PostgreSQL's logs of claims and finishes (docs/design.md, "Run
+/// storage") against the runs: a RUNNING run no claim lists (the reads of
+/// RUNNING runs would miss it), a finished run the finish log does not
+/// list exactly once, with its end time and final status, or a logged
+/// finish of a run that has not finished.
+const LOGS_DISAGREE: &str = "SELECT r.id FROM task_run r WHERE r.status = 'RUNNING'
+        AND NOT EXISTS (SELECT 1 FROM claim_log c WHERE r.id = ANY(c.runs))
+    UNION ALL
+    SELECT r.id FROM task_run r WHERE r.finished_at IS NOT NULL
+        AND (SELECT COUNT(*) FROM finish_log l WHERE r.id = ANY(l.runs)
+            AND l.finished_at = r.finished_at AND l.status = r.status) <> 1
+    UNION ALL
+    SELECT x FROM finish_log l, unnest(l.runs) x WHERE NOT EXISTS (
+        SELECT 1 FROM task_run r WHERE r.id = x AND r.finished_at IS NOT NULL)
+    ORDER BY 1";
+
 impl TestDb {
-    /// [`QUEUE_DISAGREES`]; `None` when the database cannot answer (a
+    /// The runs [`QUEUE_DISAGREES`] and, on PostgreSQL, [`LOGS_DISAGREE`]
+    /// find, each list named; `None` when the database cannot answer (a
     /// test that broke it on purpose).
-    async fn queue_disagreements(&self) -> Option<Vec<i64>> {
+    async fn disagreements(&self) -> Option<Vec<(&'static str, Vec<i64>)>> {
         match self.kind {
             Kind::Sqlite => {
                 let pool = sqlx::SqlitePool::connect(self.url()).await.ok()?;
-                sqlx::query_scalar(QUEUE_DISAGREES)
+                let queue = sqlx::query_scalar(QUEUE_DISAGREES)
                     .fetch_all(&pool)
                     .await
-                    .ok()
+                    .ok()?;
+                Some(vec![(QUEUE_MESSAGE, queue)])
             }
             Kind::Postgres => {
                 let pool = sqlx::PgPool::connect(self.url()).await.ok()?;
-                let ids = sqlx::query_scalar(QUEUE_DISAGREES)
-                    .fetch_all(&pool)
-                    .await
-                    .ok();
+                let queue = sqlx::query_scalar(QUEUE_DISAGREES).fetch_all(&pool).await;
+                let logs = sqlx::query_scalar(LOGS_DISAGREE).fetch_all(&pool).await;
                 pool.close().await;
-                ids
+                Some(vec![
+                    (QUEUE_MESSAGE, queue.ok()?),
+                    (LOGS_MESSAGE, logs.ok()?),
+                ])
             }
         }
     }
 }
 
+const QUEUE_MESSAGE: &str = "the queue of AVAILABLE runs disagrees with the runs' statuses";
+const LOGS_MESSAGE: &str = "the logs of claims and finishes disagree with the runs";
+
 impl Drop for TestDb {
     /// Checks, for every test that passed, that the queue of AVAILABLE runs
-    /// agrees with the runs' statuses, then drops the database.
+    /// and the logs of claims and finishes agree with the runs, then drops
+    /// the database.
     fn drop(&mut self) {
         if self.scratch.is_none() {
             return;
@@ -207,7 +230,7 @@ impl Drop for TestDb {
                 .expect("runtime");
             let mut db = db;
             let disagreements = match check {
-                true => rt.block_on(db.queue_disagreements()),
+                true => rt.block_on(db.disagreements()),
                 false => None,
             };
             if let Some(scratch) = db.scratch.take()
@@ -219,11 +242,8 @@ impl Drop for TestDb {
         })
         .join()
         .unwrap_or_default();
-        if let Some(ids) = disagreements {
-            assert!(
-                ids.is_empty(),
-                "the queue of AVAILABLE runs disagrees with the runs' statuses for runs {ids:?}"
-            );
+        for (what, ids) in disagreements.into_iter().flatten() {
+            assert!(ids.is_empty(), "{what} for runs {ids:?}");
         }
     }
 }

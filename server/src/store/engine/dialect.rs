@@ -458,6 +458,27 @@ pub trait Dialect: Send + Sync + Sized + 'static {
         now: Ts,
     ) -> Result<Vec<FinishedRow>>;
 
+    /// Deletes the rows of the claim log (PostgreSQL's) none of whose runs
+    /// is RUNNING any more: they only cost the reads of RUNNING runs
+    /// lookups. Nothing where RUNNING runs are found by index (SQLite).
+    async fn claim_log_compact(_tx: &mut Self::Tx) -> Result<u64> {
+        Ok(0)
+    }
+
+    /// Records runs an engine statement ended at `at` in the finish log
+    /// (PostgreSQL's, docs/design.md, "Run storage"). The backends' own
+    /// finishing statements log their runs themselves; where finished runs
+    /// are found by an index of `task_run` (SQLite) there is nothing to do.
+    async fn finishes_logged(_tx: &mut Self::Tx, _at: Ts, _ended: &[FinishedRow]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Takes runs about to be deleted out of the finish log, so that the
+    /// overview counts only runs that are kept.
+    async fn finishes_forgotten(_tx: &mut Self::Tx, _run_ids: &[i64]) -> Result<()> {
+        Ok(())
+    }
+
     /// Moves the replica's RUNNING runs among `run_ids` back to AVAILABLE,
     /// same attempt, with their events; the ids moved.
     async fn runs_hand_back(

@@ -50,8 +50,8 @@ macro_rules! sweep_candidates_sql {
             $with,
             "SELECT r.id, r.replica_id, p.last_heartbeat, r.heartbeat_deadline, r.deadline,
                 r.timeout_ms
-            FROM task_run r LEFT JOIN replica p ON p.replica_id = r.replica_id
-            WHERE r.status = 'RUNNING' AND (p.replica_id IS NULL OR ",
+            FROM running_run r LEFT JOIN replica p ON p.replica_id = r.replica_id
+            WHERE (p.replica_id IS NULL OR ",
             $stale,
             " OR r.heartbeat_deadline < $2 OR r.deadline < $2)
             ORDER BY r.id"

@@ -310,6 +310,7 @@ async fn delete_plans<D: Dialect>(tx: &mut D::Tx, ids: &[i64]) -> Result<PruneRe
             &chunk_args,
         )
         .await?;
+        D::finishes_forgotten(tx, chunk).await?;
         report.runs +=
             delete::<D>(tx, format!("task_run WHERE id IN ({list})"), &chunk_args).await?;
     }

@@ -87,6 +87,34 @@ macro_rules! claim_set_sql {
     };
 }
 
+/// The claim's row of `claim_log`, listing the runs the CTE `claimed`
+/// took (docs/design.md, "Run storage"): what makes them readable as
+/// RUNNING (the view `running_run`). None for a claim that took nothing.
+macro_rules! claim_logged_sql {
+    () => {
+        "claim_logged AS (
+        INSERT INTO claim_log (runs) SELECT array_agg(id ORDER BY id) FROM claimed
+        HAVING COUNT(*) > 0)"
+    };
+}
+
+/// The rows of `finish_log` for the runs the CTE `$ended` (with `id` and
+/// `status`) ended at `$at`, one per final status: what the overview's
+/// counts per minute and the runs search's since/until read.
+macro_rules! finish_logged_sql {
+    ($ended:literal, $at:literal) => {
+        concat!(
+            "finish_logged AS (
+        INSERT INTO finish_log (finished_at, status, runs)
+        SELECT ",
+            $at,
+            ", status, array_agg(id ORDER BY id) FROM ",
+            $ended,
+            " GROUP BY status)"
+        )
+    };
+}
+
 /// What a claim returns of each run, as [`ClaimRow`]s.
 macro_rules! claimed_columns_sql {
     () => {
@@ -122,7 +150,10 @@ macro_rules! claim_picked_sql {
             claimed_columns_sql!(),
             "),
     dequeued AS (
-        DELETE FROM available_run WHERE run_id = ANY(ARRAY(SELECT id FROM claimed)))
+        DELETE FROM available_run WHERE run_id = ANY(ARRAY(SELECT id FROM claimed))),
+    ",
+            claim_logged_sql!(),
+            "
     SELECT * FROM claimed ORDER BY id"
         )
     };
@@ -441,7 +472,8 @@ const FINISH: Planned = Planned {
     sql: concat!(
         "WITH f AS (
         SELECT * FROM UNNEST($2::bigint[], $3::text[], $4::bigint[], $5::text[])
-            AS f(id, status, code, error))
+            AS f(id, status, code, error)),
+    ended AS (
     UPDATE task_run r SET status = ",
         rows::cancel_status_sql!("f.status", "r"),
         ", finished_at = $6, result_code = f.code,
@@ -452,7 +484,11 @@ const FINISH: Planned = Planned {
         "
     FROM f WHERE r.id = f.id AND r.id = ANY($2) AND r.status = 'RUNNING'
         AND r.replica_id = $1
-    RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.dependents"
+    RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts, r.dependents),
+    ",
+        finish_logged_sql!("ended", "$6"),
+        "
+    SELECT * FROM ended"
     ),
 };
 
@@ -514,7 +550,10 @@ const ROUND_CLAIM: Planned = Planned {
         WHERE r.id = ANY($2) AND r.pending_held = 0 AND t.id = r.task_id
         RETURNING ",
         claimed_columns_sql!(),
-        ")
+        "),
+    ",
+        claim_logged_sql!(),
+        "
     SELECT * FROM claimed WHERE set_config('synchronous_commit', 'on', true) = 'on' ORDER BY id"
     ),
 };
@@ -689,8 +728,13 @@ impl PgStore {
         // statement compiled its plan on every execution first. The
         // replica list (the promoter reads its node labels from it) took
         // 28 ms that way on a fresh database, and a round's reads 26 ms.
-        let mut options: PgConnectOptions =
-            url.parse::<PgConnectOptions>()?.options([("jit", "off")]);
+        //
+        // And this build writes the logs of claims and finishes itself:
+        // the trigger that writes them for older builds skips its
+        // statements (migrations/postgres/0030_run_logs.sql).
+        let mut options: PgConnectOptions = url
+            .parse::<PgConnectOptions>()?
+            .options([("jit", "off"), ("baton.run_logs", "written")]);
         if let Some(limit) = idle_in_transaction {
             // In milliseconds, PostgreSQL's unit for this setting.
             options = options.options([("idle_in_transaction_session_timeout", millis(limit))]);
@@ -801,8 +845,11 @@ impl Dialect for PgStore {
     const CLOCK: Option<&'static str> = Some("SELECT clock_timestamp()");
     const MIXED_BUILDS: bool = true;
 
-    const FINISHED_PER_MINUTE: &'static str =
-        overview::finished_per_minute_sql!("FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT");
+    const FINISHED_PER_MINUTE: &'static str = overview::finished_per_minute_sql!(
+        "FLOOR(EXTRACT(EPOCH FROM finished_at) / 60)::BIGINT",
+        "SUM(cardinality(runs))::BIGINT",
+        "finish_log"
+    );
 
     fn shared(&self) -> &Shared {
         &self.shared
@@ -943,7 +990,7 @@ impl Dialect for PgStore {
         // its status (and its target, slot and version) until its replica
         // confirms the kill in its finish, or the sweeper finds that
         // replica stale. The replica hears it by NOTIFY or its next beat.
-        let changed: i64 = sqlx::query_scalar(
+        let changed: i64 = sqlx::query_scalar(concat!(
             "WITH old AS (
                 SELECT id, status FROM task_run
                 WHERE id = ANY($1) AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')
@@ -952,7 +999,10 @@ impl Dialect for PgStore {
                 UPDATE task_run r SET status = 'CANCELED', finished_at = $2, waiting_cause = NULL,
                     error = 'canceled by ' || $3
                 FROM old WHERE r.id = old.id AND old.status <> 'RUNNING'
-                RETURNING r.id, old.status AS from_status, r.replica_id),
+                RETURNING r.id, r.status, old.status AS from_status, r.replica_id),
+            ",
+            finish_logged_sql!("moved", "$2"),
+            ",
             dequeued AS (
                 DELETE FROM available_run
                 WHERE run_id = ANY(ARRAY(SELECT id FROM moved WHERE from_status = 'AVAILABLE'))),
@@ -966,7 +1016,7 @@ impl Dialect for PgStore {
                 SELECT id, from_status, 'CANCELED', replica_id, $3, $2, 'canceled by ' || $3
                 FROM moved)
             SELECT (SELECT COUNT(*) FROM moved) + (SELECT COUNT(*) FROM asked)",
-        )
+        ))
         .bind(run_ids)
         .bind(now)
         .bind(actor)
@@ -1271,6 +1321,9 @@ impl Dialect for PgStore {
                     AND r.replica_id IS NOT DISTINCT FROM f.replica
                 RETURNING r.id, r.plan_id, r.status, r.task_id, r.attempt, r.max_attempts,
                     r.dependents, r.replica_id, r.error, r.cancel_requested_by),
+            ",
+                finish_logged_sql!("done", "$4"),
+                ",
             logged AS (
                 INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
                 SELECT id, 'RUNNING', status, replica_id,
@@ -1288,6 +1341,52 @@ impl Dialect for PgStore {
         .await?;
         Self::nested_loops_back(tx).await?;
         Ok(done)
+    }
+
+    async fn claim_log_compact(tx: &mut Self::Tx) -> Result<u64> {
+        // A claim's row is written in its transaction, so a row whose runs
+        // are RUNNING is never deleted; one committed later is not seen.
+        let gone = sqlx::query(
+            "DELETE FROM claim_log c WHERE NOT EXISTS (
+                SELECT 1 FROM task_run r WHERE r.id = ANY(c.runs) AND r.status = 'RUNNING')",
+        )
+        .execute(&mut **tx)
+        .await?;
+        Ok(gone.rows_affected())
+    }
+
+    async fn finishes_logged(tx: &mut Self::Tx, at: Ts, ended: &[FinishedRow]) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO finish_log (finished_at, status, runs)
+            SELECT $1, status, array_agg(id ORDER BY id)
+            FROM UNNEST($2::bigint[], $3::text[]) AS e(id, status) GROUP BY status",
+        )
+        .bind(at)
+        .bind(ended.iter().map(|e| e.id).collect::<Vec<_>>())
+        .bind(ended.iter().map(|e| e.status.as_str()).collect::<Vec<_>>())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn finishes_forgotten(tx: &mut Self::Tx, run_ids: &[i64]) -> Result<()> {
+        // Found through the log's index by the runs' end times; a row left
+        // with no run goes.
+        let emptied: Vec<Option<i64>> = sqlx::query_scalar(
+            "UPDATE finish_log l SET runs = ARRAY(SELECT x FROM unnest(l.runs) x WHERE x <> ALL($1))
+            WHERE l.finished_at IN (SELECT finished_at FROM task_run
+                    WHERE id = ANY($1) AND finished_at IS NOT NULL)
+                AND l.runs && $1
+            RETURNING CASE WHEN cardinality(l.runs) = 0 THEN l.id END",
+        )
+        .bind(run_ids)
+        .fetch_all(&mut **tx)
+        .await?;
+        sqlx::query("DELETE FROM finish_log WHERE id = ANY($1)")
+            .bind(emptied.into_iter().flatten().collect::<Vec<i64>>())
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     async fn runs_hand_back(
@@ -1397,3 +1496,5 @@ mod pool_tests;
 
 #[cfg(test)]
 mod queue_repair_tests;
+#[cfg(test)]
+mod run_log_tests;

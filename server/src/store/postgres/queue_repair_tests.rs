@@ -77,8 +77,9 @@ async fn an_older_builds_moves_are_repaired_while_it_may_write() {
             .await
             .expect("its row");
     assert_eq!(
-        storage, 1,
-        "a replica of this build says it keeps the queue"
+        i64::from(storage),
+        crate::store::engine::queue_repair::RUN_STORAGE,
+        "a replica of this build says it keeps the queue and the logs"
     );
     assert_eq!(
         store.run_queue_repair(now).await.expect("repair"),

@@ -331,7 +331,7 @@ impl Dialect for SqliteStore {
     const MIXED_BUILDS: bool = false;
 
     const FINISHED_PER_MINUTE: &'static str =
-        overview::finished_per_minute_sql!("finished_at / 60000000");
+        overview::finished_per_minute_sql!("finished_at / 60000000", "COUNT(*)", "task_run");
 
     fn shared(&self) -> &Shared {
         &self.shared

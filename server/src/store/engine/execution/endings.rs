@@ -147,6 +147,7 @@ async fn retry_not_needed<D: Dialect>(
     let Some(ended) = ended.into_iter().next() else {
         return Ok(None);
     };
+    D::finishes_logged(tx, now, std::slice::from_ref(&ended)).await?;
     let args = [
         retry.into(),
         status.as_str().into(),
@@ -223,6 +224,9 @@ pub async fn run_sweep<D: Dialect>(
             ..SweepReport::default()
         });
     }
+    // The claims whose runs all moved on, before the read of RUNNING runs
+    // walks them.
+    D::claim_log_compact(&mut tx).await?;
     let verdicts = SweepMemory::load::<D>(&mut tx)
         .await?
         .judge(troubled_at, stale_after, now);

@@ -101,7 +101,8 @@ pub(crate) use pending_runs_sql;
 
 /// The AVAILABLE and RUNNING runs (`id, target, exclusive, plan_id,
 /// version`): the queue of AVAILABLE runs (`available_run`) and the
-/// RUNNING runs' partial index. Written as a union because neither
+/// RUNNING runs (`running_run`: the claim log on PostgreSQL, a partial
+/// index on SQLite; docs/design.md, "Run storage"). Written as a union because neither
 /// database uses the per-status partial indexes for `status IN
 /// ('AVAILABLE', 'RUNNING')`: both scanned all of `task_run`, history
 /// included, in every promotion round (25.7 ms a round on PostgreSQL with
@@ -111,7 +112,7 @@ macro_rules! active_runs {
         "SELECT r.id, r.target, r.exclusive, r.plan_id, r.version
         FROM available_run q JOIN task_run r ON r.id = q.run_id
         UNION ALL
-        SELECT id, target, exclusive, plan_id, version FROM task_run WHERE status = 'RUNNING'"
+        SELECT id, target, exclusive, plan_id, version FROM running_run"
     };
 }
 pub(crate) use active_runs;

@@ -1,6 +1,6 @@
 //! The reads behind the dashboard's overview and run pages, written to
 //! stay fast with millions of runs: every query is answered from a small
-//! index (the live-status partial indexes, `task_run_finished`,
+//! index (the live-status partial indexes, the finish log or `task_run_finished`,
 //! `task_run_failed`, `run_log_run`) instead of a scan of `task_run`.
 
 use std::collections::BTreeMap;
@@ -35,17 +35,23 @@ pub struct OverviewStats {
 pub const LIVE_COUNTS: &str = "SELECT
     (SELECT COUNT(*) FROM task_run WHERE pending_held IS NOT NULL) AS pending,
     (SELECT COUNT(*) FROM available_run) AS available,
-    (SELECT COUNT(*) FROM task_run WHERE status = 'RUNNING') AS running";
+    (SELECT COUNT(*) FROM running_run) AS running";
 
-/// Runs finished since `$1`, counted per minute and final status, from
-/// `task_run_finished` alone. `$minute` is the backend's SQL for a run's
-/// minute since the epoch.
+/// Runs finished since `$1`, counted per minute and final status: from
+/// `$from`, rows with `finished_at` and `status` that `$n` counts the runs
+/// of (the finish log on PostgreSQL, a row per statement; `task_run`
+/// through `task_run_finished` on SQLite). `$minute` is the backend's SQL
+/// for a row's minute since the epoch.
 macro_rules! finished_per_minute_sql {
-    ($minute:literal) => {
+    ($minute:literal, $n:literal, $from:literal) => {
         concat!(
             "SELECT ",
             $minute,
-            " AS minute, status, COUNT(*) AS n FROM task_run WHERE finished_at >= $1 GROUP BY 1, 2"
+            " AS minute, status, ",
+            $n,
+            " AS n FROM ",
+            $from,
+            " WHERE finished_at >= $1 GROUP BY 1, 2"
         )
     };
 }

@@ -26,7 +26,7 @@ use domain::time::Ts;
 /// its task's latest), one partial index or queue each.
 const LIVE: &str = "SELECT plan_id FROM task_run WHERE pending_held IS NOT NULL
     UNION SELECT r.plan_id FROM available_run q JOIN task_run r ON r.id = q.run_id
-    UNION SELECT plan_id FROM task_run WHERE status = 'RUNNING'";
+    UNION SELECT plan_id FROM running_run";
 
 /// Plans with a PENDING run halted behind a FAILED or CANCELED task.
 const BLOCKED: &str = concat!(
@@ -38,7 +38,7 @@ const BLOCKED: &str = concat!(
 /// PENDING neither halted nor waiting for a dependency.
 const MOVING: &str = concat!(
     "SELECT r.plan_id FROM available_run q JOIN task_run r ON r.id = q.run_id
-    UNION SELECT plan_id FROM task_run WHERE status = 'RUNNING'
+    UNION SELECT plan_id FROM running_run
     UNION SELECT plan_id FROM task_run WHERE pending_held = 0
         AND COALESCE(waiting_cause, '') NOT LIKE ",
     blocked_like!()

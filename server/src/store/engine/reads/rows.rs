@@ -139,7 +139,7 @@ pub const RUN_EXISTS: &str = "SELECT COUNT(*) FROM task_run WHERE id = $1";
 /// Replicas page: each replica and how many runs it executes now.
 pub const REPLICA_LIST: &str = "SELECT p.replica_id, p.hostname, p.labels, p.version, p.started_at,
         p.last_heartbeat, p.clock_skew_ms, p.draining_since, p.draining_by,
-        (SELECT COUNT(*) FROM task_run r WHERE r.status = 'RUNNING' AND r.replica_id = p.replica_id)
+        (SELECT COUNT(*) FROM running_run r WHERE r.replica_id = p.replica_id)
             AS running
     FROM replica p ORDER BY p.started_at, p.replica_id";
 

@@ -7,14 +7,14 @@
 //! DONE, the replica that ran most of the history) fills the page there.
 //! Only when the probe leaves the page short does the *rest* read on, in
 //! two parts merged by id: the live runs (PENDING, AVAILABLE, RUNNING:
-//! few, through their status indexes), and the finished runs through the
+//! few, through their status indexes and logs), and the finished runs through the
 //! filters' indexes, none of which gets an entry per run:
 //!
 //! | filter | finished runs through |
 //! |---|---|
 //! | actor | `plan_created_by` (who submitted the plan: one entry per plan), then as for a plan name; `run_event_actor` (later actions on runs) |
 //! | plan name | a scan of `plan`; each task's latest run (`task.latest_run_id`) and the earlier attempts, which are all FAILED or CANCELED (`task_run_ended_badly`) |
-//! | target, replica, status, error, since, until | the primary key, newest first (or `task_run_ended_badly`, `task_run_finished`, as the planner judges) |
+//! | target, replica, status, error, since, until | the primary key, newest first (or `task_run_ended_badly`, and on SQLite `task_run_finished`, as the planner judges) |
 //!
 //! The target and replica filters have no index: each one tried cost the
 //! hot path 13-16 % of throughput (the migration says more). A target or
@@ -274,7 +274,7 @@ impl Search {
         let live = self.ids_in(
             "SELECT id FROM task_run WHERE pending_held IS NOT NULL
              UNION ALL SELECT run_id FROM available_run
-             UNION ALL SELECT id FROM task_run WHERE status = 'RUNNING'",
+             UNION ALL SELECT id FROM running_run",
         );
         let tests: Vec<&str> = self.conditions.iter().map(|c| c.probe.as_str()).collect();
         Some(select(&["r.id < $1 AND r.id >= $2", &live], &tests))
