@@ -560,6 +560,18 @@ if [[ $(sql "SELECT to_regclass('available_run') IS NOT NULL") == t ]]; then
     queued=$(sql "SELECT count(*) FROM available_run")
     check "$(ok_if test "$queued" = 0)" "the queue of AVAILABLE runs is empty: $queued rows left"
 fi
+# From migration 0030 on, PostgreSQL finds finished runs through the
+# finish log, which older builds do not write (a trigger writes it for
+# them while one may write): every finished run must be listed once, with
+# its end time and final status, however many of them an old build ended.
+if [[ $(sql "SELECT to_regclass('finish_log') IS NOT NULL") == t ]]; then
+    unlisted=$(sql "SELECT count(*) FROM task_run r WHERE r.finished_at IS NOT NULL
+        AND (SELECT count(*) FROM finish_log l WHERE r.id = ANY(l.runs)
+            AND l.finished_at = r.finished_at AND l.status = r.status) <> 1")
+    finished=$(sql "SELECT count(*) FROM task_run WHERE finished_at IS NOT NULL")
+    check "$(ok_if test "$unlisted" = 0 -a "$finished" -gt 0)" \
+        "the finish log lists each of $finished finished runs once: $unlisted do not"
+fi
 # A run's own retry must start after the sweeper failed it (by the stored
 # times: the retry waits out a backoff of a second or more).
 task_overlap=$(sql "SELECT count(*) FROM task_run a JOIN task_run b ON a.task_id = b.task_id AND a.id < b.id

@@ -12,7 +12,9 @@
 --               and the sweeper deletes it.
 --   finish_log  one row per statement that ends runs and final status,
 --               with the end time and the runs: the overview's counts per
---               minute, and the runs search's since/until.
+--               minute. (The runs search's since/until filters walk the
+--               primary key, as they did when the planner judged that
+--               cheaper than task_run_finished.)
 -- Each is written by the statement that claims or ends the runs, in its
 -- transaction.
 --

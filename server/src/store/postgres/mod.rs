@@ -100,7 +100,7 @@ macro_rules! claim_logged_sql {
 
 /// The rows of `finish_log` for the runs the CTE `$ended` (with `id` and
 /// `status`) ended at `$at`, one per final status: what the overview's
-/// counts per minute and the runs search's since/until read.
+/// counts per minute read.
 macro_rules! finish_logged_sql {
     ($ended:literal, $at:literal) => {
         concat!(
