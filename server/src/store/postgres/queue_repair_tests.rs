@@ -24,7 +24,7 @@ const DISAGREEING: &str = "SELECT COUNT(*) FROM (
 
 /// Submits a one-task plan (its run waiting for `run_at` when given);
 /// its run's id.
-async fn run_of_plan(store: &PgStore, name: &str, run_at: Option<&str>) -> i64 {
+pub(super) async fn run_of_plan(store: &PgStore, name: &str, run_at: Option<&str>) -> i64 {
     let mut task = serde_json::json!({"name": "t", "target": name, "sleep": "0s"});
     if let Some(at) = run_at {
         task["run_at"] = at.into();

@@ -7,27 +7,12 @@
 use std::time::Duration;
 
 use super::PgStore;
+use super::queue_repair_tests::run_of_plan;
 use crate::bench::scratch::Scratch;
-use crate::plan::parse_json;
 use crate::store::{Claim, Finish, Store};
 use domain::gates::NodeLabels;
 use domain::model::RunStatus;
 use domain::time::Ts;
-
-async fn run_of_plan(store: &PgStore, name: &str) -> i64 {
-    let body = serde_json::json!({"name": name, "tasks": [
-        {"name": "t", "target": name, "sleep": "0s"}]});
-    let plan = parse_json(body.to_string().as_bytes()).expect("a valid plan");
-    let plan_id = store
-        .plan_insert(&plan, "test".into(), Ts::now())
-        .await
-        .expect("submit");
-    sqlx::query_scalar("SELECT id FROM task_run WHERE plan_id = $1")
-        .bind(plan_id)
-        .fetch_one(&store.pool)
-        .await
-        .expect("its run")
-}
 
 /// How many rows of `log` list `run`.
 async fn listed(store: &PgStore, log: &str, run: i64) -> i64 {
@@ -60,9 +45,9 @@ async fn an_older_builds_claims_and_finishes_are_logged_while_one_may_write() {
     let store = PgStore::connect(&scratch.url).await.expect("connect");
     store.migrate().await.expect("migrate");
     let now = Ts::now();
-    let by_old = run_of_plan(&store, "a").await;
-    let by_new = run_of_plan(&store, "b").await;
-    let by_old_later = run_of_plan(&store, "c").await;
+    let by_old = run_of_plan(&store, "a", None).await;
+    let by_new = run_of_plan(&store, "b", None).await;
+    let by_old_later = run_of_plan(&store, "c", None).await;
     store
         .run_promote_round(&NodeLabels::default(), None, now)
         .await
