@@ -10,8 +10,8 @@ use serde_json::Value;
 use sqlx::Row;
 
 use super::{
-    CLAIM, CLAIM_TRIED, FINISH, PROMOTE, PgStore, Planned, ROUND_BEGIN, ROUND_CLAIM, ROUND_READS,
-    RUN_HEARTBEAT,
+    BEGIN_INDEX_ONLY, CLAIM, CLAIM_TRIED, FINISH, PROMOTE, PgStore, Planned, ROUND_BEGIN,
+    ROUND_CLAIM, ROUND_READS, RUN_HEARTBEAT,
 };
 use crate::bench::scratch::Scratch;
 use crate::store::Store;
@@ -180,6 +180,21 @@ async fn explain(
         .execute(&mut *tx)
         .await
         .expect("deallocate");
+    tx.rollback().await.expect("rollback");
+    text
+}
+
+/// `EXPLAIN ANALYZE` (JSON) of `sql`, which takes no parameters, in a
+/// transaction begun with `begin`, then rolled back.
+async fn explain_unprepared(store: &PgStore, begin: &'static str, sql: &str) -> String {
+    let mut tx = store.begin(begin).await.expect("begin");
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, FORMAT JSON) {sql}"
+    )))
+    .fetch_one(&mut *tx)
+    .await
+    .expect("explain");
+    let text = row.try_get_unchecked::<String, _>(0).expect("plan text");
     tx.rollback().await.expect("rollback");
     text
 }
@@ -365,15 +380,7 @@ async fn a_rounds_reads_are_never_jit_compiled() {
         .await
         .expect("a target setting");
     // The PENDING runs and the brakes and holders, read as one statement.
-    let mut tx = store.begin(ROUND_BEGIN).await.expect("the round");
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN (ANALYZE, FORMAT JSON) {ROUND_READS}"
-    )))
-    .fetch_one(&mut *tx)
-    .await
-    .expect("explain");
-    let text = row.try_get_unchecked::<String, _>(0).expect("plan text");
-    tx.rollback().await.expect("rollback");
+    let text = explain_unprepared(&store, ROUND_BEGIN, ROUND_READS).await;
     scratch.drop_database().await.expect("drop");
 
     let explained: Value = serde_json::from_str(&text).expect("plan json");
@@ -503,3 +510,68 @@ async fn a_claims_relation_locks_fit_the_fast_path() {
 
 /// `FP_LOCK_SLOTS_PER_BACKEND` of PostgreSQL 15.
 const FAST_PATH_SLOTS: usize = 16;
+
+/// Tasks in [`a_halt_read_looks_up_only_the_runs_that_ended_badly`]'s
+/// history, one run each, versioned.
+const HALT_HISTORY: i64 = 20_000;
+/// Every this many of them ended FAILED, the rest DONE.
+const FAILED_EVERY: i64 = 100;
+
+/// The halt read (`gates::HALTS`, and the targets page's `TARGET_HALTS`)
+/// with a long history: each run in `task_run_ended_badly` is looked up
+/// in `task` by key, and no plan reads the tasks whose runs ended well.
+/// As a join, the planner hashed (or, with a round's settings, merged)
+/// the few failed runs against every task, whatever their count.
+#[tokio::test]
+async fn a_halt_read_looks_up_only_the_runs_that_ended_badly() {
+    use crate::store::engine::gates::HALTS;
+
+    let scratch = Scratch::postgres_for_tests().await;
+    let store = PgStore::connect(&scratch.url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let seed = format!(
+        "INSERT INTO plan (id, name, created_at, created_by)
+            SELECT g, 'p' || g, now(), 'test' FROM generate_series(1, {HALT_HISTORY}) g;
+        INSERT INTO task (id, plan_id, name, target, exclusive, version, timeout_ms, max_attempts,
+                executor, latest_run_id)
+            SELECT g, g, 't', 'db/' || (g % 20), true, 'v' || (g % 7), 60000, 1,
+                '{{\"kind\":\"sleep\",\"duration\":\"0s\"}}', g
+            FROM generate_series(1, {HALT_HISTORY}) g;
+        INSERT INTO task_run (id, task_id, plan_id, attempt, status, target, exclusive, version,
+                timeout_ms, max_attempts, created_at, finished_at)
+            SELECT g, g, g, 1, CASE WHEN g % {FAILED_EVERY} = 0 THEN 'FAILED' ELSE 'DONE' END,
+                'db/' || (g % 20), true, 'v' || (g % 7), 60000, 1, now(), now()
+            FROM generate_series(1, {HALT_HISTORY}) g"
+    );
+    // Apart: VACUUM refuses the transaction that statements sent together run in.
+    for sql in [seed.as_str(), "VACUUM ANALYZE plan, task, task_run"] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&store.pool)
+            .await
+            .expect("seed");
+    }
+    let failed = HALT_HISTORY / FAILED_EVERY;
+    // In a round's transaction (its planner settings) and outside one (the
+    // targets page).
+    for begin in [BEGIN_INDEX_ONLY, "BEGIN"] {
+        let text = explain_unprepared(&store, begin, HALTS).await;
+        let explained: Value = serde_json::from_str(&text).expect("plan json");
+        let all = nodes(&explained[0]["Plan"]);
+        let halts = count(&explained[0]["Plan"], "Actual Rows");
+        assert_eq!(halts, failed, "every failed run halts its line:\n{text}");
+        let tasks_read: i64 = all
+            .iter()
+            .filter(|n| n["Relation Name"] == "task")
+            .map(|n| {
+                (count(n, "Actual Rows") + count(n, "Rows Removed by Filter"))
+                    * count(n, "Actual Loops")
+            })
+            .sum();
+        assert!(
+            tasks_read <= failed,
+            "{begin}: the read took {tasks_read} task rows for {failed} failed runs \
+             out of {HALT_HISTORY}:\n{text}"
+        );
+    }
+    scratch.drop_database().await.expect("drop");
+}

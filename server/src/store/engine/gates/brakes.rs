@@ -347,10 +347,7 @@ const TARGET_LOADS: &str = concat!(
 
 /// The versioned runs that halt their target's line: the gates' own
 /// read (`gates::HALTS`), with the run's id.
-const TARGET_HALTS: &str = "SELECT r.target, r.version, r.status, r.id
-    FROM task_run r JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
-    WHERE r.ended_badly_plan IS NOT NULL AND r.version IS NOT NULL
-        AND t.skipped_at IS NULL";
+const TARGET_HALTS: &str = crate::store::engine::gates::halts_sql!(", r.id");
 
 /// Every target with live runs, settings or a halted line, by name.
 pub async fn target_list<D: Dialect>(d: &D) -> Result<Vec<TargetView>> {

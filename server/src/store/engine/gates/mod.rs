@@ -145,19 +145,48 @@ pub(crate) use round_context_sql;
 /// [`round_context_sql`]'s statement.
 pub const ROUND_CONTEXT: &str = round_context_sql!();
 
-/// Promoter round: versioned tasks whose latest run ended FAILED or
-/// CANCELED and that nobody skipped (gate 2's halt), read through the
-/// partial index `task_run_ended_badly` (on `ended_badly_plan`, which the
-/// database sets to the plan's id while the run is FAILED or CANCELED,
-/// docs/design.md "Run storage"). Unversioned runs and old attempts that a retry
-/// replaced stay in the index but fail the filter or the join; joining
-/// on the task's key (not only on `latest_run_id`, which has no index)
-/// lets the database start from the index instead of scanning every
-/// task.
-pub const HALTS: &str = "SELECT r.target, r.version, r.status
-    FROM task_run r JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
-    WHERE r.ended_badly_plan IS NOT NULL AND r.version IS NOT NULL
-        AND t.skipped_at IS NULL";
+/// Versioned runs that are their task's latest, ended FAILED or CANCELED,
+/// and whose task nobody skipped (gate 2's halt), each with `$columns`
+/// besides its target, version and status.
+///
+/// Read through the partial index `task_run_ended_badly` (on
+/// `ended_badly_plan`, which the database sets to the plan's id while the
+/// run is FAILED or CANCELED, docs/design.md "Run storage"), every run
+/// in it looked up in `task` by key, one at a time: a subquery per run,
+/// which neither database turns into a join. Unversioned runs and old
+/// attempts that a retry replaced stay in the index but fail the filter
+/// or the lookup. Written as a join, PostgreSQL hashed or merged the
+/// index's runs against all of `task`: with 1,000,000 runs, 10,000 of
+/// them failed, that read every task, 260 ms, and 700 ms in a round (whose
+/// settings rule out the sequential scan but not a walk of the whole
+/// key), where the lookups take 160 ms (docs/benchmarks.md); `plan_tests`
+/// pins the lookups down.
+macro_rules! halts_sql {
+    ($columns:literal) => {
+        concat!(
+            "SELECT r.target, r.version, r.status",
+            $columns,
+            "
+    FROM task_run r
+    WHERE r.ended_badly_plan IS NOT NULL AND r.version IS NOT NULL AND ",
+            $crate::store::engine::gates::latest_unskipped_sql!()
+        )
+    };
+}
+pub(crate) use halts_sql;
+
+/// Run `r` is its task's latest and the task is not skipped, as one
+/// lookup of the task by key ([`halts_sql`] says why not a join).
+macro_rules! latest_unskipped_sql {
+    () => {
+        "r.id = (SELECT t.latest_run_id FROM task t
+            WHERE t.id = r.task_id AND t.skipped_at IS NULL)"
+    };
+}
+pub(crate) use latest_unskipped_sql;
+
+/// Promoter round: the halted lines ([`halts_sql`]).
+pub const HALTS: &str = halts_sql!("");
 
 /// Promoter round: slots taken in each plan.
 pub const PLAN_HOLDS: &str = concat!(

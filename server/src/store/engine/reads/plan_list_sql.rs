@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use domain::model::{PlanList, PlanStatus, PlanSummary, TaskStatus};
 
+use crate::store::engine::gates::latest_unskipped_sql;
 use crate::store::engine::reads::rows::{blocked_like, stuck_columns_sql, task_status_sql};
 use crate::store::{Backend, Result, StoreError};
 use domain::time::Ts;
@@ -44,16 +45,20 @@ const MOVING: &str = concat!(
     blocked_like!()
 );
 
-/// Plans with a task whose latest run FAILED and that is not skipped.
-const FAILED: &str = "SELECT r.plan_id FROM task_run r
-    JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
-    WHERE r.failed_at IS NOT NULL AND t.skipped_at IS NULL";
+/// Plans with a task whose latest run FAILED and that is not skipped:
+/// each run in `task_run_failed` looked up in `task` by key
+/// (`gates::latest_unskipped_sql`).
+const FAILED: &str = concat!(
+    "SELECT r.plan_id FROM task_run r WHERE r.failed_at IS NOT NULL AND ",
+    latest_unskipped_sql!()
+);
 
 /// The same for CANCELED, through `task_run_ended_badly`.
-const CANCELED: &str = "SELECT r.plan_id FROM task_run r
-    JOIN task t ON t.id = r.task_id AND t.latest_run_id = r.id
-    WHERE r.ended_badly_plan IS NOT NULL AND r.status = 'CANCELED'
-        AND t.skipped_at IS NULL";
+const CANCELED: &str = concat!(
+    "SELECT r.plan_id FROM task_run r
+    WHERE r.ended_badly_plan IS NOT NULL AND r.status = 'CANCELED' AND ",
+    latest_unskipped_sql!()
+);
 
 /// Plan `p` has a task that never ran and is not skipped. Only a plan
 /// submitted with `start: false` and not started since has one (starting
