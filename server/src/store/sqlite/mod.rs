@@ -190,6 +190,14 @@ impl SqliteStore {
     /// AVAILABLE, with their events and their rows in the queue of
     /// AVAILABLE runs (`available_run`); how many moved.
     async fn promote_ids(tx: &mut Transaction<'_, Sqlite>, ids: &str, now: Ts) -> Result<usize> {
+        let promoted = Self::mark_available(tx, ids, now).await?;
+        Self::enqueue(tx, ids).await?;
+        Ok(promoted)
+    }
+
+    /// [`Self::promote_ids`] without the queue rows: for runs claimed in
+    /// the same transaction, which no claimer may see AVAILABLE.
+    async fn mark_available(tx: &mut Transaction<'_, Sqlite>, ids: &str, now: Ts) -> Result<usize> {
         // No RETURNING: sqlx would hand over a row per run. The round
         // read these runs PENDING under the write lock it still holds,
         // so every one of them moves, and the events join on the new
@@ -213,7 +221,6 @@ impl SqliteStore {
         .bind(now)
         .execute(&mut **tx)
         .await?;
-        Self::enqueue(tx, ids).await?;
         Ok(promoted)
     }
 
@@ -232,10 +239,25 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Claims the AVAILABLE runs of `picked` (a JSON list read under the
-    /// write lock `tx` holds) for the replica, started at `now`, with their
-    /// events; the claimed rows.
+    /// Claims the queued AVAILABLE runs of `picked` (a JSON list read
+    /// under the write lock `tx` holds) for the replica, started at `now`,
+    /// with their events; the claimed rows.
     async fn claim_picked(
+        tx: &mut Transaction<'_, Sqlite>,
+        picked: &str,
+        claim: &Claim<'_>,
+        now: Ts,
+    ) -> Result<Vec<ClaimRow>> {
+        sqlx::query("DELETE FROM available_run WHERE run_id IN (SELECT value FROM json_each($1))")
+            .bind(picked)
+            .execute(&mut **tx)
+            .await?;
+        Self::mark_running(tx, picked, claim, now).await
+    }
+
+    /// [`Self::claim_picked`] for runs that are not queued: those a round
+    /// moved to AVAILABLE in this transaction ([`Self::mark_available`]).
+    async fn mark_running(
         tx: &mut Transaction<'_, Sqlite>,
         picked: &str,
         claim: &Claim<'_>,
@@ -256,10 +278,6 @@ impl SqliteStore {
         .execute(&mut **tx)
         .await?
         .rows_affected();
-        sqlx::query("DELETE FROM available_run WHERE run_id IN (SELECT value FROM json_each($1))")
-            .bind(picked)
-            .execute(&mut **tx)
-            .await?;
         sqlx::query(
             "INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
              SELECT value, 'AVAILABLE', 'RUNNING', $2, $2, $3 FROM json_each($1)",
@@ -655,11 +673,13 @@ impl Dialect for SqliteStore {
     ) -> Result<Vec<ClaimRow>> {
         let tx: &mut Transaction<'static, Sqlite> = tx;
         // Through AVAILABLE and on at once, under the write lock: no other
-        // transaction sees them AVAILABLE, and the events are a promotion's
-        // and a claim's, in that order.
+        // transaction sees them AVAILABLE, so they never enter the queue of
+        // AVAILABLE runs (two statements fewer between a submit and its
+        // run's start), and the events are a promotion's and a claim's, in
+        // that order.
         let ids = id_list(ids);
-        Self::promote_ids(tx, &ids, now).await?;
-        Self::claim_picked(tx, &ids, claim, started).await
+        Self::mark_available(tx, &ids, now).await?;
+        Self::mark_running(tx, &ids, claim, started).await
     }
 
     async fn runs_finish(
