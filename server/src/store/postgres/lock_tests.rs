@@ -633,3 +633,67 @@ async fn a_held_run_row_is_beaten_the_moment_it_is_let_go() {
     drop(store);
     scratch.drop_database().await.expect("drop");
 }
+
+/// A plan cancel that waits for a round's row locks sees the promoted
+/// runs AVAILABLE once the round commits, and must take their queue rows
+/// out too, although the round inserted them after the cancel's statement
+/// began (`runs_cancel` deletes them in a statement of its own). Before,
+/// the rows stayed queued for runs that were CANCELED.
+#[tokio::test]
+async fn a_cancel_that_waited_for_a_round_dequeues_what_it_promoted() {
+    let (scratch, store) = store().await;
+    let store = Arc::new(store);
+    let plan_id = store
+        .plan_insert(&plan("racing", None), "test".into(), Ts::now())
+        .await
+        .expect("submit");
+    // A round in progress: the run promoted and queued, not yet committed.
+    let mut round = store.pool.begin().await.expect("begin");
+    sqlx::query(
+        "WITH moved AS (UPDATE task_run SET status = 'AVAILABLE'
+            WHERE plan_id = $1 AND status = 'PENDING' RETURNING id, node)
+        INSERT INTO available_run (run_id, node) SELECT id, node FROM moved",
+    )
+    .bind(plan_id)
+    .execute(&mut *round)
+    .await
+    .expect("the round promotes");
+    let cancel = tokio::spawn({
+        let store = store.clone();
+        async move { store.plan_cancel(plan_id, "ops".into(), Ts::now()).await }
+    });
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&store.pool)
+        .await
+        .expect("pg_stat_activity");
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            !cancel.is_finished(),
+            "the cancel did not wait for the round"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    round.commit().await.expect("the round commits");
+    cancel.await.expect("joined").expect("the cancel");
+    let (canceled, queued): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM task_run WHERE plan_id = $1 AND status = 'CANCELED'),
+            (SELECT COUNT(*) FROM available_run)",
+    )
+    .bind(plan_id)
+    .fetch_one(&store.pool)
+    .await
+    .expect("read back");
+    assert_eq!(
+        (canceled, queued),
+        (1, 0),
+        "CANCELED runs and queue rows left after the cancel"
+    );
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}

@@ -990,7 +990,7 @@ impl Dialect for PgStore {
         // its status (and its target, slot and version) until its replica
         // confirms the kill in its finish, or the sweeper finds that
         // replica stale. The replica hears it by NOTIFY or its next beat.
-        let changed: i64 = sqlx::query_scalar(concat!(
+        let (changed, moved): (i64, Vec<i64>) = sqlx::query_as(concat!(
             "WITH old AS (
                 SELECT id, status FROM task_run
                 WHERE id = ANY($1) AND status IN ('PENDING', 'AVAILABLE', 'RUNNING')
@@ -1003,9 +1003,6 @@ impl Dialect for PgStore {
             ",
             finish_logged_sql!("moved", "$2"),
             ",
-            dequeued AS (
-                DELETE FROM available_run
-                WHERE run_id = ANY(ARRAY(SELECT id FROM moved WHERE from_status = 'AVAILABLE'))),
             asked AS (
                 UPDATE task_run r SET cancel_requested_by = $3, cancel_requested_at = $2
                 FROM old WHERE r.id = old.id AND old.status = 'RUNNING'
@@ -1015,13 +1012,25 @@ impl Dialect for PgStore {
                 INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
                 SELECT id, from_status, 'CANCELED', replica_id, $3, $2, 'canceled by ' || $3
                 FROM moved)
-            SELECT (SELECT COUNT(*) FROM moved) + (SELECT COUNT(*) FROM asked)",
+            SELECT (SELECT COUNT(*) FROM moved) + (SELECT COUNT(*) FROM asked),
+                ARRAY(SELECT id FROM moved)",
         ))
         .bind(run_ids)
         .bind(now)
         .bind(actor)
         .fetch_one(&mut **tx)
         .await?;
+        // The ended runs' queue rows, in a statement of its own. A run that
+        // a round promoted while this cancel waited for its row lock is
+        // seen AVAILABLE above (the lock re-reads the row), but the queue
+        // row that round inserted is not: it committed after that
+        // statement's snapshot. This statement's snapshot comes after it.
+        if !moved.is_empty() {
+            sqlx::query("DELETE FROM available_run WHERE run_id = ANY($1)")
+                .bind(&moved)
+                .execute(&mut **tx)
+                .await?;
+        }
         Ok(changed as u64)
     }
 
