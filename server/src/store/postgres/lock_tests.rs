@@ -11,9 +11,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CLAIM_LOCK, PROMOTER_LOCK, PgStore};
+use super::{CLAIM_LOCK, PROMOTE, PROMOTER_LOCK, PgStore};
 use crate::bench::scratch::Scratch;
 use crate::plan::{NewPlan, parse_json};
+use crate::store::signals::{CHANNEL, Signal};
 use crate::store::submission::{IdempotencyKey, Submitted};
 use crate::store::{Claim, Result, Store};
 use domain::gates::NodeLabels;
@@ -647,17 +648,23 @@ async fn a_cancel_that_waited_for_a_round_dequeues_what_it_promoted() {
         .plan_insert(&plan("racing", None), "test".into(), Ts::now())
         .await
         .expect("submit");
-    // A round in progress: the run promoted and queued, not yet committed.
-    let mut round = store.pool.begin().await.expect("begin");
-    sqlx::query(
-        "WITH moved AS (UPDATE task_run SET status = 'AVAILABLE'
-            WHERE plan_id = $1 AND status = 'PENDING' RETURNING id, node)
-        INSERT INTO available_run (run_id, node) SELECT id, node FROM moved",
-    )
-    .bind(plan_id)
-    .execute(&mut *round)
-    .await
-    .expect("the round promotes");
+    // A round in progress: the run promoted and queued by the round's own
+    // statement, not yet committed.
+    let runs: Vec<i64> = sqlx::query_scalar("SELECT id FROM task_run WHERE plan_id = $1")
+        .bind(plan_id)
+        .fetch_all(&store.pool)
+        .await
+        .expect("the plan's run");
+    let mut round = store.begin(PROMOTE.begin).await.expect("begin");
+    let promoted: i64 = sqlx::query_scalar(PROMOTE.sql)
+        .bind(&runs)
+        .bind(Ts::now())
+        .bind(CHANNEL)
+        .bind(Signal::Available.payload())
+        .fetch_one(&mut *round)
+        .await
+        .expect("the round promotes");
+    assert_eq!(promoted, 1, "the round promoted the run");
     let cancel = tokio::spawn({
         let store = store.clone();
         async move { store.plan_cancel(plan_id, "ops".into(), Ts::now()).await }
