@@ -30,6 +30,7 @@ per_backend!(cases:
     a_replica_starting_under_an_outside_lock_waits_for_it,
     a_new_leader_discounts_the_stretch_its_predecessor_could_not_judge,
     a_heartbeat_held_up_by_a_lock_is_trouble_the_sweeper_discounts,
+    a_beat_recorded_beside_a_held_row_counts_until_it_lapses,
 );
 
 mod cases {
@@ -388,6 +389,58 @@ mod cases {
                 .failed
                 .is_empty()
         );
+    }
+
+    /// A run heartbeat that waited out a held row's lock records itself
+    /// beside the row (`held_heartbeat`; only PostgreSQL has row locks and
+    /// writes it, written here by hand): the sweeper judges the later of
+    /// the two deadlines, names it in the cause, and deletes the record
+    /// once the run has ended.
+    pub async fn a_beat_recorded_beside_a_held_row_counts_until_it_lapses(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        let id = submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [
+                {"name": "held", "target": "a", "sleep": "1h", "heartbeat_timeout": "2s"},
+            ]}),
+        )
+        .await;
+        promote(s.as_ref()).await;
+        s.replica_upsert(&replica("r-1", &[]), t0).await.unwrap();
+        let got = s.run_claim_many(&claim("r-1", &[], 1), t0).await.unwrap();
+        assert_eq!(got.len(), 1);
+        let run = task_named(&s.plan_get(id).await.unwrap(), "held")
+            .run_id
+            .unwrap();
+        let beside = t0.plus(5 * SECOND);
+        let stamp = match kind {
+            Kind::Sqlite => beside.micros().to_string(),
+            Kind::Postgres => format!("to_timestamp({} / 1e6)", beside.micros()),
+        };
+        db.execute(&format!(
+            "INSERT INTO held_heartbeat (run_id, deadline) VALUES ({run}, {stamp})"
+        ))
+        .await;
+
+        let t1 = t0.plus(3 * SECOND);
+        s.replica_upsert(&replica("r-1", &[]), t1).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, None, t1).await.unwrap();
+        assert!(report.failed.is_empty(), "{report:?}");
+
+        let t2 = t0.plus(6 * SECOND);
+        s.replica_upsert(&replica("r-1", &[]), t2).await.unwrap();
+        let report = s.run_sweep(10 * SECOND, None, t2).await.unwrap();
+        let cause = format!(
+            "run heartbeat missed: replica r-1 did not extend it past {}",
+            beside.clock()
+        );
+        assert_eq!(report.failed, [(run, cause)]);
+        let left = "SELECT COUNT(*) FROM held_heartbeat";
+        assert_eq!(db.count(left).await, 1, "the run was RUNNING at the sweep");
+        s.run_sweep(10 * SECOND, None, t2).await.unwrap();
+        assert_eq!(db.count(left).await, 0, "the run has ended");
     }
 
     pub async fn the_sweeper_fails_runs_past_their_deadlines(kind: Kind) {

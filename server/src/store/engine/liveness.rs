@@ -39,8 +39,15 @@ pub const LEASE_RELEASE: &str = "DELETE FROM leader_lease WHERE name = $1 AND ho
 
 pub const REPLICA_PRUNE: &str = "DELETE FROM replica WHERE last_heartbeat < $1";
 
+/// Run heartbeats recorded beside a row another client held (PostgreSQL's
+/// held-row beat, docs/design.md "Liveness") count only while the run is
+/// RUNNING; each sweep deletes the others.
+pub const HELD_HEARTBEAT_PRUNE: &str =
+    "DELETE FROM held_heartbeat WHERE run_id NOT IN (SELECT id FROM running_run)";
+
 /// RUNNING runs the sweeper must fail: replica row missing or stale,
-/// heartbeat deadline or hard deadline passed. `$1` = stale since, `$2` =
+/// heartbeat deadline (the later of the row's and one recorded beside a
+/// held row, [`HELD_HEARTBEAT_PRUNE`]) or hard deadline passed. `$1` = stale since, `$2` =
 /// the time verdicts are judged at. `$with` and `$stale` say which replica
 /// rows count as stale (each dialect's `SWEEP_CANDIDATES`); PostgreSQL
 /// appends a row lock.
@@ -48,12 +55,16 @@ macro_rules! sweep_candidates_sql {
     ($with:literal, $stale:literal) => {
         concat!(
             $with,
-            "SELECT r.id, r.replica_id, p.last_heartbeat, r.heartbeat_deadline, r.deadline,
-                r.timeout_ms
+            "SELECT r.id, r.replica_id, p.last_heartbeat,
+                CASE WHEN h.deadline > r.heartbeat_deadline THEN h.deadline
+                    ELSE r.heartbeat_deadline END AS heartbeat_deadline,
+                r.deadline, r.timeout_ms
             FROM running_run r LEFT JOIN replica p ON p.replica_id = r.replica_id
+                LEFT JOIN held_heartbeat h ON h.run_id = r.id
             WHERE (p.replica_id IS NULL OR ",
             $stale,
-            " OR r.heartbeat_deadline < $2 OR r.deadline < $2)
+            " OR (r.heartbeat_deadline < $2 AND (h.deadline IS NULL OR h.deadline < $2))
+                OR r.deadline < $2)
             ORDER BY r.id"
         )
     };

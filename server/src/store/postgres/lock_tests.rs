@@ -635,6 +635,78 @@ async fn a_held_run_row_is_beaten_the_moment_it_is_let_go() {
     scratch.drop_database().await.expect("drop");
 }
 
+/// A held run row let go between two of its beat's waits, past the row's
+/// own deadline, goes to whoever asks first, here a sweep: the sweep
+/// spares the run, since the beat that waited out its lock timeout
+/// recorded itself beside the row (`held_heartbeat`). Before, nobody was
+/// in the row's lock queue between one wait and the next, and a sweep
+/// that came then failed a live run (seen once in CI, in
+/// `outside_locks_fail_no_run_and_stop_no_command`).
+#[tokio::test]
+async fn a_held_run_row_let_go_between_beats_is_not_swept() {
+    let (scratch, store) = store().await;
+    let t0 = Ts::now();
+    let replica = crate::store::ReplicaInfo {
+        replica_id: "r-1".into(),
+        hostname: "test".into(),
+        labels: Vec::new(),
+        version: "test".into(),
+        started_at: t0,
+    };
+    store.replica_upsert(&replica, t0).await.expect("heartbeat");
+    let (ids, outsider, beats) = first_row_held(&store, 1).await;
+    // The row has been held 10 s, past its deadline; the replica beats on.
+    let t1 = t0.plus(Duration::from_secs(10));
+    store.replica_upsert(&replica, t1).await.expect("heartbeat");
+    let beaten = store
+        .run_heartbeat_many("r-1", &beats, t1)
+        .await
+        .expect("beat");
+    assert_eq!(beaten.held, ids, "{beaten:?}");
+    // Another replica's beat of the held row is no proof for it.
+    let stranger = store
+        .run_heartbeat_many("r-2", &beats, t1)
+        .await
+        .expect("beat");
+    assert_eq!(stranger, crate::store::Beaten::default());
+    outsider.rollback().await.expect("release");
+
+    let stale_after = Duration::from_secs(60);
+    let t2 = t1.plus(Duration::from_secs(1));
+    let swept = store.run_sweep(stale_after, None, t2).await.expect("sweep");
+    assert!(swept.failed.is_empty(), "a live run was failed: {swept:?}");
+    let beaten = store
+        .run_heartbeat_many("r-1", &beats, t2)
+        .await
+        .expect("beat");
+    assert_eq!(beaten.owned, ids, "{beaten:?}");
+
+    // A replica that stops beating is judged by the later deadline.
+    let t3 = t2.plus(Duration::from_secs(11));
+    let swept = store.run_sweep(stale_after, None, t3).await.expect("sweep");
+    let past = t2.plus(Duration::from_secs(10)).clock();
+    assert_eq!(
+        swept.failed,
+        [(
+            ids[0],
+            format!("run heartbeat missed: replica r-1 did not extend it past {past}")
+        )]
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM held_heartbeat")
+        .fetch_one(&store.pool)
+        .await
+        .expect("count");
+    assert_eq!(left, 1, "pruned by the next sweep, once the run ended");
+    store.run_sweep(stale_after, None, t3).await.expect("sweep");
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM held_heartbeat")
+        .fetch_one(&store.pool)
+        .await
+        .expect("count");
+    assert_eq!(left, 0, "a beat beside a run that ended is pruned");
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}
+
 /// A plan cancel that waits for a round's row locks sees the promoted
 /// runs AVAILABLE once the round commits, and must take their queue rows
 /// out too, although the round inserted them after the cancel's statement

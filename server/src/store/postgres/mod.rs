@@ -262,13 +262,14 @@ macro_rules! heartbeat_lock_timeout_sql {
     };
 }
 const BEGIN_HEARTBEAT: &str = concat!("BEGIN; ", heartbeat_lock_timeout_sql!());
-/// The sweeper's first statements: the write lock on both tables a
+/// The sweeper's first statements: the write lock on the tables a run
 /// heartbeat writes, waited for a second at most (a round that waits is
 /// judged by `engine::execution::endings::run_sweep`, one that times out fails), then
 /// no limit. Not part of its `BEGIN`: a `BEGIN` string that fails leaves
 /// its connection in the aborted transaction, back in the pool.
 const SWEEP_LOCKS: &str = "SET LOCAL lock_timeout = '1s'; \
-    LOCK TABLE replica, task_run IN ROW EXCLUSIVE MODE; SET LOCAL lock_timeout = 0";
+    LOCK TABLE replica, task_run, held_heartbeat IN ROW EXCLUSIVE MODE; \
+    SET LOCAL lock_timeout = 0";
 
 /// A hot statement and the `BEGIN` of its transaction, which sets the
 /// planner up for it (`index_only_sql` or [`PgStore::hash_joined`]).
@@ -647,6 +648,25 @@ const RUN_HEARTBEAT_HELD: Planned = Planned {
         RETURNING r.id, r.cancel_requested_by IS NOT NULL AS canceling",
 };
 
+/// Who: a run heartbeat whose [`RUN_HEARTBEAT_HELD`] waited out its lock
+/// timeout. It records the beat beside the held row (`held_heartbeat`,
+/// migrations/postgres/0031_held_heartbeat.sql) for each run the row, as
+/// last committed, still has RUNNING on this replica; the sweeper judges
+/// the later deadline. Without it the row had no beat in its lock queue
+/// between one wait and the next, and a holder letting go right then
+/// handed it to a sweep, past its deadline: a live run failed. Runs it
+/// does not name are no longer this replica's.
+const HELD_HEARTBEAT: &str = "WITH owned AS (
+        SELECT r.id, $4 + b.timeout_ms * INTERVAL '1 millisecond' AS deadline
+        FROM task_run r JOIN UNNEST($2::bigint[], $3::bigint[]) AS b(id, timeout_ms)
+            ON r.id = b.id
+        WHERE r.status = 'RUNNING' AND r.replica_id = $1),
+    recorded AS (
+        INSERT INTO held_heartbeat (run_id, deadline) SELECT id, deadline FROM owned
+        ON CONFLICT (run_id) DO UPDATE
+            SET deadline = GREATEST(held_heartbeat.deadline, excluded.deadline))
+    SELECT id FROM owned";
+
 /// A `lock_timeout` ran out ([`crate::store::LOCK_NOT_AVAILABLE`]).
 fn is_lock_timeout(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db)
@@ -668,7 +688,8 @@ pub struct PgStore {
 impl PgStore {
     /// Beats the runs whose rows [`RUN_HEARTBEAT`] found held, waiting for
     /// them (see [`RUN_HEARTBEAT_HELD`]); those still held after the lock
-    /// timeout are [`Beaten::held`].
+    /// timeout are beaten beside their rows ([`HELD_HEARTBEAT`]) and are
+    /// [`Beaten::held`].
     async fn held_runs_heartbeat(
         &self,
         replica_id: &str,
@@ -696,7 +717,17 @@ impl PgStore {
                 }
             }
             Err(e) if is_lock_timeout(&e) => {
-                beaten.held.extend(beats.iter().map(|b| b.0));
+                tx.rollback().await?;
+                let mut tx = self.begin_liveness(BEGIN_HEARTBEAT).await?;
+                let recorded: Vec<i64> = sqlx::query_scalar(HELD_HEARTBEAT)
+                    .bind(replica_id)
+                    .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
+                    .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
+                    .bind(now)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                beaten.held.extend(recorded);
             }
             Err(e) => return Err(e.into()),
         }

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::store::engine::execution::outcomes;
-use crate::store::engine::liveness::{SweepCandidate, SweepReport};
+use crate::store::engine::liveness::{HELD_HEARTBEAT_PRUNE, SweepCandidate, SweepReport};
 use crate::store::engine::sweep_memory::SweepMemory;
 use crate::store::engine::{Dialect, RowLock, Sql, gates};
 use crate::store::signals::Signal;
@@ -231,6 +231,7 @@ pub async fn run_sweep<D: Dialect>(
         .await?
         .judge(troubled_at, stale_after, now);
     verdicts.next.store::<D>(&mut tx).await?;
+    D::execute(&mut tx, HELD_HEARTBEAT_PRUNE.into(), &[]).await?;
     let judged = now.minus(verdicts.grace);
     let stale_since = judged.minus(stale_after);
     let sql = format!(
