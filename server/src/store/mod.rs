@@ -27,7 +27,7 @@ use domain::model::{DeliveryView, EventView, PlanList, PlanStatus, PlanView, Run
 use domain::time::Ts;
 
 pub use self::engine::gates::node_labels;
-pub use self::engine::liveness::{LEADER as LEADER_LEASE, Lease, SweepReport};
+pub use self::engine::liveness::{LEADER as LEADER_LEASE, Lease, SWEEP_BLOCKED_AFTER, SweepReport};
 pub use self::engine::notifications::{
     DeliveryOutcome, DueDelivery, Notified, NotifyTargets, PIPELINE_COMPLETED, PIPELINE_FAILED,
 };

@@ -31,6 +31,7 @@ per_backend!(cases:
     a_new_leader_discounts_the_stretch_its_predecessor_could_not_judge,
     a_heartbeat_held_up_by_a_lock_is_trouble_the_sweeper_discounts,
     a_beat_recorded_beside_a_held_row_counts_until_it_lapses,
+    a_replica_beat_recorded_beside_its_held_row_keeps_it_live,
 );
 
 mod cases {
@@ -392,7 +393,7 @@ mod cases {
     }
 
     /// A run heartbeat that waited out a held row's lock records itself
-    /// beside the row (`held_heartbeat`; only PostgreSQL has row locks and
+    /// beside the row (`held_run_heartbeat`; only PostgreSQL has row locks and
     /// writes it, written here by hand): the sweeper judges the later of
     /// the two deadlines, names it in the cause, and deletes the record
     /// once the run has ended.
@@ -420,7 +421,7 @@ mod cases {
             Kind::Postgres => format!("to_timestamp({} / 1e6)", beside.micros()),
         };
         db.execute(&format!(
-            "INSERT INTO held_heartbeat (run_id, deadline) VALUES ({run}, {stamp})"
+            "INSERT INTO held_run_heartbeat (run_id, deadline) VALUES ({run}, {stamp})"
         ))
         .await;
 
@@ -437,10 +438,53 @@ mod cases {
             beside.clock()
         );
         assert_eq!(report.failed, [(run, cause)]);
-        let left = "SELECT COUNT(*) FROM held_heartbeat";
+        let left = "SELECT COUNT(*) FROM held_run_heartbeat";
         assert_eq!(db.count(left).await, 1, "the run was RUNNING at the sweep");
         s.run_sweep(10 * SECOND, None, t2).await.unwrap();
         assert_eq!(db.count(left).await, 0, "the run has ended");
+    }
+
+    /// The same for a replica's row (`held_replica_heartbeat`): the
+    /// replica is stale only once both stamps are, the cause names the
+    /// later, and the record goes with the replica's row.
+    pub async fn a_replica_beat_recorded_beside_its_held_row_keeps_it_live(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        submit(
+            s.as_ref(),
+            json!({"name": "p", "tasks": [{"name": "t", "target": "a", "sleep": "1h"}]}),
+        )
+        .await;
+        promote(s.as_ref()).await;
+        s.replica_upsert(&replica("r-1", &[]), t0).await.unwrap();
+        let got = s.run_claim_many(&claim("r-1", &[], 1), t0).await.unwrap();
+        let run = got[0].id;
+        let beside = t0.plus(8 * SECOND);
+        let stamp = match kind {
+            Kind::Sqlite => beside.micros().to_string(),
+            Kind::Postgres => format!("to_timestamp({} / 1e6)", beside.micros()),
+        };
+        db.execute(&format!(
+            "INSERT INTO held_replica_heartbeat (replica_id, at) VALUES ('r-1', {stamp})"
+        ))
+        .await;
+        let t1 = t0.plus(12 * SECOND);
+        s.run_heartbeat_many("r-1", &[(run, 60 * SECOND)], t1)
+            .await
+            .unwrap();
+        let report = s.run_sweep(10 * SECOND, None, t1).await.unwrap();
+        assert!(report.failed.is_empty(), "{report:?}");
+
+        let t2 = t0.plus(19 * SECOND);
+        let report = s.run_sweep(10 * SECOND, None, t2).await.unwrap();
+        let cause = format!("replica r-1 stopped heart-beating at {}", beside.clock());
+        assert_eq!(report.failed, [(run, cause)]);
+        let left = "SELECT COUNT(*) FROM held_replica_heartbeat";
+        assert_eq!(db.count(left).await, 1, "the replica has its row");
+        s.replica_delete("r-1").await.unwrap();
+        s.run_sweep(10 * SECOND, None, t2).await.unwrap();
+        assert_eq!(db.count(left).await, 0, "the replica's row is gone");
     }
 
     pub async fn the_sweeper_fails_runs_past_their_deadlines(kind: Kind) {

@@ -270,6 +270,15 @@ pub trait Dialect: Send + Sync + Sized + 'static {
         self.write_returning(sql, args).await
     }
 
+    /// Records a replica heartbeat that [`Dialect::heartbeat_write`] found
+    /// held up beside the replica's row (`held_replica_heartbeat`,
+    /// docs/design.md "Liveness"), where another client may hold that row
+    /// alone; nothing where the lock held is the whole database's (SQLite),
+    /// which the sweeper needs as well.
+    async fn held_replica_heartbeat(&self, _replica_id: &str, _now: Ts) -> Result<()> {
+        Ok(())
+    }
+
     /// The overview's per-minute count of finished runs (`$1`: the window's
     /// start); the minute of a timestamp is the backend's own SQL.
     const FINISHED_PER_MINUTE: &'static str;

@@ -39,31 +39,46 @@ pub const LEASE_RELEASE: &str = "DELETE FROM leader_lease WHERE name = $1 AND ho
 
 pub const REPLICA_PRUNE: &str = "DELETE FROM replica WHERE last_heartbeat < $1";
 
-/// Run heartbeats recorded beside a row another client held (PostgreSQL's
-/// held-row beat, docs/design.md "Liveness") count only while the run is
-/// RUNNING; each sweep deletes the others.
-pub const HELD_HEARTBEAT_PRUNE: &str =
-    "DELETE FROM held_heartbeat WHERE run_id NOT IN (SELECT id FROM running_run)";
+/// A sweep that waited longer than this for its table locks judges
+/// nothing: heartbeats were kept waiting as long. The sweeper's other
+/// statements held up as long are trouble the same way
+/// (`loops::sweeper`).
+pub const SWEEP_BLOCKED_AFTER: Duration = Duration::from_millis(250);
+
+/// Heartbeats recorded beside a row another client held (PostgreSQL's
+/// held-row beats, docs/design.md "Liveness") count only while their run
+/// is RUNNING or their replica has a row; each sweep deletes the others.
+pub const HELD_RUN_HEARTBEATS_PRUNE: &str =
+    "DELETE FROM held_run_heartbeat WHERE run_id NOT IN (SELECT id FROM running_run)";
+pub const HELD_REPLICA_HEARTBEATS_PRUNE: &str =
+    "DELETE FROM held_replica_heartbeat WHERE replica_id NOT IN (SELECT replica_id FROM replica)";
 
 /// RUNNING runs the sweeper must fail: replica row missing or stale,
-/// heartbeat deadline (the later of the row's and one recorded beside a
-/// held row, [`HELD_HEARTBEAT_PRUNE`]) or hard deadline passed. `$1` = stale since, `$2` =
-/// the time verdicts are judged at. `$with` and `$stale` say which replica
-/// rows count as stale (each dialect's `SWEEP_CANDIDATES`); PostgreSQL
-/// appends a row lock.
+/// heartbeat deadline or hard deadline passed. A replica's last heartbeat
+/// and a run's heartbeat deadline are each the later of the row's and the
+/// one recorded beside the row while another client held it
+/// (`held_replica_heartbeat`, `held_run_heartbeat`). `$1` = stale since,
+/// `$2` = the time verdicts are judged at. `$with` and `$stale` say which
+/// replica rows look stale by their own stamp (each dialect's
+/// `SWEEP_CANDIDATES`); PostgreSQL appends a row lock.
 macro_rules! sweep_candidates_sql {
     ($with:literal, $stale:literal) => {
         concat!(
             $with,
-            "SELECT r.id, r.replica_id, p.last_heartbeat,
-                CASE WHEN h.deadline > r.heartbeat_deadline THEN h.deadline
+            "SELECT r.id, r.replica_id,
+                CASE WHEN hp.at > p.last_heartbeat THEN hp.at
+                    ELSE p.last_heartbeat END AS last_heartbeat,
+                CASE WHEN hr.deadline > r.heartbeat_deadline THEN hr.deadline
                     ELSE r.heartbeat_deadline END AS heartbeat_deadline,
                 r.deadline, r.timeout_ms
             FROM running_run r LEFT JOIN replica p ON p.replica_id = r.replica_id
-                LEFT JOIN held_heartbeat h ON h.run_id = r.id
-            WHERE (p.replica_id IS NULL OR ",
+                LEFT JOIN held_replica_heartbeat hp ON hp.replica_id = r.replica_id
+                LEFT JOIN held_run_heartbeat hr ON hr.run_id = r.id
+            WHERE (p.replica_id IS NULL
+                OR (",
             $stale,
-            " OR (r.heartbeat_deadline < $2 AND (h.deadline IS NULL OR h.deadline < $2))
+            " AND (hp.at IS NULL OR hp.at < $1))
+                OR (r.heartbeat_deadline < $2 AND (hr.deadline IS NULL OR hr.deadline < $2))
                 OR r.deadline < $2)
             ORDER BY r.id"
         )
@@ -205,7 +220,7 @@ pub async fn lease_get<D: Dialect>(d: &D, name: &str) -> Result<Option<Lease>> {
 /// Writes the worker's heartbeat row; whether an operator drains it.
 pub async fn replica_upsert<D: Dialect>(d: &D, replica: &ReplicaInfo, now: Ts) -> Result<bool> {
     let labels = serde_json::to_string(&replica.labels).unwrap_or_else(|_| "[]".into());
-    let draining: Vec<(Option<Ts>,)> = d
+    let written: Result<Vec<(Option<Ts>,)>> = d
         .heartbeat_write(
             rows::REPLICA_UPSERT.into(),
             &[
@@ -220,7 +235,15 @@ pub async fn replica_upsert<D: Dialect>(d: &D, replica: &ReplicaInfo, now: Ts) -
                 super::queue_repair::RUN_STORAGE.into(),
             ],
         )
-        .await?;
+        .await;
+    let draining = match written {
+        // Still held up: the replica asks again at once.
+        Err(e) if e.is_lock_wait() => {
+            d.held_replica_heartbeat(&replica.replica_id, now).await?;
+            return Err(e);
+        }
+        written => written?,
+    };
     Ok(draining.first().is_some_and(|(since,)| since.is_some()))
 }
 

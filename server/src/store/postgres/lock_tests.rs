@@ -638,7 +638,7 @@ async fn a_held_run_row_is_beaten_the_moment_it_is_let_go() {
 /// A held run row let go between two of its beat's waits, past the row's
 /// own deadline, goes to whoever asks first, here a sweep: the sweep
 /// spares the run, since the beat that waited out its lock timeout
-/// recorded itself beside the row (`held_heartbeat`). Before, nobody was
+/// recorded itself beside the row (`held_run_heartbeat`). Before, nobody was
 /// in the row's lock queue between one wait and the next, and a sweep
 /// that came then failed a live run (seen once in CI, in
 /// `outside_locks_fail_no_run_and_stop_no_command`).
@@ -692,17 +692,89 @@ async fn a_held_run_row_let_go_between_beats_is_not_swept() {
             format!("run heartbeat missed: replica r-1 did not extend it past {past}")
         )]
     );
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM held_heartbeat")
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM held_run_heartbeat")
         .fetch_one(&store.pool)
         .await
         .expect("count");
     assert_eq!(left, 1, "pruned by the next sweep, once the run ended");
     store.run_sweep(stale_after, None, t3).await.expect("sweep");
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM held_heartbeat")
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM held_run_heartbeat")
         .fetch_one(&store.pool)
         .await
         .expect("count");
     assert_eq!(left, 0, "a beat beside a run that ended is pruned");
+    drop(store);
+    scratch.drop_database().await.expect("drop");
+}
+
+/// The same for a replica's own row: held, and let go between two of
+/// its beat's waits, past the row's stamp. The sweep that takes the row
+/// first judges the replica by the beat recorded beside it
+/// (`held_replica_heartbeat`) and fails none of its runs; without it,
+/// every run of a live replica failed.
+#[tokio::test]
+async fn a_held_replica_row_let_go_between_beats_is_not_swept() {
+    let (scratch, store) = store().await;
+    let t0 = Ts::now();
+    let replica = crate::store::ReplicaInfo {
+        replica_id: "r-1".into(),
+        hostname: "test".into(),
+        labels: Vec::new(),
+        version: "test".into(),
+        started_at: t0,
+    };
+    store.replica_upsert(&replica, t0).await.expect("heartbeat");
+    available_runs(&store, 1).await;
+    let claimed = store
+        .run_claim_many(&claim_as("r-1"), t0)
+        .await
+        .expect("claim");
+    let run = claimed[0].id;
+    let mut outsider = store.pool.begin().await.expect("begin");
+    sqlx::query("SELECT * FROM replica WHERE replica_id = 'r-1' FOR UPDATE")
+        .execute(&mut *outsider)
+        .await
+        .expect("the outside lock");
+    // Held for 20 s, far past the row's stamp; the replica beats on.
+    let t1 = t0.plus(Duration::from_secs(20));
+    let held = store
+        .replica_upsert(&replica, t1)
+        .await
+        .expect_err("held up");
+    assert!(held.is_lock_wait(), "{held}");
+    let beaten = store
+        .run_heartbeat_many("r-1", &[(run, Duration::from_secs(10))], t1)
+        .await
+        .expect("beat");
+    assert_eq!(beaten.owned, [run], "{beaten:?}");
+    outsider.rollback().await.expect("release");
+
+    let stale_after = Duration::from_secs(10);
+    let t2 = t1.plus(Duration::from_secs(1));
+    let swept = store.run_sweep(stale_after, None, t2).await.expect("sweep");
+    assert!(
+        swept.failed.is_empty(),
+        "a live replica's run failed: {swept:?}"
+    );
+
+    // A replica that stops beating is stale from the recorded beat.
+    let t3 = t1.plus(Duration::from_secs(11));
+    let swept = store.run_sweep(stale_after, None, t3).await.expect("sweep");
+    let cause = format!("replica r-1 stopped heart-beating at {}", t1.clock());
+    assert_eq!(swept.failed, [(run, cause)]);
+    let records = "SELECT count(*) FROM held_replica_heartbeat";
+    let left: i64 = sqlx::query_scalar(records)
+        .fetch_one(&store.pool)
+        .await
+        .expect("count");
+    assert_eq!(left, 1, "the replica still has its row");
+    store.replica_delete("r-1").await.expect("delete");
+    store.run_sweep(stale_after, None, t3).await.expect("sweep");
+    let left: i64 = sqlx::query_scalar(records)
+        .fetch_one(&store.pool)
+        .await
+        .expect("count");
+    assert_eq!(left, 0, "a record beside a row that is gone is pruned");
     drop(store);
     scratch.drop_database().await.expect("drop");
 }

@@ -268,7 +268,8 @@ const BEGIN_HEARTBEAT: &str = concat!("BEGIN; ", heartbeat_lock_timeout_sql!());
 /// no limit. Not part of its `BEGIN`: a `BEGIN` string that fails leaves
 /// its connection in the aborted transaction, back in the pool.
 const SWEEP_LOCKS: &str = "SET LOCAL lock_timeout = '1s'; \
-    LOCK TABLE replica, task_run, held_heartbeat IN ROW EXCLUSIVE MODE; \
+    LOCK TABLE replica, task_run, held_run_heartbeat, held_replica_heartbeat \
+        IN ROW EXCLUSIVE MODE; \
     SET LOCAL lock_timeout = 0";
 
 /// A hot statement and the `BEGIN` of its transaction, which sets the
@@ -649,23 +650,32 @@ const RUN_HEARTBEAT_HELD: Planned = Planned {
 };
 
 /// Who: a run heartbeat whose [`RUN_HEARTBEAT_HELD`] waited out its lock
-/// timeout. It records the beat beside the held row (`held_heartbeat`,
-/// migrations/postgres/0031_held_heartbeat.sql) for each run the row, as
+/// timeout. It records the beat beside the held row (`held_run_heartbeat`,
+/// migrations/postgres/0031_held_heartbeats.sql) for each run the row, as
 /// last committed, still has RUNNING on this replica; the sweeper judges
 /// the later deadline. Without it the row had no beat in its lock queue
 /// between one wait and the next, and a holder letting go right then
 /// handed it to a sweep, past its deadline: a live run failed. Runs it
 /// does not name are no longer this replica's.
-const HELD_HEARTBEAT: &str = "WITH owned AS (
+const HELD_RUN_HEARTBEAT: &str = "WITH owned AS (
         SELECT r.id, $4 + b.timeout_ms * INTERVAL '1 millisecond' AS deadline
         FROM task_run r JOIN UNNEST($2::bigint[], $3::bigint[]) AS b(id, timeout_ms)
             ON r.id = b.id
         WHERE r.status = 'RUNNING' AND r.replica_id = $1),
     recorded AS (
-        INSERT INTO held_heartbeat (run_id, deadline) SELECT id, deadline FROM owned
+        INSERT INTO held_run_heartbeat (run_id, deadline) SELECT id, deadline FROM owned
         ON CONFLICT (run_id) DO UPDATE
-            SET deadline = GREATEST(held_heartbeat.deadline, excluded.deadline))
+            SET deadline = GREATEST(held_run_heartbeat.deadline, excluded.deadline))
     SELECT id FROM owned";
+
+/// Who: a replica heartbeat held up by a lock (see
+/// [`PgStore::held_replica_heartbeat`]). It does not read `replica`: under
+/// a lock on the whole table that read waited as long again, and the
+/// replica's proof lapsed between beats. A record of a replica without a
+/// row (its first beat, held up) is pruned by the next sweep.
+const HELD_REPLICA_HEARTBEAT: &str = "INSERT INTO held_replica_heartbeat (replica_id, at)
+    VALUES ($1, $2)
+    ON CONFLICT (replica_id) DO UPDATE SET at = GREATEST(held_replica_heartbeat.at, excluded.at)";
 
 /// A `lock_timeout` ran out ([`crate::store::LOCK_NOT_AVAILABLE`]).
 fn is_lock_timeout(e: &sqlx::Error) -> bool {
@@ -688,7 +698,7 @@ pub struct PgStore {
 impl PgStore {
     /// Beats the runs whose rows [`RUN_HEARTBEAT`] found held, waiting for
     /// them (see [`RUN_HEARTBEAT_HELD`]); those still held after the lock
-    /// timeout are beaten beside their rows ([`HELD_HEARTBEAT`]) and are
+    /// timeout are beaten beside their rows ([`HELD_RUN_HEARTBEAT`]) and are
     /// [`Beaten::held`].
     async fn held_runs_heartbeat(
         &self,
@@ -719,7 +729,7 @@ impl PgStore {
             Err(e) if is_lock_timeout(&e) => {
                 tx.rollback().await?;
                 let mut tx = self.begin_liveness(BEGIN_HEARTBEAT).await?;
-                let recorded: Vec<i64> = sqlx::query_scalar(HELD_HEARTBEAT)
+                let recorded: Vec<i64> = sqlx::query_scalar(HELD_RUN_HEARTBEAT)
                     .bind(replica_id)
                     .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
                     .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
@@ -945,6 +955,25 @@ impl Dialect for PgStore {
         let rows = Self::fetch_all(&mut tx, sql, args).await?;
         tx.commit().await?;
         Ok(rows)
+    }
+
+    /// The replica's row may be held alone (an outside `SELECT … FOR
+    /// UPDATE`): the sweeper skips it, and takes it the moment it is let
+    /// go. The beat waits in the row's lock queue, but between one wait
+    /// and the next nobody does, so a holder letting go then handed a live
+    /// replica's row to a sweep, past its stamp, and all its runs failed.
+    /// Recorded here, the beat keeps the replica live for the sweeper
+    /// until its next wait. Under a table lock the sweep waits too, and
+    /// the record changes nothing.
+    async fn held_replica_heartbeat(&self, replica_id: &str, now: Ts) -> Result<()> {
+        let mut tx = self.begin_liveness(BEGIN_HEARTBEAT).await?;
+        sqlx::query(HELD_REPLICA_HEARTBEAT)
+            .bind(replica_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     fn row_lock(lock: RowLock) -> &'static str {

@@ -9,7 +9,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::store::engine::execution::outcomes;
-use crate::store::engine::liveness::{HELD_HEARTBEAT_PRUNE, SweepCandidate, SweepReport};
+use crate::store::engine::liveness::{
+    HELD_REPLICA_HEARTBEATS_PRUNE, HELD_RUN_HEARTBEATS_PRUNE, SWEEP_BLOCKED_AFTER, SweepCandidate,
+    SweepReport,
+};
 use crate::store::engine::sweep_memory::SweepMemory;
 use crate::store::engine::{Dialect, RowLock, Sql, gates};
 use crate::store::signals::Signal;
@@ -196,10 +199,6 @@ fn first_per_run(finishes: &[Finish]) -> Cow<'_, [Finish]> {
     )
 }
 
-/// A sweep that waited longer than this for its table locks judges
-/// nothing: heartbeats were kept waiting as long.
-const BLOCKED_AFTER: Duration = Duration::from_millis(250);
-
 /// Fails every RUNNING run whose replica is stale or gone, or whose
 /// heartbeat deadline or hard deadline passed, with the rule that fired as
 /// its error, and creates the automatic retries.
@@ -218,7 +217,7 @@ pub async fn run_sweep<D: Dialect>(
     let asked = std::time::Instant::now();
     let mut tx = d.sweep_begin().await?;
     let waited = asked.elapsed();
-    if waited > BLOCKED_AFTER {
+    if waited > SWEEP_BLOCKED_AFTER {
         return Ok(SweepReport {
             blocked: Some(waited),
             ..SweepReport::default()
@@ -231,7 +230,8 @@ pub async fn run_sweep<D: Dialect>(
         .await?
         .judge(troubled_at, stale_after, now);
     verdicts.next.store::<D>(&mut tx).await?;
-    D::execute(&mut tx, HELD_HEARTBEAT_PRUNE.into(), &[]).await?;
+    D::execute(&mut tx, HELD_RUN_HEARTBEATS_PRUNE.into(), &[]).await?;
+    D::execute(&mut tx, HELD_REPLICA_HEARTBEATS_PRUNE.into(), &[]).await?;
     let judged = now.minus(verdicts.grace);
     let stale_since = judged.minus(stale_after);
     let sql = format!(
