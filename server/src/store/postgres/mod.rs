@@ -262,8 +262,8 @@ macro_rules! heartbeat_lock_timeout_sql {
     };
 }
 const BEGIN_HEARTBEAT: &str = concat!("BEGIN; ", heartbeat_lock_timeout_sql!());
-/// The sweeper's first statements: the write lock on the tables a run
-/// heartbeat writes, waited for a second at most (a round that waits is
+/// The sweeper's first statements: the write lock on the tables the
+/// replicas' and runs' heartbeats write, waited for a second at most (a round that waits is
 /// judged by `engine::execution::endings::run_sweep`, one that times out fails), then
 /// no limit. Not part of its `BEGIN`: a `BEGIN` string that fails leaves
 /// its connection in the aborted transaction, back in the pool.
