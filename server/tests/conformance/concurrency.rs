@@ -186,19 +186,22 @@ mod cases {
         const TASKS: usize = 20;
         let db = TestDb::new(kind).await;
         let setup = db.store().await;
-        let submitted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Every taker goes on until all runs are taken, whoever took them:
+        // one that stopped after a few empty tries could stop while a round
+        // was still queueing runs it did not claim itself, and leave them
+        // to nobody. A run nobody can take ends the test at the deadline.
+        let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let mut takers = Vec::new();
         for i in 0..12 {
             let store: Arc<dyn Store> = db.store().await;
-            let submitted = submitted.clone();
+            let taken = taken.clone();
             takers.push(tokio::spawn(async move {
                 let me = format!("r-{i}");
                 let mut mine = Vec::new();
-                let mut idle = 0;
-                // Until everything was submitted and a few tries in a row
-                // found nothing.
-                while idle < 20 {
-                    let done = submitted.load(std::sync::atomic::Ordering::SeqCst);
+                while taken.load(std::sync::atomic::Ordering::SeqCst) < PLANS * TASKS
+                    && std::time::Instant::now() < deadline
+                {
                     let got: Vec<i64> = if i < 4 {
                         let c = claim(&me, &[], 7);
                         let report = store
@@ -213,9 +216,11 @@ mod cases {
                             .expect("claim");
                         got.iter().map(|c| c.id).collect()
                     };
-                    idle = if got.is_empty() && done { idle + 1 } else { 0 };
+                    taken.fetch_add(got.len(), std::sync::atomic::Ordering::SeqCst);
+                    if got.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
                     mine.extend(got);
-                    tokio::task::yield_now().await;
                 }
                 (me, mine)
             }));
@@ -235,7 +240,6 @@ mod cases {
                 .unwrap();
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        submitted.store(true, std::sync::atomic::Ordering::SeqCst);
         let mut seen = HashSet::new();
         let mut by_rounds = 0;
         let mut by_claimers = 0;
