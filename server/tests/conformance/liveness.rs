@@ -34,6 +34,15 @@ per_backend!(cases:
     a_replica_beat_recorded_beside_its_held_row_keeps_it_live,
 );
 
+/// `at` as a literal of the backend's timestamp column, for rows written
+/// by hand.
+fn stamp_sql(kind: Kind, at: Ts) -> String {
+    match kind {
+        Kind::Sqlite => at.micros().to_string(),
+        Kind::Postgres => format!("to_timestamp({} / 1e6)", at.micros()),
+    }
+}
+
 mod cases {
     use super::*;
 
@@ -416,10 +425,7 @@ mod cases {
             .run_id
             .unwrap();
         let beside = t0.plus(5 * SECOND);
-        let stamp = match kind {
-            Kind::Sqlite => beside.micros().to_string(),
-            Kind::Postgres => format!("to_timestamp({} / 1e6)", beside.micros()),
-        };
+        let stamp = stamp_sql(kind, beside);
         db.execute(&format!(
             "INSERT INTO held_run_heartbeat (run_id, deadline) VALUES ({run}, {stamp})"
         ))
@@ -461,10 +467,7 @@ mod cases {
         let got = s.run_claim_many(&claim("r-1", &[], 1), t0).await.unwrap();
         let run = got[0].id;
         let beside = t0.plus(8 * SECOND);
-        let stamp = match kind {
-            Kind::Sqlite => beside.micros().to_string(),
-            Kind::Postgres => format!("to_timestamp({} / 1e6)", beside.micros()),
-        };
+        let stamp = stamp_sql(kind, beside);
         db.execute(&format!(
             "INSERT INTO held_replica_heartbeat (replica_id, at) VALUES ('r-1', {stamp})"
         ))

@@ -635,6 +635,24 @@ async fn a_held_run_row_is_beaten_the_moment_it_is_let_go() {
     scratch.drop_database().await.expect("drop");
 }
 
+/// Replica r-1's heartbeat row, started at `t0`.
+fn replica_r1(t0: Ts) -> crate::store::ReplicaInfo {
+    crate::store::ReplicaInfo {
+        replica_id: "r-1".into(),
+        hostname: "test".into(),
+        labels: Vec::new(),
+        version: "test".into(),
+        started_at: t0,
+    }
+}
+
+async fn count(store: &PgStore, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(&store.pool)
+        .await
+        .expect("count")
+}
+
 /// A held run row let go between two of its beat's waits, past the row's
 /// own deadline, goes to whoever asks first, here a sweep: the sweep
 /// spares the run, since the beat that waited out its lock timeout
@@ -646,13 +664,7 @@ async fn a_held_run_row_is_beaten_the_moment_it_is_let_go() {
 async fn a_held_run_row_let_go_between_beats_is_not_swept() {
     let (scratch, store) = store().await;
     let t0 = Ts::now();
-    let replica = crate::store::ReplicaInfo {
-        replica_id: "r-1".into(),
-        hostname: "test".into(),
-        labels: Vec::new(),
-        version: "test".into(),
-        started_at: t0,
-    };
+    let replica = replica_r1(t0);
     store.replica_upsert(&replica, t0).await.expect("heartbeat");
     let (ids, outsider, beats) = first_row_held(&store, 1).await;
     // The row has been held 10 s, past its deadline; the replica beats on.
@@ -692,16 +704,10 @@ async fn a_held_run_row_let_go_between_beats_is_not_swept() {
             format!("run heartbeat missed: replica r-1 did not extend it past {past}")
         )]
     );
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM held_run_heartbeat")
-        .fetch_one(&store.pool)
-        .await
-        .expect("count");
+    let left = count(&store, "SELECT count(*) FROM held_run_heartbeat").await;
     assert_eq!(left, 1, "pruned by the next sweep, once the run ended");
     store.run_sweep(stale_after, None, t3).await.expect("sweep");
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM held_run_heartbeat")
-        .fetch_one(&store.pool)
-        .await
-        .expect("count");
+    let left = count(&store, "SELECT count(*) FROM held_run_heartbeat").await;
     assert_eq!(left, 0, "a beat beside a run that ended is pruned");
     drop(store);
     scratch.drop_database().await.expect("drop");
@@ -716,13 +722,7 @@ async fn a_held_run_row_let_go_between_beats_is_not_swept() {
 async fn a_held_replica_row_let_go_between_beats_is_not_swept() {
     let (scratch, store) = store().await;
     let t0 = Ts::now();
-    let replica = crate::store::ReplicaInfo {
-        replica_id: "r-1".into(),
-        hostname: "test".into(),
-        labels: Vec::new(),
-        version: "test".into(),
-        started_at: t0,
-    };
+    let replica = replica_r1(t0);
     store.replica_upsert(&replica, t0).await.expect("heartbeat");
     available_runs(&store, 1).await;
     let claimed = store
@@ -763,17 +763,11 @@ async fn a_held_replica_row_let_go_between_beats_is_not_swept() {
     let cause = format!("replica r-1 stopped heart-beating at {}", t1.clock());
     assert_eq!(swept.failed, [(run, cause)]);
     let records = "SELECT count(*) FROM held_replica_heartbeat";
-    let left: i64 = sqlx::query_scalar(records)
-        .fetch_one(&store.pool)
-        .await
-        .expect("count");
+    let left = count(&store, records).await;
     assert_eq!(left, 1, "the replica still has its row");
     store.replica_delete("r-1").await.expect("delete");
     store.run_sweep(stale_after, None, t3).await.expect("sweep");
-    let left: i64 = sqlx::query_scalar(records)
-        .fetch_one(&store.pool)
-        .await
-        .expect("count");
+    let left = count(&store, records).await;
     assert_eq!(left, 0, "a record beside a row that is gone is pruned");
     drop(store);
     scratch.drop_database().await.expect("drop");

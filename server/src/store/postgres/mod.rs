@@ -677,6 +677,17 @@ const HELD_REPLICA_HEARTBEAT: &str = "INSERT INTO held_replica_heartbeat (replic
     VALUES ($1, $2)
     ON CONFLICT (replica_id) DO UPDATE SET at = GREATEST(held_replica_heartbeat.at, excluded.at)";
 
+/// The runs of a heartbeat's beats, bound as `$2` of the run heartbeat
+/// statements ([`RUN_HEARTBEAT`] and the two for held rows).
+fn beat_ids(beats: &[(i64, Duration)]) -> Vec<i64> {
+    beats.iter().map(|b| b.0).collect()
+}
+
+/// Their timeouts in milliseconds, `$3` of the same statements.
+fn beat_timeouts(beats: &[(i64, Duration)]) -> Vec<i64> {
+    beats.iter().map(|b| millis(b.1)).collect()
+}
+
 /// A `lock_timeout` ran out ([`crate::store::LOCK_NOT_AVAILABLE`]).
 fn is_lock_timeout(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db)
@@ -710,8 +721,8 @@ impl PgStore {
         let mut tx = self.begin_liveness(RUN_HEARTBEAT_HELD.begin).await?;
         let found: sqlx::Result<Vec<(i64, bool)>> = sqlx::query_as(RUN_HEARTBEAT_HELD.sql)
             .bind(replica_id)
-            .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
-            .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
+            .bind(beat_ids(beats))
+            .bind(beat_timeouts(beats))
             .bind(now)
             .fetch_all(&mut *tx)
             .await;
@@ -731,8 +742,8 @@ impl PgStore {
                 let mut tx = self.begin_liveness(BEGIN_HEARTBEAT).await?;
                 let recorded: Vec<i64> = sqlx::query_scalar(HELD_RUN_HEARTBEAT)
                     .bind(replica_id)
-                    .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
-                    .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
+                    .bind(beat_ids(beats))
+                    .bind(beat_timeouts(beats))
                     .bind(now)
                     .fetch_all(&mut *tx)
                     .await?;
@@ -1305,8 +1316,8 @@ impl Dialect for PgStore {
         let mut tx = self.begin_liveness(RUN_HEARTBEAT.begin).await?;
         let found: Vec<(i64, bool, bool)> = sqlx::query_as(RUN_HEARTBEAT.sql)
             .bind(replica_id)
-            .bind(beats.iter().map(|b| b.0).collect::<Vec<_>>())
-            .bind(beats.iter().map(|b| millis(b.1)).collect::<Vec<_>>())
+            .bind(beat_ids(beats))
+            .bind(beat_timeouts(beats))
             .bind(now)
             .fetch_all(&mut *tx)
             .await?;
