@@ -32,6 +32,7 @@ per_backend!(cases:
     a_heartbeat_held_up_by_a_lock_is_trouble_the_sweeper_discounts,
     a_beat_recorded_beside_a_held_row_counts_until_it_lapses,
     a_replica_beat_recorded_beside_its_held_row_keeps_it_live,
+    a_replica_beat_recorded_beside_its_held_row_keeps_its_labels_live,
 );
 
 /// `at` as a literal of the backend's timestamp column, for rows written
@@ -488,6 +489,46 @@ mod cases {
         s.replica_delete("r-1").await.unwrap();
         s.run_sweep(10 * SECOND, None, t2).await.unwrap();
         assert_eq!(db.count(left).await, 0, "the replica's row is gone");
+    }
+
+    /// Wherever else a replica's liveness is read, the beat recorded
+    /// beside its held row counts as the sweeper counts it: the replica
+    /// list shows it, the node gate and the pins of AVAILABLE runs see the
+    /// replica's labels live, and the hourly prune keeps its row. (They
+    /// read the row's own stamp alone before: a live node's pinned runs
+    /// lost their pins while an outside client held its row.)
+    pub async fn a_replica_beat_recorded_beside_its_held_row_keeps_its_labels_live(kind: Kind) {
+        let db = TestDb::new(kind).await;
+        let s = db.store().await;
+        let t0 = Ts::now();
+        s.replica_upsert(&replica("r-gpu", &["gpu"]), t0)
+            .await
+            .unwrap();
+        let (_, run) = pinned_run_handed_back(s.as_ref(), t0).await;
+        let late = t0.plus(120 * SECOND);
+        let stamp = stamp_sql(kind, late);
+        db.execute(&format!(
+            "INSERT INTO held_replica_heartbeat (replica_id, at) VALUES ('r-gpu', {stamp})"
+        ))
+        .await;
+
+        let listed = s.replica_list().await.unwrap();
+        assert_eq!(listed[0].last_heartbeat, late, "the later stamp is listed");
+        let stale_after = 10 * SECOND;
+        let nodes = baton::store::node_labels(s.as_ref(), stale_after, late)
+            .await
+            .unwrap();
+        assert!(nodes.live.contains("gpu"), "{nodes:?}");
+        let unpinned = s.run_unpin_stranded(stale_after, late).await.unwrap();
+        assert!(unpinned.is_empty(), "a live node's run lost its pin");
+        let pruned = s.replica_prune(late.minus(SECOND)).await.unwrap();
+        assert_eq!(pruned, 0, "pruned by its row's stamp alone");
+
+        // Once both stamps are old, it is gone as any other replica.
+        let later = late.plus(120 * SECOND);
+        let unpinned = s.run_unpin_stranded(stale_after, later).await.unwrap();
+        assert_eq!(unpinned, vec![run]);
+        assert_eq!(s.replica_prune(later).await.unwrap(), 1);
     }
 
     pub async fn the_sweeper_fails_runs_past_their_deadlines(kind: Kind) {

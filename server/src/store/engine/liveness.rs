@@ -37,7 +37,11 @@ pub const LEASE_GET: &str =
 
 pub const LEASE_RELEASE: &str = "DELETE FROM leader_lease WHERE name = $1 AND holder = $2";
 
-pub const REPLICA_PRUNE: &str = "DELETE FROM replica WHERE last_heartbeat < $1";
+/// Heartbeat rows older than `$1` by both stamps (the row's and one
+/// recorded beside it while another client held it).
+pub const REPLICA_PRUNE: &str = "DELETE FROM replica WHERE last_heartbeat < $1
+    AND NOT EXISTS (SELECT 1 FROM held_replica_heartbeat h
+        WHERE h.replica_id = replica.replica_id AND h.at >= $1)";
 
 /// A sweep that waited longer than this for its table locks judges
 /// nothing: heartbeats were kept waiting as long. The sweeper's other
