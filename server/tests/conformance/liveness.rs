@@ -44,6 +44,16 @@ fn stamp_sql(kind: Kind, at: Ts) -> String {
     }
 }
 
+/// Records `at` as `replica_id`'s beat beside its held row, as a
+/// heartbeat held up by another client's lock would.
+async fn held_replica_beat(db: &TestDb, kind: Kind, replica_id: &str, at: Ts) {
+    let stamp = stamp_sql(kind, at);
+    db.execute(&format!(
+        "INSERT INTO held_replica_heartbeat (replica_id, at) VALUES ('{replica_id}', {stamp})"
+    ))
+    .await;
+}
+
 mod cases {
     use super::*;
 
@@ -468,11 +478,7 @@ mod cases {
         let got = s.run_claim_many(&claim("r-1", &[], 1), t0).await.unwrap();
         let run = got[0].id;
         let beside = t0.plus(8 * SECOND);
-        let stamp = stamp_sql(kind, beside);
-        db.execute(&format!(
-            "INSERT INTO held_replica_heartbeat (replica_id, at) VALUES ('r-1', {stamp})"
-        ))
-        .await;
+        held_replica_beat(&db, kind, "r-1", beside).await;
         let t1 = t0.plus(12 * SECOND);
         s.run_heartbeat_many("r-1", &[(run, 60 * SECOND)], t1)
             .await
@@ -506,11 +512,7 @@ mod cases {
             .unwrap();
         let (_, run) = pinned_run_handed_back(s.as_ref(), t0).await;
         let late = t0.plus(120 * SECOND);
-        let stamp = stamp_sql(kind, late);
-        db.execute(&format!(
-            "INSERT INTO held_replica_heartbeat (replica_id, at) VALUES ('r-gpu', {stamp})"
-        ))
-        .await;
+        held_replica_beat(&db, kind, "r-gpu", late).await;
 
         let listed = s.replica_list().await.unwrap();
         assert_eq!(listed[0].last_heartbeat, late, "the later stamp is listed");

@@ -69,12 +69,14 @@ macro_rules! sweep_candidates_sql {
     ($with:literal, $stale:literal) => {
         concat!(
             $with,
-            "SELECT r.id, r.replica_id,
-                CASE WHEN hp.at > p.last_heartbeat THEN hp.at
-                    ELSE p.last_heartbeat END AS last_heartbeat,
-                CASE WHEN hr.deadline > r.heartbeat_deadline THEN hr.deadline
-                    ELSE r.heartbeat_deadline END AS heartbeat_deadline,
-                r.deadline, r.timeout_ms
+            "SELECT r.id, r.replica_id, ",
+            $crate::store::engine::reads::rows::later_stamp_sql!("p.last_heartbeat", "hp.at"),
+            " AS last_heartbeat, ",
+            $crate::store::engine::reads::rows::later_stamp_sql!(
+                "r.heartbeat_deadline",
+                "hr.deadline"
+            ),
+            " AS heartbeat_deadline, r.deadline, r.timeout_ms
             FROM running_run r LEFT JOIN replica p ON p.replica_id = r.replica_id
                 LEFT JOIN held_replica_heartbeat hp ON hp.replica_id = r.replica_id
                 LEFT JOIN held_run_heartbeat hr ON hr.run_id = r.id

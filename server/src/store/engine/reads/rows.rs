@@ -136,6 +136,26 @@ pub const RUN_LOG: &str = "SELECT stream, line FROM run_log WHERE run_id = $1 OR
 /// Does a run exist (to tell an empty log from a missing run)?
 pub const RUN_EXISTS: &str = "SELECT COUNT(*) FROM task_run WHERE id = $1";
 
+/// The later of the stamp `$row` and the one `$beside` recorded while
+/// another client held the row (NULL when none was): a replica's last
+/// heartbeat and a run's heartbeat deadline, wherever they are judged.
+macro_rules! later_stamp_sql {
+    ($row:literal, $beside:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $beside,
+            " > ",
+            $row,
+            " THEN ",
+            $beside,
+            " ELSE ",
+            $row,
+            " END"
+        )
+    };
+}
+pub(crate) use later_stamp_sql;
+
 /// Each replica and how many runs it executes now, for the replicas page
 /// and for the node gate and the pins of AVAILABLE runs
 /// (`engine::gates::node_labels`). Its last heartbeat is the later of its
@@ -143,13 +163,15 @@ pub const RUN_EXISTS: &str = "SELECT COUNT(*) FROM task_run WHERE id = $1";
 /// (`held_replica_heartbeat`), as the sweeper judges it
 /// (`engine::liveness`): a replica alive behind a held row keeps its
 /// labels.
-pub const REPLICA_LIST: &str = "SELECT p.replica_id, p.hostname, p.labels, p.version, p.started_at,
-        CASE WHEN h.at > p.last_heartbeat THEN h.at ELSE p.last_heartbeat END AS last_heartbeat,
-        p.clock_skew_ms, p.draining_since, p.draining_by,
+pub const REPLICA_LIST: &str = concat!(
+    "SELECT p.replica_id, p.hostname, p.labels, p.version, p.started_at, ",
+    later_stamp_sql!("p.last_heartbeat", "h.at"),
+    " AS last_heartbeat, p.clock_skew_ms, p.draining_since, p.draining_by,
         (SELECT COUNT(*) FROM running_run r WHERE r.replica_id = p.replica_id)
             AS running
     FROM replica p LEFT JOIN held_replica_heartbeat h ON h.replica_id = p.replica_id
-    ORDER BY p.started_at, p.replica_id";
+    ORDER BY p.started_at, p.replica_id"
+);
 
 #[derive(sqlx::FromRow)]
 pub struct NotificationRow {
