@@ -222,7 +222,7 @@ async fn available_and_pending(store: &PgStore, id: i64) -> (i64, i64) {
 /// A submit admits runs only holding the round's lock (docs/design.md,
 /// "Admission"): it waits for a short round, then admits; one held past
 /// its wait leaves every run PENDING, and so does a keyed submit, which
-/// only tries the lock. A round that meets a submit holding it says so.
+/// only tries the lock. A round that meets the lock taken says so.
 #[tokio::test]
 async fn a_submit_admits_only_holding_the_rounds_lock() {
     let (scratch, store) = store().await;
@@ -232,6 +232,13 @@ async fn a_submit_admits_only_holding_the_rounds_lock() {
     let round = crate::store::engine::Dialect::round_begin(store.as_ref())
         .await
         .expect("a round");
+    // Asked before the submit starts its wait of 50 ms, which a round
+    // run inside it could outlast on a slow machine.
+    let busy = store
+        .run_promote_round(&NodeLabels::default(), None, Ts::now())
+        .await
+        .expect("a round meeting the lock taken");
+    assert!(busy.lock_busy, "the round did not say the lock was taken");
     let submit = tokio::spawn({
         let store = store.clone();
         async move {
@@ -243,11 +250,6 @@ async fn a_submit_admits_only_holding_the_rounds_lock() {
     while waiting_for_round(&store).await == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let busy = store
-        .run_promote_round(&NodeLabels::default(), None, Ts::now())
-        .await
-        .expect("a round meeting the lock taken");
-    assert!(busy.lock_busy, "the round did not say the lock was taken");
     round.rollback().await.expect("the round ends");
     let waited = submit.await.expect("joined").expect("submitted");
     assert_eq!(available_and_pending(&store, waited).await, (n, 0));
