@@ -107,6 +107,9 @@ test.describe('with users', () => {
   });
 
   test('after ten wrong passwords a name is paused, and the page says so', async ({ page }) => {
+    // Eleven sign-ins, each two page loads and a password hash: on a slow
+    // 2-core machine they took 32 s, past the default 30 s.
+    test.slow();
     // A distinct `next` each time shows which answer the page is showing.
     for (let i = 0; i < 10; i++) {
       await page.goto(`/login?next=/try-${i}`);

@@ -1,8 +1,9 @@
 //! A database nobody could write to is no evidence against a replica
 //! (docs/design.md, "Liveness"): real `baton serve` processes on one
 //! PostgreSQL database while an outside client holds `LOCK TABLE` on the
-//! runs table, then on the replica table, then one replica's row and
-//! one run's row `FOR UPDATE`, each for three times `stale_after`.
+//! runs table, then on the replica table, then one replica's row, one
+//! run's row and the leader lease's row `FOR UPDATE`, each for three
+//! times `stale_after`.
 //! Heartbeats wait behind those locks, and so does the sweeper; every command, started
 //! before the locks, must finish DONE on its first attempt, and `/readyz`
 //! must answer within a second throughout.
@@ -135,7 +136,7 @@ impl Scene {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn outside_locks_fail_no_run_and_stop_no_command() {
-    let scene = Scene::start("locked-out", 4, 18).await;
+    let scene = Scene::start("locked-out", 4, 22).await;
     let owner = scene.running.tasks[0].replica_id.clone().unwrap();
     let run = scene.running.tasks[0].run_id.unwrap();
     let long = 3 * STALE_AFTER;
@@ -144,9 +145,17 @@ async fn outside_locks_fail_no_run_and_stop_no_command() {
         "LOCK TABLE replica IN ACCESS EXCLUSIVE MODE".to_owned(),
         format!("SELECT * FROM replica WHERE replica_id = '{owner}' FOR UPDATE"),
         format!("SELECT * FROM task_run WHERE id = {run} FOR UPDATE"),
+        "SELECT * FROM leader_lease FOR UPDATE".to_owned(),
     ] {
         hold(&scene.db, &scene.batons, &lock, long).await;
     }
+    // The lease's row free again, a replica leads again within a lease.
+    let store = &scene.store;
+    eventually(2 * STALE_AFTER, "a leader again", || async {
+        let lease = store.lease_get(baton::store::LEADER_LEASE).await.ok()??;
+        (lease.expires_at > domain::time::Ts::now()).then_some(())
+    })
+    .await;
     scene.every_run_done_once().await;
 }
 

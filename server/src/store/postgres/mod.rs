@@ -911,8 +911,15 @@ impl Dialect for PgStore {
         Ok(self.pool.begin().await?)
     }
 
+    /// The lease waits for a lock no longer than a heartbeat does. The
+    /// leader gives a renewal up after a third of the lease, but that
+    /// drops only the future: its statement went on waiting for the lock
+    /// on its connection. Under an outside lock on the lease's row the
+    /// retries so took every liveness connection, the heartbeats found
+    /// none, and the replica stopped its own commands
+    /// (tests/outside_locks.rs).
     async fn begin_liveness(&self) -> Result<Self::Tx> {
-        Ok(self.liveness.begin().await?)
+        Ok(self.liveness.begin_with(BEGIN_HEARTBEAT).await?)
     }
 
     async fn commit(tx: Self::Tx) -> Result<()> {
