@@ -159,6 +159,32 @@ async fn outside_locks_fail_no_run_and_stop_no_command() {
     scene.every_run_done_once().await;
 }
 
+/// The same for every table beside the runs' and replicas' that a
+/// heartbeat, a finish, a claim or the sweeper writes, each locked whole
+/// in turn: what waits is the work, never a running command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn outside_locks_on_the_side_tables_stop_no_command() {
+    const TABLES: [&str; 10] = [
+        "leader_lease",
+        "sweep_memory",
+        "held_replica_heartbeat",
+        "held_run_heartbeat",
+        "claim_log",
+        "finish_log",
+        "available_run",
+        "run_event",
+        "run_log",
+        "notification_claim",
+    ];
+    let long = 3 * STALE_AFTER;
+    let scene = Scene::start("side-tables", 4, 3 * TABLES.len() as u32 + 4).await;
+    for table in TABLES {
+        let lock = format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE");
+        hold(&scene.db, &scene.batons, &lock, long).await;
+    }
+    scene.every_run_done_once().await;
+}
+
 /// Readers flooding both replicas' API while the outside lock holds the
 /// runs table: each read waits for the lock on a connection of its
 /// replica's pool, until none is free. Heartbeats and the leader lease
