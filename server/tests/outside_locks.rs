@@ -56,8 +56,8 @@ async fn hold(db: &TestDb, batons: &[Baton], lock: &str, hold: Duration) {
     tx.commit().await.unwrap();
 }
 
-/// Two replicas on a fresh database, running `n` commands that sleep
-/// `secs` and print "finished", one attempt each.
+/// Two replicas on a fresh database, running commands that sleep (a
+/// number of seconds each) and print "finished", one attempt each.
 struct Scene {
     db: TestDb,
     store: std::sync::Arc<dyn baton::store::Store>,
@@ -68,19 +68,22 @@ struct Scene {
 }
 
 impl Scene {
+    /// `n` commands of `secs` each.
     async fn start(name: &str, n: usize, secs: u32) -> Scene {
-        Scene::start_with(name, n, secs, Options::fast_liveness()).await
+        Scene::start_with(name, &vec![secs; n], Options::fast_liveness()).await
     }
 
-    async fn start_with(name: &str, n: usize, secs: u32, fast: Options) -> Scene {
+    async fn start_with(name: &str, secs: &[u32], fast: Options) -> Scene {
         let db = TestDb::new(Kind::Postgres).await;
         let store = db.store().await;
         let batons = [
             Baton::start(db.url(), &fast).await,
             Baton::start(db.url(), &fast).await,
         ];
-        let tasks: Vec<_> = (0..n)
-            .map(|i| {
+        let tasks: Vec<_> = secs
+            .iter()
+            .enumerate()
+            .map(|(i, secs)| {
                 json!({"name": format!("t{i}"), "target": format!("db/{i}"), "max_attempts": 1,
                        "command": {"argv": ["sh", "-c", format!("sleep {secs}; echo finished")]}})
             })
@@ -161,7 +164,8 @@ async fn outside_locks_fail_no_run_and_stop_no_command() {
 
 /// The same for every table beside the runs' and replicas' that a
 /// heartbeat, a finish, a claim or the sweeper writes, each locked whole
-/// in turn: what waits is the work, never a running command.
+/// in turn, with a command ending in each hold: what waits is the work,
+/// a finish included, never a running command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn outside_locks_on_the_side_tables_stop_no_command() {
     const TABLES: [&str; 10] = [
@@ -177,7 +181,12 @@ async fn outside_locks_on_the_side_tables_stop_no_command() {
         "notification_claim",
     ];
     let long = 3 * STALE_AFTER;
-    let scene = Scene::start("side-tables", 4, 3 * TABLES.len() as u32 + 4).await;
+    // Command k ends about a second into hold k + 1, the last one after
+    // every hold: none before every command runs, which the scene waits
+    // for. Four slots a replica would leave some AVAILABLE meanwhile.
+    let secs: Vec<u32> = (0..TABLES.len() as u32).map(|k| 3 * k + 4).collect();
+    let slots = Options::fast_liveness().env("BATON_WORKERS", "8");
+    let scene = Scene::start_with("side-tables", &secs, slots).await;
     for table in TABLES {
         let lock = format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE");
         hold(&scene.db, &scene.batons, &lock, long).await;
@@ -281,7 +290,7 @@ async fn a_finish_retried_past_the_heartbeat_timeout_keeps_its_success() {
     let unrecorded = 4 * STALE_AFTER;
     let fault = format!("finishes-unrecorded-for={}", unrecorded.as_secs());
     let options = Options::fast_liveness().env("BATON_FAULT", &fault);
-    let scene = Scene::start_with("unrecorded", 2, 1, options).await;
+    let scene = Scene::start_with("unrecorded", &[1, 1], options).await;
     tokio::time::sleep(Duration::from_secs(1) + unrecorded / 2).await;
     let view = scene.batons[0].plan(scene.plan).await.unwrap();
     assert!(
