@@ -896,10 +896,18 @@ impl Dialect for SqliteStore {
     ) -> Result<(i64, Made)> {
         // The statements below run on the transaction itself.
         let tx: &mut Transaction<'static, Sqlite> = tx;
-        let plan_id: i64 = sqlx::query_scalar(
+        // The plan, and the largest task and run ids: ids above them are
+        // reserved for its tasks and their first runs, so that each task
+        // row is written once, pointing at its run (rowids count up from
+        // the largest, and this transaction holds the write lock). One
+        // statement, not two: each is a hand-off to the connection's
+        // thread and back, on a pickup's path (docs/benchmarks.md).
+        let (plan_id, last_task, last_run): (i64, i64, i64) = sqlx::query_as(
             "INSERT INTO plan (name, description, parallel_limit, created_at, created_by, webhooks,
                 open_tasks, starts_on_submit)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             RETURNING id, (SELECT COALESCE(MAX(id), 0) FROM task),
+                (SELECT COALESCE(MAX(id), 0) FROM task_run)",
         )
         .bind(&plan.name)
         .bind(&plan.description)
@@ -909,15 +917,6 @@ impl Dialect for SqliteStore {
         .bind(rows::webhooks_json(plan)?)
         .bind(plan.tasks.len() as i64)
         .bind(plan.start)
-        .fetch_one(&mut **tx)
-        .await?;
-        // Ids reserved for the tasks and their first runs, so each task row
-        // is written once, pointing at its run: rowids count up from the
-        // largest, and this transaction holds the write lock.
-        let (last_task, last_run): (i64, i64) = sqlx::query_as(
-            "SELECT (SELECT COALESCE(MAX(id), 0) FROM task),
-                (SELECT COALESCE(MAX(id), 0) FROM task_run)",
-        )
         .fetch_one(&mut **tx)
         .await?;
         let first_run = plan.start.then_some(last_run + 1);
