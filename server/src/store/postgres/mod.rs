@@ -236,9 +236,18 @@ const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
 /// of target settings has no index worth scanning) is costed at 10^10,
 /// far past PostgreSQL's JIT thresholds: that is one reason JIT is off
 /// on every connection ([`PgStore::connect_with`]).
+///
+/// Nor does any of them share its work among parallel workers. Each reads
+/// a few pages by index, but a table never analyzed since a burst filled
+/// it is estimated at 0.5 % of its rows per equality: with 100,000 runs
+/// queued, a round's read of PENDING runs expected 640 of them, none
+/// there, and launched two workers every round, forked by the server for
+/// 10–25 ms each time (`auto_explain`); a full queue of 100,000 burned
+/// down 1.30 times as fast without them (docs/benchmarks.md).
 macro_rules! index_only_sql {
     () => {
-        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
+        "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; \
+        SET LOCAL max_parallel_workers_per_gather = 0"
     };
 }
 /// The settings of [`PgStore::hash_joined`].

@@ -392,6 +392,46 @@ async fn a_rounds_reads_are_never_jit_compiled() {
     assert!(rows > 0, "the read found nothing to read:\n{text}");
 }
 
+/// A table filled since its last ANALYZE (here: never analyzed, as a
+/// fresh database after its first burst) is estimated at 0.5 % of its
+/// rows per equality. With 60,000 runs queued and none PENDING, a round's
+/// read of PENDING runs expected hundreds of them and was shared among
+/// two parallel workers, which the server forked for every round (10–25
+/// ms each in `baton bench`, seen here with this seed as well). The hot
+/// transactions launch none (`index_only_sql`).
+#[tokio::test]
+async fn a_rounds_reads_launch_no_parallel_workers_before_the_first_analyze() {
+    let scratch = Scratch::postgres_for_tests().await;
+    let store = PgStore::connect(&scratch.url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let statements = [
+        "ALTER TABLE task_run SET (autovacuum_enabled = false);
+         ALTER TABLE available_run SET (autovacuum_enabled = false);
+         ALTER TABLE plan SET (autovacuum_enabled = false)"
+            .to_owned(),
+        seed(1, 60_000, "AVAILABLE", "NULL"),
+    ];
+    for sql in statements {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&store.pool)
+            .await
+            .expect("seed");
+    }
+    let text = explain_unprepared(&store, ROUND_BEGIN, ROUND_READS).await;
+    scratch.drop_database().await.expect("drop");
+
+    let explained: Value = serde_json::from_str(&text).expect("plan json");
+    let parallel: Vec<&str> = nodes(&explained[0]["Plan"])
+        .into_iter()
+        .filter(|n| n.get("Workers Planned").is_some() || n["Parallel Aware"] == true)
+        .filter_map(|n| n["Node Type"].as_str())
+        .collect();
+    assert!(
+        parallel.is_empty(),
+        "a round's read went parallel ({parallel:?}):\n{text}"
+    );
+}
+
 /// Outside a round, the planner's own choice can cost past the JIT
 /// threshold too: the replica list (the promoter's node labels) before
 /// its first ANALYZE estimates a few hundred replicas, each counting its
