@@ -418,14 +418,35 @@ async fn a_rounds_reads_launch_no_parallel_workers_before_the_first_analyze() {
             .expect("seed");
     }
     let text = explain_unprepared(&store, ROUND_BEGIN, ROUND_READS).await;
+    // The same read in a round's transaction that allows workers again.
+    let mut tx = store.begin(ROUND_BEGIN).await.expect("begin");
+    sqlx::raw_sql("SET LOCAL max_parallel_workers_per_gather = 2")
+        .execute(&mut *tx)
+        .await
+        .expect("workers allowed");
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (FORMAT JSON) {ROUND_READS}"
+    )))
+    .fetch_one(&mut *tx)
+    .await
+    .expect("explain");
+    let allowed = row.try_get_unchecked::<String, _>(0).expect("plan text");
+    tx.rollback().await.expect("rollback");
     scratch.drop_database().await.expect("drop");
 
-    let explained: Value = serde_json::from_str(&text).expect("plan json");
-    let parallel: Vec<&str> = nodes(&explained[0]["Plan"])
-        .into_iter()
-        .filter(|n| n.get("Workers Planned").is_some() || n["Parallel Aware"] == true)
-        .filter_map(|n| n["Node Type"].as_str())
-        .collect();
+    let parallel_nodes = |text: &str| -> Vec<String> {
+        let explained: Value = serde_json::from_str(text).expect("plan json");
+        nodes(&explained[0]["Plan"])
+            .into_iter()
+            .filter(|n| n.get("Workers Planned").is_some() || n["Parallel Aware"] == true)
+            .filter_map(|n| n["Node Type"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert!(
+        !parallel_nodes(&allowed).is_empty(),
+        "the trap is gone (no parallel plan even with workers allowed): this case proves nothing\n{allowed}"
+    );
+    let parallel = parallel_nodes(&text);
     assert!(
         parallel.is_empty(),
         "a round's read went parallel ({parallel:?}):\n{text}"
