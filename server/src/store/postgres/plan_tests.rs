@@ -187,7 +187,24 @@ async fn explain(
 /// `EXPLAIN ANALYZE` (JSON) of `sql`, which takes no parameters, in a
 /// transaction begun with `begin`, then rolled back.
 async fn explain_unprepared(store: &PgStore, begin: &'static str, sql: &str) -> String {
+    explain_unprepared_after(store, begin, "", sql).await
+}
+
+/// [`explain_unprepared`] with `settings` (statements, or nothing) run
+/// after `begin`.
+async fn explain_unprepared_after(
+    store: &PgStore,
+    begin: &'static str,
+    settings: &str,
+    sql: &str,
+) -> String {
     let mut tx = store.begin(begin).await.expect("begin");
+    if !settings.is_empty() {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(settings.to_owned()))
+            .execute(&mut *tx)
+            .await
+            .expect("settings");
+    }
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "EXPLAIN (ANALYZE, FORMAT JSON) {sql}"
     )))
@@ -404,44 +421,28 @@ async fn a_rounds_reads_launch_no_parallel_workers_before_the_first_analyze() {
     let scratch = Scratch::postgres_for_tests().await;
     let store = PgStore::connect(&scratch.url).await.expect("connect");
     store.migrate().await.expect("migrate");
-    let statements = [
+    let sql = format!(
         "ALTER TABLE task_run SET (autovacuum_enabled = false);
-         ALTER TABLE available_run SET (autovacuum_enabled = false);
-         ALTER TABLE plan SET (autovacuum_enabled = false)"
-            .to_owned(),
-        seed(1, 60_000, "AVAILABLE", "NULL"),
-    ];
-    for sql in statements {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&store.pool)
-            .await
-            .expect("seed");
-    }
+        ALTER TABLE available_run SET (autovacuum_enabled = false);
+        ALTER TABLE plan SET (autovacuum_enabled = false);
+        {}",
+        seed(1, 60_000, "AVAILABLE", "NULL")
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&store.pool)
+        .await
+        .expect("seed");
     let text = explain_unprepared(&store, ROUND_BEGIN, ROUND_READS).await;
     // The same read in a round's transaction that allows workers again.
-    let mut tx = store.begin(ROUND_BEGIN).await.expect("begin");
-    sqlx::raw_sql("SET LOCAL max_parallel_workers_per_gather = 2")
-        .execute(&mut *tx)
-        .await
-        .expect("workers allowed");
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN (FORMAT JSON) {ROUND_READS}"
-    )))
-    .fetch_one(&mut *tx)
-    .await
-    .expect("explain");
-    let allowed = row.try_get_unchecked::<String, _>(0).expect("plan text");
-    tx.rollback().await.expect("rollback");
+    let allowed = explain_unprepared_after(
+        &store,
+        ROUND_BEGIN,
+        "SET LOCAL max_parallel_workers_per_gather = 2",
+        ROUND_READS,
+    )
+    .await;
     scratch.drop_database().await.expect("drop");
 
-    let parallel_nodes = |text: &str| -> Vec<String> {
-        let explained: Value = serde_json::from_str(text).expect("plan json");
-        nodes(&explained[0]["Plan"])
-            .into_iter()
-            .filter(|n| n.get("Workers Planned").is_some() || n["Parallel Aware"] == true)
-            .filter_map(|n| n["Node Type"].as_str().map(str::to_owned))
-            .collect()
-    };
     assert!(
         !parallel_nodes(&allowed).is_empty(),
         "the trap is gone (no parallel plan even with workers allowed): this case proves nothing\n{allowed}"
@@ -451,6 +452,17 @@ async fn a_rounds_reads_launch_no_parallel_workers_before_the_first_analyze() {
         parallel.is_empty(),
         "a round's read went parallel ({parallel:?}):\n{text}"
     );
+}
+
+/// The nodes of an `EXPLAIN (FORMAT JSON)` that share their work among
+/// parallel workers (a `Gather` and what it gathers).
+fn parallel_nodes(text: &str) -> Vec<String> {
+    let explained: Value = serde_json::from_str(text).expect("plan json");
+    nodes(&explained[0]["Plan"])
+        .into_iter()
+        .filter(|n| n.get("Workers Planned").is_some() || n["Parallel Aware"] == true)
+        .filter_map(|n| n["Node Type"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// Outside a round, the planner's own choice can cost past the JIT
