@@ -11,7 +11,7 @@ use domain::model::{RunStatus, TaskStatus};
 use domain::time::Ts;
 use serde_json::json;
 
-use crate::common::store::{claim, done, failed, promote, promote_and_claim, replica, task_named};
+use crate::common::store::{claim, done, failed, promote, replica, task_named};
 use crate::common::{Kind, TestDb, plan};
 use crate::{SECOND, per_backend, pinned_run_handed_back, submit};
 
@@ -710,16 +710,48 @@ mod cases {
         s.replica_upsert(&replica("r-test", &["gpu", "eu"]), later)
             .await
             .unwrap();
-        s.plan_insert(&plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "sleep": "0s"}, {"name": "b", "target": "y", "sleep": "0s"}]})), "t".into(), Ts::now()).await.unwrap();
-        promote_and_claim(s.as_ref()).await;
+        s.replica_upsert(&replica("r-other", &[]), t0)
+            .await
+            .unwrap();
+        s.plan_insert(&plan(json!({"name": "p", "tasks": [{"name": "a", "target": "x", "sleep": "0s"}, {"name": "b", "target": "y", "sleep": "0s"}, {"name": "c", "target": "z", "sleep": "0s"}]})), "t".into(), Ts::now()).await.unwrap();
+        promote(s.as_ref()).await;
+        let mine = s
+            .run_claim_many(&claim("r-test", &[], 2), Ts::now())
+            .await
+            .unwrap();
+        let theirs = s
+            .run_claim_many(&claim("r-other", &[], 5), Ts::now())
+            .await
+            .unwrap();
+        assert_eq!((mine.len(), theirs.len()), (2, 1));
+        // Each count is its own replica's, and one with none says 0.
+        fn running(list: &[baton::store::ReplicaRecord]) -> Vec<(&str, i64)> {
+            let mut counts: Vec<_> = list
+                .iter()
+                .map(|r| (r.info.replica_id.as_str(), r.running))
+                .collect();
+            counts.sort();
+            counts
+        }
         let list = s.replica_list().await.unwrap();
-        assert_eq!(list.len(), 2);
+        assert_eq!(
+            running(&list),
+            [("r-idle", 0), ("r-other", 1), ("r-test", 2)]
+        );
         let me = list.iter().find(|r| r.info.replica_id == "r-test").unwrap();
         assert_eq!(me.info.labels, vec!["gpu", "eu"]);
         assert_eq!(me.last_heartbeat, later);
-        assert_eq!(me.running, 2);
+        // A finished run no longer counts.
+        s.run_finish_many("r-test", &[done(mine[0].id)], Ts::now())
+            .await
+            .unwrap();
+        let list = s.replica_list().await.unwrap();
+        assert_eq!(
+            running(&list),
+            [("r-idle", 0), ("r-other", 1), ("r-test", 1)]
+        );
         s.replica_delete("r-idle").await.unwrap();
-        assert_eq!(s.replica_list().await.unwrap().len(), 1);
+        assert_eq!(s.replica_list().await.unwrap().len(), 2);
     }
 
     pub async fn old_heartbeat_rows_are_pruned(kind: Kind) {

@@ -48,6 +48,22 @@ async fn stale_statistics(scratch: &Scratch, live: &str, others: i64) -> PgStore
     store
 }
 
+/// A database whose `tables` no ANALYZE has seen (autovacuum off), holding
+/// what `seed` writes: a bench's full queue, or a first burst.
+async fn never_analyzed(scratch: &Scratch, tables: &[&str], seed: String) -> PgStore {
+    let store = PgStore::connect(&scratch.url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let off: String = tables
+        .iter()
+        .map(|t| format!("ALTER TABLE {t} SET (autovacuum_enabled = false);\n"))
+        .collect();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(off + &seed))
+        .execute(&store.pool)
+        .await
+        .expect("seed");
+    store
+}
+
 /// Statements that add `count` runs in `status` from id `first` on, each
 /// with its own plan and task, on `replica` (an SQL expression); AVAILABLE
 /// ones queued for claimers.
@@ -419,19 +435,12 @@ async fn a_rounds_reads_are_never_jit_compiled() {
 #[tokio::test]
 async fn a_rounds_reads_launch_no_parallel_workers_before_the_first_analyze() {
     let scratch = Scratch::postgres_for_tests().await;
-    let store = PgStore::connect(&scratch.url).await.expect("connect");
-    store.migrate().await.expect("migrate");
-    let sql = format!(
-        "ALTER TABLE task_run SET (autovacuum_enabled = false);
-        ALTER TABLE available_run SET (autovacuum_enabled = false);
-        ALTER TABLE plan SET (autovacuum_enabled = false);
-        {}",
-        seed(1, 60_000, "AVAILABLE", "NULL")
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&store.pool)
-        .await
-        .expect("seed");
+    let store = never_analyzed(
+        &scratch,
+        &["task_run", "available_run", "plan"],
+        seed(1, 60_000, "AVAILABLE", "NULL"),
+    )
+    .await;
     let text = explain_unprepared(&store, ROUND_BEGIN, ROUND_READS).await;
     // The same read in a round's transaction that allows workers again.
     let allowed = explain_unprepared_after(
@@ -472,27 +481,21 @@ fn parallel_nodes(text: &str) -> Vec<String> {
 /// 1 ms at the start of a bench; every connection now has JIT off.
 ///
 /// Since the RUNNING runs are read through the claim log (migration 0030)
-/// the list no longer costs past the default threshold on a fresh
-/// database, so the connection's threshold is lowered under its cost: a
+/// and counted in one pass for all replicas, the list no longer costs
+/// past the default threshold on a fresh database (about 230 on this
+/// seed), so the connection's threshold is lowered under its cost: a
 /// connection with JIT on would compile it.
 #[tokio::test]
 async fn the_replica_list_is_never_jit_compiled() {
     let scratch = Scratch::postgres_for_tests().await;
-    let store = PgStore::connect(&scratch.url).await.expect("connect");
-    store.migrate().await.expect("migrate");
-    // A full queue no ANALYZE has seen, as a bench or a first burst has.
-    let sql = format!(
-        "ALTER TABLE task_run SET (autovacuum_enabled = false);
-        ALTER TABLE replica SET (autovacuum_enabled = false);
-        {}",
-        seed(1, 50_000, "PENDING", "NULL")
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&store.pool)
-        .await
-        .expect("seed");
+    let store = never_analyzed(
+        &scratch,
+        &["task_run", "replica"],
+        seed(1, 50_000, "PENDING", "NULL"),
+    )
+    .await;
     let mut conn = store.pool.acquire().await.expect("a connection");
-    sqlx::query("SET jit_above_cost = 1000")
+    sqlx::query("SET jit_above_cost = 100")
         .execute(&mut *conn)
         .await
         .expect("threshold");
