@@ -19,7 +19,7 @@
 # for the disk, no other session. Each phase is one transaction on one
 # backend, so its time is that backend's CPU time, near enough.
 #
-# Five variants, each in every round:
+# Six variants, each in every round:
 #   events    the event rows, with the indexes of RUNNING runs and of runs
 #             by end time that migration 0030 replaced (as before b08f399)
 #   indexes   the stamps, with those two indexes (as before 0030)
@@ -31,6 +31,14 @@
 #             (the claim takes PENDING runs, as a round's claim for its own
 #             replica does; the promote phase then writes nothing)
 #   bare      neither stamps nor logs nor those indexes, to show their share
+#   claimlog  a claim that writes no row of task_run: it takes the runs'
+#             queue rows, reads what their executions need and writes one
+#             row of claim_log naming its replica and start (one number
+#             drawn per statement); the finish then writes the run's row
+#             once, with the claim's stamps and its own, fenced by the
+#             run being AVAILABLE and out of the queue. Not Baton's
+#             storage: the floor of a redesign in which RUNNING would be
+#             read through the claim log (docs/benchmarks.md)
 # Every variant but the fused one queues promoted runs in `available_run`
 # and claims from it, as Baton does. It prints the share of HOT updates.
 #
@@ -80,7 +88,7 @@ DB_URL="${PG_URL%/*}/$DB"
 # One phase per `\echo phase NAME` line; psql's \timing prints the time
 # of the statement after it.
 model() {
-    local events=$1 stamps=$2 fused=$3 logs=$4
+    local events=$1 stamps=$2 fused=$3 logs=$4 claimlog=${5:-FALSE}
     # A stamp's number, or NULL (a CASE that is never true draws none).
     local seq="CASE WHEN $stamps THEN nextval('run_event_id_seq') END"
     # Fused: the claim takes PENDING runs, promotion and claim in one
@@ -108,10 +116,48 @@ model() {
         finish_logged=", finish_logged AS (INSERT INTO finish_log (finished_at, status, runs)
             SELECT now(), status, array_agg(id ORDER BY id) FROM done GROUP BY status)"
     fi
+    # The claim and the finish: as Baton's, or (claimlog) the claim
+    # writing only the queue and the log, the finish the run's row.
+    local claim="WITH claimed AS (
+        UPDATE task_run r SET status = 'RUNNING', replica_id = 'r-floor', started_at = now(),
+            last_heartbeat_at = now(), deadline = now() + r.timeout_ms * INTERVAL '1 millisecond',
+            heartbeat_deadline = now() + INTERVAL '30 seconds',$promotion claimed_seq = $seq
+        FROM task t
+        WHERE r.id = ANY(ARRAY($picked))
+            AND r.$claimable AND t.id = r.task_id
+        RETURNING r.id, t.executor),
+    logged AS (
+        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
+        SELECT id, 'AVAILABLE', 'RUNNING', 'r-floor', 'r-floor', now() FROM claimed
+        WHERE $events)$dequeue$claim_logged"
+    local ended="UPDATE task_run r SET status = 'DONE', finished_at = now(), result_code = 0,
+            ended_seq = $seq
+        WHERE r.id = ANY(ARRAY(SELECT id FROM batch))
+            AND r.status = 'RUNNING' AND r.replica_id = 'r-floor'"
+    local prepare=""
+    if [[ $claimlog == TRUE ]]; then
+        prepare="ALTER TABLE claim_log ADD COLUMN replica_id TEXT, ADD COLUMN started_at TIMESTAMPTZ,
+    ADD COLUMN first_seq BIGINT;"
+        claim="WITH picked AS (
+        DELETE FROM available_run WHERE run_id = ANY(ARRAY($picked)) RETURNING run_id),
+    claimed AS (
+        SELECT r.id, t.executor FROM task_run r JOIN task t ON t.id = r.task_id
+        WHERE r.id = ANY(ARRAY(SELECT run_id FROM picked)) AND r.status = 'AVAILABLE'),
+    claim_logged AS (
+        INSERT INTO claim_log (runs, replica_id, started_at, first_seq)
+        SELECT array_agg(id ORDER BY id), 'r-floor', now(), nextval('run_event_id_seq')
+        FROM claimed HAVING COUNT(*) > 0)"
+        ended="UPDATE task_run r SET status = 'DONE', replica_id = 'r-floor', started_at = now(),
+            last_heartbeat_at = now(), deadline = now() + r.timeout_ms * INTERVAL '1 millisecond',
+            finished_at = now(), result_code = 0, claimed_seq = $seq, ended_seq = $seq
+        WHERE r.id = ANY(ARRAY(SELECT id FROM batch)) AND r.status = 'AVAILABLE'
+            AND NOT EXISTS (SELECT FROM available_run q WHERE q.run_id = r.id)"
+    fi
     cat <<SQL
 \set ON_ERROR_STOP on
 SET synchronous_commit = off;
 SET jit = off;
+$prepare
 \timing on
 \echo phase submit
 DO \$\$
@@ -157,18 +203,7 @@ DO \$\$
 DECLARE n bigint;
 BEGIN
   LOOP
-    WITH claimed AS (
-        UPDATE task_run r SET status = 'RUNNING', replica_id = 'r-floor', started_at = now(),
-            last_heartbeat_at = now(), deadline = now() + r.timeout_ms * INTERVAL '1 millisecond',
-            heartbeat_deadline = now() + INTERVAL '30 seconds',$promotion claimed_seq = $seq
-        FROM task t
-        WHERE r.id = ANY(ARRAY($picked))
-            AND r.$claimable AND t.id = r.task_id
-        RETURNING r.id, t.executor),
-    logged AS (
-        INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at)
-        SELECT id, 'AVAILABLE', 'RUNNING', 'r-floor', 'r-floor', now() FROM claimed
-        WHERE $events)$dequeue$claim_logged
+    $claim
     SELECT count(*) FROM claimed INTO n;
     EXIT WHEN n = 0;
   END LOOP;
@@ -181,10 +216,7 @@ BEGIN
     WITH batch AS (
         SELECT id FROM task_run WHERE id > last ORDER BY id LIMIT $batch),
     done AS (
-        UPDATE task_run r SET status = 'DONE', finished_at = now(), result_code = 0,
-            ended_seq = $seq
-        WHERE r.id = ANY(ARRAY(SELECT id FROM batch))
-            AND r.status = 'RUNNING' AND r.replica_id = 'r-floor'
+        $ended
         RETURNING r.id, r.status, r.error),
     logged AS (
         INSERT INTO run_event (run_id, from_status, to_status, replica_id, actor, at, detail)
@@ -225,9 +257,9 @@ fresh_database() {
 # Prints "phase milliseconds" lines for one run of the model; checks that
 # every run ended DONE with the expected numbers of event rows and stamps.
 measure() {
-    local events=$1 stamps=$2 fused=$3 expected=$4 indexes=$5 logs=$6 out
+    local events=$1 stamps=$2 fused=$3 expected=$4 indexes=$5 logs=$6 claimlog=${7:-FALSE} out
     fresh_database "$indexes"
-    out=$(model "$events" "$stamps" "$fused" "$logs" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) ||
+    out=$(model "$events" "$stamps" "$fused" "$logs" "$claimlog" | "$PSQL" "$DB_URL" -q -X -A -t 2>&1) ||
         die "the model failed: $out"
     local check
     check=$(tail -n1 <<<"$out")
@@ -242,12 +274,29 @@ measure() {
 
 results=$(mktemp)
 step "Writing $runs runs, $rounds round(s), claims and finishes of $batch, into a scratch database"
+# One variant's run: its name, then measure's arguments.
+variant() {
+    local name=$1
+    shift
+    measure "$@" | sed "s/^/$name /" >>"$results"
+}
+stamped="0|$((runs * 4))"
+variants=(
+    "events TRUE FALSE FALSE $((runs * 4))|0 TRUE FALSE"
+    "indexes FALSE TRUE FALSE $stamped TRUE FALSE"
+    "logs FALSE TRUE FALSE $stamped FALSE TRUE"
+    "fused FALSE TRUE TRUE $stamped FALSE TRUE"
+    "bare FALSE FALSE FALSE 0|0 FALSE FALSE"
+    "claimlog FALSE TRUE FALSE $stamped FALSE TRUE TRUE"
+)
+# Every other round in the reverse order, so that a slow stretch of a
+# shared machine falls on each variant alike.
 for ((round = 1; round <= rounds; round++)); do
-    measure TRUE FALSE FALSE "$((runs * 4))|0" TRUE FALSE | sed 's/^/events /' >>"$results"
-    measure FALSE TRUE FALSE "0|$((runs * 4))" TRUE FALSE | sed 's/^/indexes /' >>"$results"
-    measure FALSE TRUE FALSE "0|$((runs * 4))" FALSE TRUE | sed 's/^/logs /' >>"$results"
-    measure FALSE TRUE TRUE "0|$((runs * 4))" FALSE TRUE | sed 's/^/fused /' >>"$results"
-    measure FALSE FALSE FALSE "0|0" FALSE FALSE | sed 's/^/bare /' >>"$results"
+    for ((i = 0; i < ${#variants[@]}; i++)); do
+        if ((round % 2)); then j=$i; else j=$((${#variants[@]} - 1 - i)); fi
+        # shellcheck disable=SC2086 # the fields are words by design
+        variant ${variants[j]}
+    done
 done
 "$PSQL" "$PG_URL" -q -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB"
 
@@ -259,12 +308,13 @@ for line in open(path):
     variant, phase, value = line.split()
     times.setdefault((variant, phase), []).append(float(value))
 phases = ["submit", "promote", "claim", "finish"]
-variants = ["events", "indexes", "logs", "fused", "bare"]
+variants = ["events", "indexes", "logs", "fused", "bare", "claimlog"]
 med = {k: statistics.median(v) for k, v in times.items()}
 print(f"\nmedians of {rounds} round(s) of {runs} runs, one backend, "
       "synchronous_commit off")
 print(f"{'phase':<28}{'event rows':>24}{'stamps, indexes':>24}"
-      f"{'stamps, logs (now)':>24}{'logs, fused':>24}{'neither':>24}")
+      f"{'stamps, logs (now)':>24}{'logs, fused':>24}{'neither':>24}"
+      f"{'claim log only':>24}")
 def row(name, keys):
     cells = []
     for variant in variants:
