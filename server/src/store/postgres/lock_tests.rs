@@ -521,6 +521,8 @@ async fn an_idle_transaction_of_a_cut_off_replica_lets_go_of_its_locks() {
     assert!(free(PROMOTER_LOCK).await, "let go once idle past the limit");
     assert!(!free(PROMOTER_LOCK + 1).await, "held with no limit");
     drop(idle);
+    drop((cut, unlimited, other));
+    scratch.drop_database().await.expect("drop");
 }
 
 /// `n` runs claimed by replica r-1 (ids in order, beats of 10 s each),
