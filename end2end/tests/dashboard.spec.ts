@@ -113,6 +113,9 @@ test('a plan submitted through the form runs to DONE without a reload', async ({
   await expect(page).toHaveURL(/\/runs\/\d+$/);
   await expect(page.locator('#run-log')).toContainText('migrating orders');
   await expect(page.locator('#timeline li')).toHaveCount(4);
+  // Its deadlines bound it only while it ran: a DONE run shows none.
+  await expect(page.locator('#run-heartbeat-deadline')).toHaveText('—');
+  await expect(page.locator('#run-deadline')).toHaveText('—');
   await shot(page, 'run');
 });
 

@@ -281,6 +281,9 @@ test("a running run's log follows its newest line, and stays where the operator 
       return last.top >= frame.top - 1 && last.bottom <= frame.bottom + 1;
     });
   await expect.poll(newest, { timeout: 20_000 }).toBeGreaterThan(150);
+  // While it runs, its deadlines are ahead of it.
+  await expect(page.locator('#run-heartbeat-deadline')).toHaveText(/^in /);
+  await expect(page.locator('#run-deadline')).toHaveText(/^in /);
 
   // Following: new lines arrive and the newest shows.
   let before = await newest();

@@ -133,6 +133,11 @@ fn RunFacts(run: RunView, now: DateTime<Utc>) -> impl IntoView {
         (None, None) if run.status.is_terminal() => view! { <span>"finished"</span> }.into_any(),
         _ => view! { <span class="text-slate-600">"not finished"</span> }.into_any(),
     };
+    // A run's deadlines bind only while it runs: the row keeps the last
+    // ones set, and a finished run "in 59 min" from a deadline misleads.
+    let running = run.status == RunStatus::Running;
+    let heartbeat_deadline = run.heartbeat_deadline.filter(|_| running);
+    let deadline = run.deadline.filter(|_| running);
     let waiting = run.waiting_cause.clone().map(|cause| {
         view! {
             <dt class="text-slate-600">"Waiting for"</dt>
@@ -160,9 +165,9 @@ fn RunFacts(run: RunView, now: DateTime<Utc>) -> impl IntoView {
                 <dt class="text-slate-600">"Last heartbeat"</dt>
                 <dd id="run-heartbeat"><MaybeAgo at=run.last_heartbeat_at now /></dd>
                 <dt class="text-slate-600">"Heartbeat deadline"</dt>
-                <dd><MaybeAgo at=run.heartbeat_deadline now /></dd>
+                <dd id="run-heartbeat-deadline"><MaybeAgo at=heartbeat_deadline now /></dd>
                 <dt class="text-slate-600">"Hard deadline"</dt>
-                <dd><MaybeAgo at=run.deadline now /></dd>
+                <dd id="run-deadline"><MaybeAgo at=deadline now /></dd>
                 <dt class="text-slate-600">"Finished"</dt>
                 <dd><MaybeAgo at=run.finished_at now /></dd>
                 <dt class="text-slate-600">"Duration"</dt>
