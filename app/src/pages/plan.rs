@@ -633,7 +633,7 @@ fn TaskRow(
             <td class=TD>{target}{node}</td>
             <td class=format!("{TD} font-mono")>{task.version.unwrap_or_else(|| "—".into())}</td>
             <td class=format!("{TD} tabular-nums")>{task.attempt.map(|a| a.to_string()).unwrap_or_else(|| "—".into())}</td>
-            <td class=format!("{TD} font-mono text-xs")>{replica}</td>
+            <td class=format!("{TD} font-mono text-xs whitespace-nowrap")>{replica}</td>
             <td class=TD><MaybeAgo at=task.started_at now /></td>
             <td class=format!("{TD} whitespace-nowrap")>{took}</td>
             <td class=format!("{TD} max-w-60")>{ties}</td>

@@ -341,7 +341,7 @@ fn RunRow(run: RunSummary, now: chrono::DateTime<chrono::Utc>) -> impl IntoView 
                 <RunStatusBadge status=run.status />
                 <Canceling by=run.cancel_requested_by.clone().filter(|_| run.status == RunStatus::Running) at=None />
             </td>
-            <td class=format!("{TD} font-mono")>{replica}</td>
+            <td class=format!("{TD} font-mono whitespace-nowrap")>{replica}</td>
             <td class=TD><MaybeAgo at=run.finished_at now /></td>
             <td class=format!("{TD} max-w-xs truncate text-slate-700") title=error.clone()>{error.clone()}</td>
         </tr>
