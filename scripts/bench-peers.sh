@@ -18,6 +18,10 @@
 #                     stats of its docs ran 4 processes of 24)
 #   --local-queue L   graphile: localQueue.size (default 500; -1 is off)
 #   --settle SECONDS  pause before each bench (default 2)
+#   --warm-up N       full queue: runs/jobs each side's workers work
+#                     through before the queue is added, then stop
+#                     (default 4000; 0: cold workers, the method before
+#                     2026-12-02)
 #   --scale           the scale curve instead: the end-to-end and
 #                     full-queue phases worked by Baton's `baton serve`
 #                     processes and by graphile-worker's Node processes
@@ -64,8 +68,14 @@
 #   full queue      every run/job added before any worker starts, then
 #                   timed from the workers' start until all are done.
 #                   Baton: until the last stored finished_at. graphile:
-#                   from before run() (its pool already open) until the
-#                   queue is seen empty.
+#                   from before run() until the queue is seen empty.
+#                   Both start warm: before the queue is added, the same
+#                   workers' pools (Baton's replicas' stores, graphile's
+#                   pg.Pool) served --warm-up no-op runs/jobs worked by
+#                   workers that then stopped, so no connection opens and
+#                   no statement is prepared for the first time in the
+#                   window, as in the other two phases (each follows a
+#                   warm-up) and in a worker that has been up for a while.
 #   scale curve     (--scale) the end-to-end and full-queue phases, no
 #                   latency, worked by N processes: Baton's `baton serve`
 #                   (`baton bench --processes N`, each with
@@ -126,7 +136,7 @@ GRAPHILE_JS="$PEERS_DIR/bench-graphile.mjs"
 GRAPHILE_DB=baton_peers_graphile
 
 rounds=5 jobs=20000 plans=20 targets=200 samples=200
-concurrency=16 local_queue=500 settle=2
+concurrency=16 local_queue=500 settle=2 warm_up=4000
 scale=0 scale_jobs=20000,200000 scale_processes=1,2,4
 baton_extra=()
 
@@ -153,7 +163,7 @@ parse_args() {
                 shift 2
                 ;;
             --rounds | --jobs | --plans | --targets | --samples | --concurrency | \
-                --local-queue | --settle)
+                --local-queue | --settle | --warm-up)
                 (($# >= 2)) || die "$1 needs a value (--help)"
                 is_int "$2" || die "$1: not an integer: $2"
                 local name=${1#--}
@@ -173,6 +183,7 @@ check_args() {
     ((samples >= 1)) || die "--samples must be at least 1: the table has latency rows"
     ((concurrency >= 1)) || die "--concurrency must be at least 1"
     ((settle >= 0)) || die "--settle must be at least 0"
+    ((warm_up >= 0)) || die "--warm-up must be at least 0"
     local n
     for n in ${scale_jobs//,/ }; do
         ((n >= plans)) || die "--scale-jobs: $n is fewer than --plans ($plans)"
@@ -249,6 +260,7 @@ const { values: opt } = parseArgs({
     samples: { type: "string", default: "200" },
     concurrency: { type: "string", default: "16" },
     "local-queue": { type: "string", default: "500" },
+    "warm-up": { type: "string", default: "4000" }, // full queue: jobs worked before it is added
     drop: { type: "boolean", default: false }, // only drop the scratch databases
     processes: { type: "string", default: "0" }, // >0: the scale curve, with this many worker processes
     child: { type: "boolean", default: false }, // one worker process of the scale curve
@@ -266,6 +278,7 @@ const SAMPLES = int("samples", 0);
 const CONCURRENCY = int("concurrency", 1);
 const LOCAL_QUEUE = int("local-queue", -1);
 const PROCESSES = int("processes", 0);
+const WARM_UP = int("warm-up", 0);
 
 // Warnings and errors only: the default logger prints a line at each
 // worker's start and stop, and one per job unless NO_LOG_SUCCESS is set
@@ -508,6 +521,18 @@ async function fullQueue() {
   const noop = counter();
   let runner = null;
   try {
+    if (WARM_UP > 0) {
+      // Baton's side does the same (`baton bench --warm-up-runs`).
+      const warm = counter();
+      const warmRunner = await startWorker(pool, { noop: warm.task });
+      try {
+        await db.utils.addJobs(noopJobs(-WARM_UP, WARM_UP));
+        await warm.reached(WARM_UP);
+        await untilEmpty(db.utils);
+      } finally {
+        await warmRunner.stop();
+      }
+    }
     let busy0 = busySeconds();
     let t0 = performance.now();
     await db.utils.addJobs(noopJobs(0, JOBS));
@@ -727,7 +752,8 @@ run_baton() {
 
 bench_baton() {
     local log=$1
-    local args=(--runs "$jobs" --plans "$plans" --targets "$targets" --latency-samples "$samples" "${baton_extra[@]}")
+    local args=(--runs "$jobs" --plans "$plans" --targets "$targets" --latency-samples "$samples"
+        --warm-up-runs "$warm_up" "${baton_extra[@]}")
     run_baton "$log" "${args[@]}"
     grep -E '^(baton bench|submit|throughput|full queue)' "$log" | sed 's/^/    /' >&2 || true
     got=()
@@ -742,7 +768,7 @@ bench_baton() {
 
 bench_graphile() {
     step "graphile-worker: $jobs jobs, concurrency $concurrency, localQueue $local_queue"
-    run_graphile "$1" --jobs "$jobs" --batches "$plans" --samples "$samples"
+    run_graphile "$1" --jobs "$jobs" --batches "$plans" --samples "$samples" --warm-up "$warm_up"
 }
 
 # Runs graphile's side with these options besides the common ones, its
@@ -944,8 +970,8 @@ versions() {
 
 phases_header() {
     versions
-    printf '%s round%s, %s runs per phase, %s latency samples\n' \
-        "$rounds" "$( ((rounds == 1)) || echo s)" "$jobs" "$samples"
+    printf '%s round%s, %s runs per phase, %s latency samples, full queue after a warm-up of %s\n' \
+        "$rounds" "$( ((rounds == 1)) || echo s)" "$jobs" "$samples" "$warm_up"
     sed -n 's/^baton bench: /Baton: /p' "$run_dir/round-1-baton.log"
     sed -n 's/^graphile-worker: /graphile: /p' "$run_dir/round-1-graphile.log"
 }

@@ -1,7 +1,7 @@
-//! `baton bench --processes N`: runs submitted while real `baton serve`
-//! processes work, and a full queue burned down by them, each on a scratch
-//! PostgreSQL database that is gone afterwards; bad settings are refused
-//! before anything is created.
+//! `baton bench`: runs submitted while in-process replicas or real `baton
+//! serve` processes (`--processes N`) work, and a full queue burned down
+//! by them, each on a scratch PostgreSQL database that is gone
+//! afterwards; bad settings are refused before anything is created.
 
 mod common;
 
@@ -103,6 +103,54 @@ async fn processes_work_both_phases_and_leave_no_database() {
             .sum();
         assert_eq!(ran, 300, "{share}");
     }
+    assert_eq!(scratch_databases_of(pid).await, Vec::<String>::new());
+}
+
+/// The in-process bench: latency, end to end, then a full queue burned
+/// down by replicas that first warmed their pools on other runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_replicas_warm_up_then_burn_down_a_full_queue() {
+    let (out, pid) = bench(
+        &postgres_admin_url(),
+        &[
+            "--runs",
+            "300",
+            "--plans",
+            "3",
+            "--targets",
+            "7",
+            "--latency-samples",
+            "3",
+            "--warm-up-runs",
+            "150",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}: {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    let position = |start: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line starting {start:?} in:\n{stdout}"))
+    };
+    let warm_up = position("full queue: warm-up of 150 runs, replicas stopped after ");
+    let burn_down = position("full queue: 300 runs queued before the replicas started, all DONE ");
+    assert!(position("submit -> RUNNING, idle, 3 samples: p50 ") < warm_up);
+    assert!(position("throughput: 300 runs, 3 plans, 7 targets, shared: ") < warm_up);
+    assert!(warm_up < position("full queue: 300 runs submitted in "));
+    assert!(warm_up < burn_down);
+    assert!(
+        lines[burn_down].contains(" runs/s; machine busy "),
+        "{}",
+        lines[burn_down]
+    );
     assert_eq!(scratch_databases_of(pid).await, Vec::<String>::new());
 }
 

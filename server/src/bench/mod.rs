@@ -101,6 +101,12 @@ pub struct BenchArgs {
     /// Skip the full-queue phase.
     #[arg(long)]
     pub no_queued: bool,
+    /// Full-queue phase: no-op runs the replicas work through before the
+    /// queue is submitted and the clock starts, then stop, so that the
+    /// timed replicas start on warm pools (0: on cold ones, whose opening
+    /// and first statements are then timed too).
+    #[arg(long, default_value_t = 4_000)]
+    pub warm_up_runs: usize,
     /// A/B of an index's cost on the hot path: drop this index (a name
     /// from migrations/) from the scratch databases before measuring.
     /// Repeatable.
@@ -416,6 +422,7 @@ async fn measure_queued(
     let stores = scratch.stores(count).await?;
     scratch.drop_indexes(&args.drop_index).await?;
     let target = InProcess(stores[0].clone());
+    warm_up(&stores, config, args).await?;
     let plans = throughput_plans(args);
     let total = args.throughput_runs();
     let submitting = Instant::now();
@@ -445,6 +452,47 @@ async fn measure_queued(
     .await;
     replicas.stop().await;
     scratch.drop_database().await?;
+    result
+}
+
+/// Runs `--warm-up-runs` no-op runs to DONE on `stores` with replicas
+/// that then stop, before the full queue is submitted.
+///
+/// Replicas that start work at once, as the loops of each do, open a
+/// connection each in their first moments, and every connection prepares
+/// and plans each statement anew. In a burn-down of 20,000 runs that
+/// start-up was a tenth of the window's CPU, paid once per process
+/// (docs/benchmarks.md). Warmed, the replicas that are timed start on
+/// pools whose connections are open and whose statements are prepared, as
+/// a long-running replica's are; `scripts/bench-peers.sh` warms
+/// graphile-worker's pool the same way.
+async fn warm_up(
+    stores: &[Arc<dyn Store>],
+    config: &SchedulerConfig,
+    args: &BenchArgs,
+) -> anyhow::Result<()> {
+    if args.warm_up_runs == 0 {
+        return Ok(());
+    }
+    let warm = BenchArgs {
+        runs: args.warm_up_runs,
+        plans: args.warm_up_runs.div_ceil(1_000),
+        ..args.clone()
+    };
+    let target = InProcess(stores[0].clone());
+    let started = Instant::now();
+    let replicas = Replicas::start(stores, config).await?;
+    let result = async {
+        let ids = submit_all(&target, &throughput_plans(&warm)).await?;
+        wait_all_done(&target, &ids).await
+    }
+    .await;
+    replicas.stop().await;
+    println!(
+        "full queue: warm-up of {} runs, replicas stopped after {}",
+        warm.throughput_runs(),
+        ms(started.elapsed())
+    );
     result
 }
 
