@@ -25,6 +25,20 @@ async fn bench(database_url: &str, args: &[&str]) -> (Output, u32) {
     (child.wait_with_output().await.expect("baton bench"), pid)
 }
 
+/// `baton bench` with `args` on the test server, which must succeed: its
+/// standard output and its pid.
+async fn bench_succeeds(args: &[&str]) -> (String, u32) {
+    let (out, pid) = bench(&postgres_admin_url(), args).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "exit {:?}: {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (stdout, pid)
+}
+
 /// Scratch databases `baton bench` process `pid` left on the server.
 async fn scratch_databases_of(pid: u32) -> Vec<String> {
     let mut admin = sqlx::PgConnection::connect(&postgres_admin_url())
@@ -39,27 +53,17 @@ async fn scratch_databases_of(pid: u32) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_work_both_phases_and_leave_no_database() {
-    let (out, pid) = bench(
-        &postgres_admin_url(),
-        &[
-            "--processes",
-            "2",
-            "--runs",
-            "300",
-            "--plans",
-            "3",
-            "--targets",
-            "7",
-        ],
-    )
+    let (stdout, pid) = bench_succeeds(&[
+        "--processes",
+        "2",
+        "--runs",
+        "300",
+        "--plans",
+        "3",
+        "--targets",
+        "7",
+    ])
     .await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {:?}: {stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(
         stdout.contains("PostgreSQL, 2 baton serve processes x 2048 workers"),
         "{stdout}"
@@ -110,29 +114,19 @@ async fn processes_work_both_phases_and_leave_no_database() {
 /// down by replicas that first warmed their pools on other runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_process_replicas_warm_up_then_burn_down_a_full_queue() {
-    let (out, pid) = bench(
-        &postgres_admin_url(),
-        &[
-            "--runs",
-            "300",
-            "--plans",
-            "3",
-            "--targets",
-            "7",
-            "--latency-samples",
-            "3",
-            "--warm-up-runs",
-            "150",
-        ],
-    )
+    let (stdout, pid) = bench_succeeds(&[
+        "--runs",
+        "300",
+        "--plans",
+        "3",
+        "--targets",
+        "7",
+        "--latency-samples",
+        "3",
+        "--warm-up-runs",
+        "150",
+    ])
     .await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {:?}: {stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
     let lines: Vec<&str> = stdout.lines().collect();
     let position = |start: &str| {
         lines

@@ -422,7 +422,7 @@ async fn measure_queued(
     let stores = scratch.stores(count).await?;
     scratch.drop_indexes(&args.drop_index).await?;
     let target = InProcess(stores[0].clone());
-    warm_up(&stores, config, args).await?;
+    warm_up(&target, &stores, config, args).await?;
     let plans = throughput_plans(args);
     let total = args.throughput_runs();
     let submitting = Instant::now();
@@ -455,8 +455,9 @@ async fn measure_queued(
     result
 }
 
-/// Runs `--warm-up-runs` no-op runs to DONE on `stores` with replicas
-/// that then stop, before the full queue is submitted.
+/// Runs `--warm-up-runs` no-op runs to DONE on `stores` (submitted
+/// through `target`) with replicas that then stop, before the full queue
+/// is submitted.
 ///
 /// Replicas that start work at once, as the loops of each do, open a
 /// connection each in their first moments, and every connection prepares
@@ -467,6 +468,7 @@ async fn measure_queued(
 /// a long-running replica's are; `scripts/bench-peers.sh` warms
 /// graphile-worker's pool the same way.
 async fn warm_up(
+    target: &InProcess,
     stores: &[Arc<dyn Store>],
     config: &SchedulerConfig,
     args: &BenchArgs,
@@ -479,12 +481,11 @@ async fn warm_up(
         plans: args.warm_up_runs.div_ceil(1_000),
         ..args.clone()
     };
-    let target = InProcess(stores[0].clone());
     let started = Instant::now();
     let replicas = Replicas::start(stores, config).await?;
     let result = async {
-        let ids = submit_all(&target, &throughput_plans(&warm)).await?;
-        wait_all_done(&target, &ids).await
+        let ids = submit_all(target, &throughput_plans(&warm)).await?;
+        wait_all_done(target, &ids).await
     }
     .await;
     replicas.stop().await;
