@@ -1591,6 +1591,9 @@ mod lock_tests;
 mod pool_tests;
 
 #[cfg(test)]
+mod storage_tests;
+
+#[cfg(test)]
 mod queue_repair_tests;
 #[cfg(test)]
 mod run_log_tests;

@@ -1,0 +1,30 @@
+-- Fill task_run's pages to a quarter when rows are inserted, so that a
+-- run written at its submit (admitted AVAILABLE) and rewritten by its
+-- claim and its finish keeps all three versions on its page.
+--
+-- Since migration 0030 no index of task_run names a column a claim or a
+-- finish changes, so both are HOT updates wherever the page has room: no
+-- new index entry, one page dirtied. A row grows with each (a no-op run
+-- of the bench: 144 bytes at its submit, about 195 claimed, 216 ended),
+-- so its three versions take nearly four times the first. Filled to half
+-- at submit, a page was full after its claims, and a finish found room
+-- only where page pruning had already reclaimed the claims' dead
+-- versions, which a transaction still open elsewhere (a submit of 1,000
+-- tasks, another replica's claim) holds back. With a snapshot held open
+-- through 2,000 claims and finishes, 50 % of the updates stayed on their
+-- page at a fillfactor of 50, 72 % at 34, 88 % at 30, all of them at 25
+-- (store/postgres/storage_tests.rs).
+--
+-- In alternating pairs of `baton bench --runs 100000 --plans 100`
+-- (docs/benchmarks.md): 34 against 50, full queue 1.15x; 25 against 34,
+-- 1.10x more, with 0.91x the machine CPU per run.
+--
+-- The price is space: a finished run's row keeps its page about a third
+-- full rather than about three quarters, twice the pages of 50 for the
+-- same history.
+--
+-- Applies to pages written from now on. A storage parameter only: it
+-- changes no query, and replicas of the release before keep working
+-- beside it during a rolling upgrade (docs/deploy.md). SQLite has no
+-- such setting.
+ALTER TABLE task_run SET (fillfactor = 25);
