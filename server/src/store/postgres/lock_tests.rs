@@ -20,7 +20,8 @@ use crate::store::{Claim, Result, Store};
 use domain::gates::NodeLabels;
 use domain::time::Ts;
 
-async fn store() -> (Scratch, PgStore) {
+/// A migrated scratch database and its store.
+pub(super) async fn store() -> (Scratch, PgStore) {
     let scratch = Scratch::postgres_for_tests().await;
     let store = PgStore::connect(&scratch.url).await.expect("connect");
     store.migrate().await.expect("migrate");
@@ -179,7 +180,13 @@ async fn a_round_that_finds_the_lock_taken_does_nothing() {
 /// A plan admission would make AVAILABLE: enough shared tasks, each on a
 /// target of its own.
 fn admissible(name: &str) -> NewPlan {
-    let tasks: Vec<_> = (0..crate::plan::MIN_ADMITTED_RUNS)
+    admissible_of(name, crate::plan::MIN_ADMITTED_RUNS)
+}
+
+/// A plan of `n` shared no-op tasks, each on a target of its own: every
+/// run admitted at its submit when the promotion lock is free.
+pub(super) fn admissible_of(name: &str, n: usize) -> NewPlan {
+    let tasks: Vec<_> = (0..n)
         .map(|i| {
             serde_json::json!({"name": format!("t{i}"), "target": format!("{name}/{i}"),
                 "exclusive": false, "sleep": "0s"})
